@@ -1,0 +1,21 @@
+"""vkbackend: a Vulkan compute backend for Python tensor frameworks.
+
+SPIR-V kernels and device buffers on any Vulkan GPU. ``import vkbackend`` needs no Vulkan driver; only asking for
+devices does::
+
+    import vkbackend
+    dev = vkbackend.devices()[0]
+    buf = dev.memory_pool.allocate(1024)
+"""
+from .config import VulkanConfig
+from .device import Device, GridArg, devices
+from .discovery import DeviceInfo, MemoryHeap
+from .dtypes import DType
+from .errors import BackendError, ErrorStatus
+from .glsl import compile_glsl
+from .memory import MemoryPool
+from .spirv import BufferBinding, ProgramInfo, PushMember
+
+__all__ = ["BackendError", "BufferBinding", "DType", "Device", "DeviceInfo", "ErrorStatus", "GridArg", "MemoryHeap",
+           "MemoryPool", "ProgramInfo", "PushMember", "VulkanConfig", "compile_glsl", "devices"]
+__version__ = "0.1.0"

@@ -1,0 +1,72 @@
+"""VulkanConfig and the environment variables that stand in for it."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BackendError, ErrorStatus
+
+
+@dataclass(frozen=True)
+class VulkanConfig:
+    """How to bring up Vulkan.
+
+    ``device_ids``: indices (in discovery order) of the devices to open; ``None`` opens all, ``[]`` configures Vulkan
+    out. Without a config, ``VKBACKEND_DEVICE_IDS="0,2"`` (or ``""``) does the same.
+    ``robust_buffer_access``: enable the device's bounds-checked buffer access (``None``: ``VKBACKEND_ROBUST``, default
+    on; see docs/reliability.md for its measured cost). ``push_descriptors``: use ``VK_KHR_push_descriptor`` where the
+    device has it (off forces the descriptor-pool path). ``window_launches``: launches recorded into one command
+    buffer at most. ``staging_chunk_bytes``/``staging_slots``: the transfer staging ring. ``sync_timeout_s``: the
+    deadline of every wait on the GPU (``VKBACKEND_SYNC_TIMEOUT_S``, default 300).
+    """
+
+    device_ids: list[int] | None = None
+    robust_buffer_access: bool | None = None
+    push_descriptors: bool = True
+    window_launches: int = 8192
+    staging_chunk_bytes: int = 16 << 20
+    staging_slots: int = 4
+    sync_timeout_s: float | None = None
+
+    @staticmethod
+    def from_env() -> "VulkanConfig":
+        """The config the environment describes (used when ``devices()`` gets none)."""
+        ids = os.environ.get("VKBACKEND_DEVICE_IDS")
+        device_ids = None
+        if ids is not None:
+            try:
+                device_ids = [int(x) for x in ids.replace(" ", "").split(",") if x]
+            except ValueError:
+                raise BackendError(ErrorStatus.InvalidArgument,
+                                   f"VKBACKEND_DEVICE_IDS={ids!r} is not a comma-separated list of device indices")
+        return VulkanConfig(device_ids=device_ids,
+                            push_descriptors=os.environ.get("VKBACKEND_PUSH_DESCRIPTORS", "1") != "0")
+
+    def resolved_robust_buffer_access(self) -> bool:
+        if self.robust_buffer_access is not None:
+            return self.robust_buffer_access
+        return os.environ.get("VKBACKEND_ROBUST", "1") != "0"
+
+    def resolved_sync_timeout_s(self) -> float:
+        if self.sync_timeout_s is not None:
+            return float(self.sync_timeout_s)
+        try:
+            return float(os.environ.get("VKBACKEND_SYNC_TIMEOUT_S", "300"))
+        except ValueError:
+            raise BackendError(ErrorStatus.InvalidArgument, "VKBACKEND_SYNC_TIMEOUT_S must be a number of seconds")
+
+
+def debug_enabled() -> bool:
+    """VKBACKEND_DEBUG=1 logs bring-up, submissions and validation messages through `logging`."""
+    return os.environ.get("VKBACKEND_DEBUG", "") not in ("", "0")
+
+
+def validation_enabled() -> bool:
+    """VKBACKEND_VALIDATION=1 enables the Khronos validation layer and collects its messages (tests use it)."""
+    return os.environ.get("VKBACKEND_VALIDATION", "") not in ("", "0")
+
+
+def cache_dir() -> Path:
+    """Where pipeline caches persist: ``$VKBACKEND_CACHE_DIR``, default ``~/.cache/vkbackend``."""
+    return Path(os.environ.get("VKBACKEND_CACHE_DIR") or Path.home() / ".cache" / "vkbackend")

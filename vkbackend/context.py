@@ -1,0 +1,68 @@
+"""DeviceContext: what every unit of one device shares, passed as one object instead of twenty arguments."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from .config import VulkanConfig
+from .discovery import DeviceHandles, DeviceInfo
+from .errors import BackendError, ErrorStatus
+
+
+@dataclass(eq=False)
+class DeviceContext:
+    """Handles, limits and the device's error state.
+
+    Errors found on the worker are kept as ``pending_error`` (the first since the last sync point) and raised by the
+    next sync point; a lost device is sticky and makes every later call fail fast.
+    """
+
+    ffi: object
+    lib: object
+    handles: DeviceHandles
+    config: VulkanConfig
+    slots: object                       # vkb_slot_table*: buffer slots that launch records name
+    worker: object = None               # worker.Worker, set once started
+    pending_error: BackendError | None = None
+    lost: BackendError | None = None
+    closed: bool = False
+    error_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def device(self):
+        return self.handles.device
+
+    @property
+    def info(self) -> DeviceInfo:
+        return self.handles.info
+
+    @property
+    def sync_timeout_ns(self) -> int:
+        return int(self.config.resolved_sync_timeout_s() * 1e9)
+
+    def fail(self, error: BackendError) -> None:
+        """Keep an asynchronous error for the next sync point (the first one wins); a lost device is sticky."""
+        with self.error_lock:
+            if error.status is ErrorStatus.DeviceLost and self.lost is None:
+                self.lost = error
+            if self.pending_error is None:
+                self.pending_error = error
+
+    def raise_pending(self) -> None:
+        """At a sync point: raise the first asynchronous error since the last one."""
+        if self.lost is not None:
+            with self.error_lock:
+                self.pending_error = None
+            raise BackendError(ErrorStatus.DeviceLost, f"{self.info.name}: {self.lost.context}; close the device")
+        if self.pending_error is not None:
+            with self.error_lock:
+                error, self.pending_error = self.pending_error, None
+            if error is not None:
+                raise error
+
+    def ensure_usable(self) -> None:
+        """Fail fast on a closed or lost device."""
+        if self.closed:
+            raise BackendError(ErrorStatus.InvalidArgument, f"{self.info.name} is closed; open it again with vkbackend.devices()")
+        if self.lost is not None:
+            raise BackendError(ErrorStatus.DeviceLost, f"{self.info.name} was lost ({self.lost.context}); close it")

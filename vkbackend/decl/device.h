@@ -1,0 +1,47 @@
+/* Logical device creation: the features we query and enable, queues. */
+#define VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO ...
+#define VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO ...
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2 ...
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES ...
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES ...
+
+typedef struct {
+    VkBool32 robustBufferAccess;
+    VkBool32 shaderFloat64;
+    VkBool32 shaderInt64;
+    VkBool32 shaderInt16;
+    ...;
+} VkPhysicalDeviceFeatures;
+typedef struct { VkStructureType sType; void *pNext; VkPhysicalDeviceFeatures features; } VkPhysicalDeviceFeatures2;
+typedef struct {
+    VkStructureType sType; void *pNext;
+    VkBool32 storageBuffer16BitAccess; VkBool32 uniformAndStorageBuffer16BitAccess; VkBool32 storagePushConstant16;
+    ...;
+} VkPhysicalDeviceVulkan11Features;
+typedef struct {
+    VkStructureType sType; void *pNext;
+    VkBool32 storageBuffer8BitAccess; VkBool32 uniformAndStorageBuffer8BitAccess; VkBool32 storagePushConstant8;
+    VkBool32 shaderBufferInt64Atomics; VkBool32 shaderSharedInt64Atomics;
+    VkBool32 shaderFloat16; VkBool32 shaderInt8;
+    VkBool32 timelineSemaphore; VkBool32 vulkanMemoryModel; VkBool32 vulkanMemoryModelDeviceScope;
+    VkBool32 bufferDeviceAddress; VkBool32 hostQueryReset;
+    ...;
+} VkPhysicalDeviceVulkan12Features;
+
+typedef struct {
+    VkStructureType sType; const void *pNext; VkFlags flags; uint32_t queueFamilyIndex; uint32_t queueCount;
+    const float *pQueuePriorities;
+} VkDeviceQueueCreateInfo;
+typedef struct {
+    VkStructureType sType; const void *pNext; VkFlags flags;
+    uint32_t queueCreateInfoCount; const VkDeviceQueueCreateInfo *pQueueCreateInfos;
+    uint32_t enabledLayerCount; const char *const *ppEnabledLayerNames;
+    uint32_t enabledExtensionCount; const char *const *ppEnabledExtensionNames;
+    const VkPhysicalDeviceFeatures *pEnabledFeatures;
+} VkDeviceCreateInfo;
+
+void vkGetPhysicalDeviceFeatures2(VkPhysicalDevice physicalDevice, VkPhysicalDeviceFeatures2 *pFeatures);
+VkResult vkCreateDevice(VkPhysicalDevice physicalDevice, const VkDeviceCreateInfo *pCreateInfo, const VkAllocationCallbacks *pAllocator, VkDevice *pDevice);
+void vkDestroyDevice(VkDevice device, const VkAllocationCallbacks *pAllocator);
+void vkGetDeviceQueue(VkDevice device, uint32_t queueFamilyIndex, uint32_t queueIndex, VkQueue *pQueue);
+VkResult vkDeviceWaitIdle(VkDevice device);

@@ -1,0 +1,267 @@
+"""Device: the public face of one GPU (info, memory pool, compile, launch, timed launch, sync, close)."""
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+from collections.abc import Sequence
+
+from ._ffi import vulkan
+from .config import VulkanConfig
+from .context import DeviceContext
+from .discovery import DeviceInfo, Instance, PhysicalDevice, create_device, query_physical_devices
+from .errors import BackendError, ErrorStatus
+from .memory import MemoryPool
+from .programs import ProgramCache
+from .spirv import ProgramInfo
+from .submit import BatchSubmitter
+from .worker import Worker
+
+log = logging.getLogger("vkbackend")
+_U32_MAX = 0xFFFFFFFF
+LIVE_OBJECT_CALLS = {
+    "device_memory": ("vkAllocateMemory", "vkFreeMemory"), "buffers": ("vkCreateBuffer", "vkDestroyBuffer"),
+    "pipelines": ("vkCreateComputePipelines", "vkDestroyPipeline"),
+    "pipeline_layouts": ("vkCreatePipelineLayout", "vkDestroyPipelineLayout"),
+    "shader_modules": ("vkCreateShaderModule", "vkDestroyShaderModule"), "fences": ("vkCreateFence", "vkDestroyFence"),
+    "descriptor_pools": ("vkCreateDescriptorPool", "vkDestroyDescriptorPool"),
+    "command_pools": ("vkCreateCommandPool", "vkDestroyCommandPool"), "devices": ("vkCreateDevice", "vkDestroyDevice"),
+}
+
+
+class GridArg:
+    """A grid entry taken from scalar argument ``index`` of the launch (the original's GwsDim).
+
+    Its value is checked against the device's limits when the launch is recorded; an out-of-range value surfaces as
+    ``KernelLaunch`` at the next sync point.
+    """
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = int(index)
+
+    def __repr__(self) -> str:
+        return f"GridArg({self.index})"
+
+
+class Device:
+    """One Vulkan device. Every method is safe to call from several threads at once."""
+
+    def __init__(self, physical: PhysicalDevice, config: VulkanConfig) -> None:
+        ffi, lib = vulkan()
+        handles = create_device(physical, config)
+        self._ctx = ctx = DeviceContext(ffi, lib, handles, config, lib.vkb_slots_new())
+        self.index = physical.index
+        self._programs = ProgramCache(ctx)
+        self._submitter = BatchSubmitter(ctx, self._programs)
+        ctx.worker = self._worker = Worker(ctx, self._submitter)
+        self._worker.call(self._programs.open_pipeline_cache)
+        self._pool = MemoryPool(ctx)
+        self._close_lock = threading.Lock()
+        # The launch fast path reads these directly: a few attribute lookups and an append.
+        self._launchable = self._programs.programs
+        self._slot_of = self._pool.slot_of
+        self._queue = self._worker.queue
+        self._max_grid = handles.info.max_global_work_dims
+        log.debug("device %d ready: %s", self.index, handles.info.name)
+
+    def __repr__(self) -> str:
+        return f"<vkbackend.Device {self.index}: {self.info.name}{' (closed)' if self._ctx.closed else ''}>"
+
+    @property
+    def info(self) -> DeviceInfo:
+        """What the device is and can do."""
+        return self._ctx.info
+
+    @property
+    def memory_pool(self) -> MemoryPool:
+        """The device's buffers."""
+        return self._pool
+
+    # ----- programs -----------------------------------------------------------------------------------------------
+    def compile(self, spirv: bytes, entry_point: str = "main") -> int:
+        """Compile SPIR-V into a program id; the same SPIR-V and entry point return the cached program."""
+        return self._programs.compile(spirv, entry_point)
+
+    def program_info(self, prog: int) -> ProgramInfo:
+        """The interface reflected from the program's SPIR-V (local size, storage buffers, push constants)."""
+        return self._programs.get(prog).info
+
+    def release_program(self, prog: int) -> None:
+        """Drop a reference to a program; safe while launches of it are still queued."""
+        self._programs.release(prog)
+
+    # ----- launches -----------------------------------------------------------------------------------------------
+    def launch(self, prog: int, buffers: Sequence[int], scalars: Sequence = (), grid: Sequence = (1, 1, 1)) -> None:
+        """Queue one dispatch of ``grid`` work groups; returns at once.
+
+        ``buffers`` bind to the program's storage buffers in binding order, ``scalars`` fill its push-constant members
+        in order. Errors found now raise ``InvalidArgument``; errors found on the worker surface at the next sync point.
+        """
+        record = self._pack(prog, buffers, scalars, grid)
+        worker = self._worker
+        self._queue.append(record)
+        if worker.idle:
+            worker.wake.set()
+
+    def _pack(self, prog, buffers, scalars, grid) -> bytes:
+        """Check a launch and pack it into one record for the recorder (csrc/recorder.c)."""
+        try:
+            p = self._launchable[prog]
+            slots = [self._slot_of[b] for b in buffers]
+        except (KeyError, TypeError):
+            raise self._launch_error(prog, buffers) from None
+        if len(slots) != p.n_buffers or len(scalars) != p.n_scalars:
+            raise self._count_error(p, buffers, scalars)
+        try:
+            gx, gy, gz = grid
+            mx, my, mz = self._max_grid
+            in_range = 0 < gx <= mx and 0 < gy <= my and 0 < gz <= mz
+        except (TypeError, ValueError):
+            gx, gy, gz = self._resolve_grid(grid, scalars)
+        else:
+            if not in_range:
+                raise BackendError(ErrorStatus.InvalidArgument,
+                                   f"launch of {p.name}: grid {tuple(grid)} is outside 1..{self._max_grid} work groups per axis")
+        try:
+            record = p.record.pack(0, prog, gx, gy, gz, *slots, *scalars)
+        except struct.error as error:
+            raise self._scalar_error(p, scalars, error) from None
+        if self._ctx.lost is not None or self._ctx.closed:
+            self._ctx.ensure_usable()
+        return record
+
+    def launch_timed(self, prog: int, buffers: Sequence[int], scalars: Sequence = (), grid: Sequence = (1, 1, 1)) -> int:
+        """Run one launch alone and return its GPU time in nanoseconds (a sync point)."""
+        record = self._pack(prog, buffers, scalars, grid)
+        ns = self._worker.call(self._submitter.timed, record, self._ctx.sync_timeout_ns)
+        self._ctx.raise_pending()
+        return ns
+
+    def _resolve_grid(self, grid, scalars) -> tuple[int, int, int]:
+        """The general grid path: 1 to 3 entries, ints or GridArg (whose range the worker checks)."""
+        try:
+            entries = list(grid)
+        except TypeError:
+            raise BackendError(ErrorStatus.InvalidArgument, f"grid must be a sequence of 1 to 3 entries, got {grid!r}") from None
+        if not 1 <= len(entries) <= 3:
+            raise BackendError(ErrorStatus.InvalidArgument, f"grid must have 1 to 3 entries, got {len(entries)}")
+        entries += [1] * (3 - len(entries))
+        out = []
+        for axis, entry in enumerate(entries):
+            if isinstance(entry, GridArg):
+                if not 0 <= entry.index < len(scalars):
+                    raise BackendError(ErrorStatus.InvalidArgument,
+                                       f"{entry!r} names scalar {entry.index} but the launch has {len(scalars)} scalars")
+                try:
+                    value = int(scalars[entry.index])
+                except (TypeError, ValueError):
+                    raise BackendError(ErrorStatus.InvalidArgument, f"{entry!r}: scalar is not an integer") from None
+                out.append(value if 0 <= value <= _U32_MAX else 0)  # 0: the recorder reports it at the next sync
+                continue
+            if not isinstance(entry, int) or isinstance(entry, bool):
+                try:
+                    entry = entry.__index__()
+                except (AttributeError, TypeError):
+                    raise BackendError(ErrorStatus.InvalidArgument, f"grid entry {entry!r} is not an integer") from None
+            if not 0 < entry <= self._max_grid[axis]:
+                raise BackendError(ErrorStatus.InvalidArgument,
+                                   f"grid entry {entry} on axis {'xyz'[axis]} is outside 1..{self._max_grid[axis]}")
+            out.append(entry)
+        return out[0], out[1], out[2]
+
+    def _launch_error(self, prog, buffers) -> BackendError:
+        if prog not in self._launchable:
+            return BackendError(ErrorStatus.InvalidArgument,
+                                f"launch: program {prog!r} is not a live program of {self.info.name} (never compiled, or released)")
+        for b in buffers:
+            if b not in self._slot_of:
+                if b in self._pool._entries:
+                    return BackendError(ErrorStatus.InvalidArgument,
+                                        f"launch: buffer {b} is larger than maxStorageBufferRange "
+                                        f"({self.info.max_storage_buffer_range}); bind views of it instead")
+                return BackendError(ErrorStatus.InvalidArgument,
+                                    f"launch: buffer {b!r} is not a live buffer of {self.info.name} (never allocated, or released)")
+        return BackendError(ErrorStatus.InvalidArgument, f"launch: buffers must be a sequence of buffer ids, got {buffers!r}")
+
+    def _count_error(self, p, buffers, scalars) -> BackendError:
+        return BackendError(ErrorStatus.InvalidArgument,
+                            f"launch of {p.name}: it takes {p.n_buffers} buffers and {p.n_scalars} scalars "
+                            f"({', '.join(m.name for m in p.info.push_constants) or 'none'}), got {len(buffers)} and {len(scalars)}")
+
+    def _scalar_error(self, p, scalars, error) -> BackendError:
+        for member, value in zip(p.info.push_constants, scalars):
+            try:
+                struct.pack("<" + member.format, value)
+            except struct.error as e:
+                return BackendError(ErrorStatus.InvalidArgument,
+                                    f"launch of {p.name}: scalar {member.name}={value!r} does not fit its type "
+                                    f"('{member.format}' in struct notation): {e}")
+        return BackendError(ErrorStatus.InvalidArgument, f"launch of {p.name}: grid or scalars do not fit: {error}")
+
+    # ----- sync and lifetime --------------------------------------------------------------------------------------
+    def sync(self) -> None:
+        """Wait for all queued work; raise the first asynchronous error since the last sync point."""
+        self._ctx.ensure_usable()
+        self._worker.sync()
+
+    def stats(self) -> dict:
+        """Counters: batches, dispatches, barriers and copies submitted; this pool's usage; and the Vulkan objects
+        alive in the process, from the native layer's count of successful create and destroy calls."""
+        ffi, lib = self._ctx.ffi, self._ctx.lib
+        calls = {ffi.string(lib.vkb_function_name(i)).decode(): lib.vkb_success_count(i) for i in range(lib.VKB_FN_COUNT)}
+        live = {kind: calls[create] - calls[destroy] for kind, (create, destroy) in LIVE_OBJECT_CALLS.items()}
+        return {**self._submitter.stats, "pool": self._pool.stats(), "live_objects": live}
+
+    def close(self) -> None:
+        """Wait for the device, destroy everything and save the pipeline cache. Idempotent."""
+        with self._close_lock:
+            ctx = self._ctx
+            if ctx.closed:
+                return
+            ctx.closed = True
+            ffi, lib = ctx.ffi, ctx.lib
+            self._worker.stop()
+            if ctx.lost is None:
+                lib.vkDeviceWaitIdle(ctx.device)
+            self._programs.destroy()
+            self._submitter.destroy()
+            self._pool.destroy()
+            lib.vkDestroyDevice(ctx.device, ffi.NULL)
+            lib.vkb_slots_delete(ctx.slots)
+            ctx.slots = ffi.NULL
+            instance = Instance._current
+            if instance is not None and self in instance.devices:
+                instance.devices.remove(self)
+            _open_devices.pop(self.index, None)
+
+
+_open_devices: dict[int, Device] = {}
+_open_lock = threading.Lock()
+
+
+def devices(config: VulkanConfig | None = None) -> list[Device]:
+    """The devices to use: every Vulkan device with a compute queue, or those ``config.device_ids`` names.
+
+    Devices already open are returned as they are. Raises ``BackendError(DyLibNotFound)`` without a Vulkan loader.
+    """
+    config = config if config is not None else VulkanConfig.from_env()
+    if config.device_ids is not None and not config.device_ids:
+        return []
+    vulkan()
+    physicals = query_physical_devices()
+    wanted = range(len(physicals)) if config.device_ids is None else config.device_ids
+    out = []
+    with _open_lock:
+        for index in wanted:
+            if not isinstance(index, int) or not 0 <= index < len(physicals):
+                raise BackendError(ErrorStatus.InvalidArgument,
+                                   f"device id {index!r} does not exist: {len(physicals)} Vulkan device(s) found")
+            device = _open_devices.get(index)
+            if device is None:
+                device = Device(physicals[index], config)
+                _open_devices[index] = device
+                Instance.get().devices.append(device)
+            out.append(device)
+    return out

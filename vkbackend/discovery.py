@@ -1,0 +1,363 @@
+"""The Vulkan instance, physical devices, what they can do (DeviceInfo), and logical-device creation."""
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from ._ffi import handle, vulkan
+from .config import VulkanConfig, debug_enabled, validation_enabled
+from .dtypes import DType, dtype_capabilities
+from .errors import BackendError, ErrorStatus, check
+
+log = logging.getLogger("vkbackend")
+
+VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
+# Device extensions the backend uses when the device lists them.
+WANTED_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_EXT_memory_budget", "VK_EXT_external_memory_host",
+                     "VK_KHR_portability_subset")
+# Features we enable when offered, by the struct that holds them.
+WANTED_FEATURES = {
+    "features": ("shaderInt64", "shaderInt16", "shaderFloat64"),
+    "vulkan11": ("storageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess", "storagePushConstant16"),
+    "vulkan12": ("storageBuffer8BitAccess", "uniformAndStorageBuffer8BitAccess", "storagePushConstant8",
+                 "shaderFloat16", "shaderInt8", "timelineSemaphore", "vulkanMemoryModel",
+                 "vulkanMemoryModelDeviceScope", "shaderBufferInt64Atomics", "shaderSharedInt64Atomics"),
+}
+DEVICE_TYPES = {0: "other", 1: "integrated_gpu", 2: "discrete_gpu", 3: "virtual_gpu", 4: "cpu"}
+
+
+@dataclass(frozen=True)
+class MemoryHeap:
+    """One memory heap: its size, whether it is device-local, and the budget the driver gives this process."""
+
+    size: int
+    device_local: bool
+    budget: int
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What a device is and what it can do. Work-group limits are per axis (x, y, z)."""
+
+    name: str
+    vendor_id: int
+    device_id: int
+    device_type: str
+    api_version: str
+    driver_version: int
+    max_global_work_dims: tuple[int, int, int]
+    max_local_work_dims: tuple[int, int, int]
+    max_local_threads: int
+    local_mem_size: int
+    subgroup_size: int
+    min_storage_buffer_offset_alignment: int
+    max_storage_buffer_range: int
+    max_memory_allocation_size: int
+    max_memory_allocation_count: int
+    max_push_constants_size: int
+    max_storage_buffers: int
+    timestamp_period_ns: float
+    timestamps: bool
+    memory_heaps: tuple[MemoryHeap, ...]
+    extensions: frozenset[str]
+    features: frozenset[str]
+    push_descriptors: bool
+    robust_buffer_access: bool
+    pipeline_cache_uuid: str
+    dtype_capabilities: dict[DType, frozenset[str]] = field(hash=False, compare=False)
+
+
+def version_string(v: int) -> str:
+    return f"{(v >> 22) & 0x7F}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
+
+
+def _enumerate(call, ctype: str, *args) -> list:
+    """The two-call enumeration idiom, retried while the driver reports VK_INCOMPLETE."""
+    ffi, lib = vulkan()
+    while True:
+        count = ffi.new("uint32_t*")
+        check(call(*args, count, ffi.NULL), f"{call.__name__} (count)", ErrorStatus.Initialization)
+        items = ffi.new(f"{ctype}[]", count[0])
+        result = call(*args, count, items)
+        if result == lib.VK_INCOMPLETE:
+            continue
+        check(result, call.__name__, ErrorStatus.Initialization)
+        return [items[i] for i in range(count[0])]
+
+
+class Instance:
+    """The process's one VkInstance (Vulkan 1.2 or newer), with validation when VKBACKEND_VALIDATION=1."""
+
+    _current: "Instance | None" = None
+    _lock = threading.Lock()
+
+    @classmethod
+    def get(cls) -> "Instance":
+        with cls._lock:
+            if cls._current is None:
+                cls._current = Instance()
+                atexit.register(cls._current.destroy)
+            return cls._current
+
+    def __init__(self) -> None:
+        ffi, lib = vulkan()
+        version = ffi.new("uint32_t*")
+        check(lib.vkEnumerateInstanceVersion(version), "vkEnumerateInstanceVersion", ErrorStatus.Initialization)
+        if version[0] < lib.VK_API_VERSION_1_2:
+            raise BackendError(ErrorStatus.Initialization,
+                               f"the Vulkan loader supports {version_string(version[0])}; vkbackend needs 1.2 or newer. "
+                               "Update libvulkan1 and the driver.")
+        api = min(version[0], lib.VK_API_VERSION_1_3)
+        exts = {ffi.string(e.extensionName).decode()
+                for e in _enumerate(lib.vkEnumerateInstanceExtensionProperties, "VkExtensionProperties", ffi.NULL)}
+        layers: list[str] = []
+        extensions: list[str] = []
+        self.validation = validation_enabled()
+        if self.validation:
+            available = {ffi.string(p.layerName).decode()
+                         for p in _enumerate(lib.vkEnumerateInstanceLayerProperties, "VkLayerProperties")}
+            if VALIDATION_LAYER not in available:
+                raise BackendError(ErrorStatus.Initialization,
+                                   "VKBACKEND_VALIDATION=1 but the Khronos validation layer is not installed "
+                                   "(apt-get install vulkan-validationlayers)")
+            layers.append(VALIDATION_LAYER)
+            extensions.append("VK_EXT_debug_utils")
+        flags = 0
+        if "VK_KHR_portability_enumeration" in exts:  # MoltenVK and other portability drivers are listed only then
+            extensions.append("VK_KHR_portability_enumeration")
+            flags |= lib.VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
+        keep = [ffi.new("char[]", s.encode()) for s in layers + extensions]
+        layer_ptrs = ffi.new("const char*[]", keep[:len(layers)])
+        ext_ptrs = ffi.new("const char*[]", keep[len(layers):])
+        app = ffi.new("VkApplicationInfo*", {"sType": lib.VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                                             "pApplicationName": ffi.new("char[]", b"vkbackend"), "apiVersion": api})
+        info = ffi.new("VkInstanceCreateInfo*", {
+            "sType": lib.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, "flags": flags, "pApplicationInfo": app,
+            "enabledLayerCount": len(layers), "ppEnabledLayerNames": layer_ptrs,
+            "enabledExtensionCount": len(extensions), "ppEnabledExtensionNames": ext_ptrs})
+        out = ffi.new("VkInstance*")
+        check(lib.vkCreateInstance(info, ffi.NULL, out), "vkCreateInstance", ErrorStatus.Initialization)
+        self.handle = out[0]
+        self.api_version = api
+        missing = lib.vkb_load_instance_functions(self.handle)
+        log.debug("instance %s created (%d optional functions absent)", version_string(api), missing)
+        self.messenger = None
+        if self.validation:
+            messenger = ffi.new("VkDebugUtilsMessengerEXT*")
+            check(lib.vkb_debug_messenger_create(self.handle, messenger), "vkCreateDebugUtilsMessengerEXT",
+                  ErrorStatus.Initialization)
+            self.messenger = messenger[0]
+        self.devices: list = []  # open Device objects, closed before the instance goes
+
+    def physical_devices(self) -> list:
+        ffi, lib = vulkan()
+        return _enumerate(lib.vkEnumeratePhysicalDevices, "VkPhysicalDevice", self.handle)
+
+    def destroy(self) -> None:
+        ffi, lib = vulkan()
+        for device in list(self.devices):
+            device.close()
+        if self.handle is None:
+            return
+        if self.messenger is not None:
+            lib.vkDestroyDebugUtilsMessengerEXT(self.handle, self.messenger, ffi.NULL)
+        lib.vkDestroyInstance(self.handle, ffi.NULL)
+        self.handle = None
+        with Instance._lock:
+            if Instance._current is self:
+                Instance._current = None
+
+
+def validation_messages() -> str:
+    """Take the validation messages collected since the last call ('' when there are none)."""
+    ffi, lib = vulkan()
+    buf = ffi.new("char[]", 1 << 16)
+    n = lib.vkb_debug_take_messages(buf, 1 << 16)
+    return ffi.buffer(buf, n)[:].decode(errors="replace")
+
+
+@dataclass
+class PhysicalDevice:
+    """A physical device that can run compute, with everything queried from it that bring-up needs."""
+
+    index: int
+    handle: object
+    queue_family: int
+    timestamp_bits: int
+    properties: object       # VkPhysicalDeviceProperties2 (cdata, kept alive here)
+    vulkan11: object
+    push_props: object
+    host_props: object
+    features: object         # the queried VkPhysicalDeviceFeatures2 chain
+    vulkan11_features: object
+    vulkan12_features: object
+    extensions: frozenset[str]
+    memory_types: list[tuple[int, int]]   # (propertyFlags, heapIndex)
+    heaps: list[tuple[int, int]]          # (size, flags)
+
+
+def query_physical_devices() -> list[PhysicalDevice]:
+    """Every physical device with a compute queue and Vulkan 1.2, in the driver's order."""
+    ffi, lib = vulkan()
+    instance = Instance.get()
+    found = []
+    for raw in instance.physical_devices():
+        props = ffi.new("VkPhysicalDeviceProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2})
+        v11 = ffi.new("VkPhysicalDeviceVulkan11Properties*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES})
+        push = ffi.new("VkPhysicalDevicePushDescriptorPropertiesKHR*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR})
+        host = ffi.new("VkPhysicalDeviceExternalMemoryHostPropertiesEXT*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT})
+        exts = frozenset(ffi.string(e.extensionName).decode() for e in
+                         _enumerate(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties", raw, ffi.NULL))
+        chain = [v11]
+        if "VK_KHR_push_descriptor" in exts:
+            chain.append(push)
+        if "VK_EXT_external_memory_host" in exts:
+            chain.append(host)
+        _link(props, chain)
+        lib.vkGetPhysicalDeviceProperties2(raw, props)
+        name = ffi.string(props.properties.deviceName).decode()
+        if props.properties.apiVersion < lib.VK_API_VERSION_1_2:
+            log.info("skipping %s: Vulkan %s < 1.2", name, version_string(props.properties.apiVersion))
+            continue
+        families = _enumerate_void(lambda c, p: lib.vkGetPhysicalDeviceQueueFamilyProperties(raw, c, p),
+                                   "VkQueueFamilyProperties")
+        compute = [i for i, f in enumerate(families) if f.queueFlags & lib.VK_QUEUE_COMPUTE_BIT and f.queueCount > 0]
+        if not compute:
+            log.info("skipping %s: no compute queue", name)
+            continue
+        # Prefer a family with timestamps, and among those the first (usually the universal queue).
+        family = next((i for i in compute if families[i].timestampValidBits), compute[0])
+        feats = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2})
+        f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES})
+        f12 = ffi.new("VkPhysicalDeviceVulkan12Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
+        _link(feats, [f11, f12])
+        lib.vkGetPhysicalDeviceFeatures2(raw, feats)
+        mem = ffi.new("VkPhysicalDeviceMemoryProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2})
+        lib.vkGetPhysicalDeviceMemoryProperties2(raw, mem)
+        mp = mem.memoryProperties
+        found.append(PhysicalDevice(
+            index=len(found), handle=raw, queue_family=family, timestamp_bits=families[family].timestampValidBits,
+            properties=props, vulkan11=v11, push_props=push if "VK_KHR_push_descriptor" in exts else None,
+            host_props=host if "VK_EXT_external_memory_host" in exts else None,
+            features=feats, vulkan11_features=f11, vulkan12_features=f12, extensions=exts,
+            memory_types=[(mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex) for i in range(mp.memoryTypeCount)],
+            heaps=[(mp.memoryHeaps[i].size, mp.memoryHeaps[i].flags) for i in range(mp.memoryHeapCount)]))
+    return found
+
+
+def _link(head, chain) -> None:
+    """Chain Vulkan structs through pNext (the cdata objects must stay alive as long as the head is used)."""
+    ffi, _ = vulkan()
+    node = head
+    for nxt in chain:
+        node.pNext = ffi.cast("void*", nxt)
+        node = nxt
+
+
+def _enumerate_void(call, ctype: str) -> list:
+    ffi, _ = vulkan()
+    count = ffi.new("uint32_t*")
+    call(count, ffi.NULL)
+    items = ffi.new(f"{ctype}[]", count[0])
+    call(count, items)
+    return [items[i] for i in range(count[0])]
+
+
+@dataclass
+class DeviceHandles:
+    """A created logical device and the facts every other unit needs about it."""
+
+    physical: PhysicalDevice
+    device: object
+    queue: object
+    extensions: frozenset[str]
+    features: frozenset[str]
+    info: DeviceInfo
+
+
+def memory_budget(physical: PhysicalDevice, budget_ext: bool) -> list[tuple[int, int]]:
+    """(budget, usage) per heap: the driver's figures with VK_EXT_memory_budget, else (heap size, 0)."""
+    ffi, lib = vulkan()
+    if not budget_ext:
+        return [(size, 0) for size, _ in physical.heaps]
+    mem = ffi.new("VkPhysicalDeviceMemoryProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2})
+    budget = ffi.new("VkPhysicalDeviceMemoryBudgetPropertiesEXT*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT})
+    mem.pNext = budget
+    lib.vkGetPhysicalDeviceMemoryProperties2(physical.handle, mem)
+    return [(budget.heapBudget[i], budget.heapUsage[i]) for i in range(len(physical.heaps))]
+
+
+def create_device(physical: PhysicalDevice, config: VulkanConfig) -> DeviceHandles:
+    """Create the logical device with the features and extensions the backend uses, and describe it."""
+    ffi, lib = vulkan()
+    enabled_exts = [e for e in WANTED_EXTENSIONS if e in physical.extensions]
+    if not config.push_descriptors and "VK_KHR_push_descriptor" in enabled_exts:
+        enabled_exts.remove("VK_KHR_push_descriptor")
+    feats = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2})
+    f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES})
+    f12 = ffi.new("VkPhysicalDeviceVulkan12Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
+    _link(feats, [f11, f12])
+    enabled: set[str] = set()
+    for group, dst, src in (("features", feats.features, physical.features.features),
+                            ("vulkan11", f11, physical.vulkan11_features), ("vulkan12", f12, physical.vulkan12_features)):
+        for name in WANTED_FEATURES[group]:
+            if getattr(src, name):
+                setattr(dst, name, 1)
+                enabled.add(name)
+    robust = config.resolved_robust_buffer_access() and bool(physical.features.features.robustBufferAccess)
+    if robust:
+        feats.features.robustBufferAccess = 1
+        enabled.add("robustBufferAccess")
+    priority = ffi.new("float*", 1.0)
+    queue_info = ffi.new("VkDeviceQueueCreateInfo*", {
+        "sType": lib.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": physical.queue_family,
+        "queueCount": 1, "pQueuePriorities": priority})
+    keep = [ffi.new("char[]", e.encode()) for e in enabled_exts]
+    ext_ptrs = ffi.new("const char*[]", keep)
+    info = ffi.new("VkDeviceCreateInfo*", {
+        "sType": lib.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, "pNext": feats, "queueCreateInfoCount": 1,
+        "pQueueCreateInfos": queue_info, "enabledExtensionCount": len(enabled_exts), "ppEnabledExtensionNames": ext_ptrs})
+    out = ffi.new("VkDevice*")
+    name = ffi.string(physical.properties.properties.deviceName).decode()
+    check(lib.vkCreateDevice(physical.handle, info, ffi.NULL, out), f"vkCreateDevice for {name}", ErrorStatus.Initialization)
+    queue = ffi.new("VkQueue*")
+    lib.vkGetDeviceQueue(out[0], physical.queue_family, 0, queue)
+    exts = frozenset(enabled_exts)
+    features = frozenset(enabled)
+    log.debug("opened %s: extensions %s, features %s", name, sorted(exts), sorted(features))
+    return DeviceHandles(physical, out[0], queue[0], exts, features, describe(physical, exts, features, robust))
+
+
+def describe(physical: PhysicalDevice, exts: frozenset[str], features: frozenset[str], robust: bool) -> DeviceInfo:
+    """DeviceInfo from the queried properties."""
+    ffi, lib = vulkan()
+    p = physical.properties.properties
+    limits = p.limits
+    heaps = []
+    for (size, flags), (budget, usage) in zip(physical.heaps, memory_budget(physical, "VK_EXT_memory_budget" in exts)):
+        heaps.append(MemoryHeap(size=size, device_local=bool(flags & lib.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT),
+                                budget=max(0, budget - usage)))
+    push_descriptors = "VK_KHR_push_descriptor" in exts
+    max_buffers = limits.maxPerStageDescriptorStorageBuffers
+    if push_descriptors:
+        max_buffers = min(max_buffers, physical.push_props.maxPushDescriptors)
+    return DeviceInfo(
+        name=ffi.string(p.deviceName).decode(), vendor_id=p.vendorID, device_id=p.deviceID,
+        device_type=DEVICE_TYPES.get(p.deviceType, "other"), api_version=version_string(p.apiVersion),
+        driver_version=p.driverVersion,
+        max_global_work_dims=tuple(limits.maxComputeWorkGroupCount[i] for i in range(3)),
+        max_local_work_dims=tuple(limits.maxComputeWorkGroupSize[i] for i in range(3)),
+        max_local_threads=limits.maxComputeWorkGroupInvocations, local_mem_size=limits.maxComputeSharedMemorySize,
+        subgroup_size=physical.vulkan11.subgroupSize,
+        min_storage_buffer_offset_alignment=limits.minStorageBufferOffsetAlignment,
+        max_storage_buffer_range=limits.maxStorageBufferRange,
+        max_memory_allocation_size=physical.vulkan11.maxMemoryAllocationSize,
+        max_memory_allocation_count=limits.maxMemoryAllocationCount,
+        max_push_constants_size=limits.maxPushConstantsSize, max_storage_buffers=min(max_buffers, 64),
+        timestamp_period_ns=float(limits.timestampPeriod), timestamps=physical.timestamp_bits > 0,
+        memory_heaps=tuple(heaps), extensions=physical.extensions, features=features,
+        push_descriptors=push_descriptors, robust_buffer_access=robust,
+        pipeline_cache_uuid=bytes(p.pipelineCacheUUID).hex(),
+        dtype_capabilities=dtype_capabilities(features))

@@ -1,0 +1,121 @@
+"""Typed errors, and the one place that turns a ``VkResult`` into one.
+
+Every Vulkan call that returns a ``VkResult`` goes through :func:`check`; nothing else maps results, so a newcomer
+looking for "what happens when the driver says no" finds it here.
+"""
+from __future__ import annotations
+
+import enum
+
+
+class ErrorStatus(enum.Enum):
+    """What kind of failure a :class:`BackendError` reports."""
+
+    DyLibNotFound = "DyLibNotFound"          # no Vulkan loader on this machine
+    Initialization = "Initialization"        # instance/device creation, missing driver features
+    MemoryAllocation = "MemoryAllocation"    # out of host or device memory, budget or allocation limits
+    KernelCompilation = "KernelCompilation"  # bad SPIR-V, GLSL errors, pipeline creation
+    KernelLaunch = "KernelLaunch"            # a launch that failed on the worker, submit failures
+    KernelSync = "KernelSync"                # waiting on the GPU failed or timed out
+    DeviceLost = "DeviceLost"                # the device is gone; every later call fails fast
+    InvalidArgument = "InvalidArgument"      # the caller passed something wrong
+
+
+class BackendError(Exception):
+    """An error from the backend.
+
+    ``status`` says what kind of failure it is (an :class:`ErrorStatus`), ``context`` says where and what to do.
+    """
+
+    def __init__(self, status: ErrorStatus, context: str) -> None:
+        super().__init__(f"{status.value}: {context}")
+        self.status = status
+        self.context = context
+
+
+# VkResult codes that are failures, by name, and the status each becomes. Names rather than numbers keep this
+# readable; tests check that every VK_ERROR_* the real header defines (the built module exports them all) is here.
+_ERROR_STATUS: dict[str, ErrorStatus] = {
+    "VK_ERROR_OUT_OF_HOST_MEMORY": ErrorStatus.MemoryAllocation,
+    "VK_ERROR_OUT_OF_DEVICE_MEMORY": ErrorStatus.MemoryAllocation,
+    "VK_ERROR_OUT_OF_POOL_MEMORY": ErrorStatus.MemoryAllocation,
+    "VK_ERROR_FRAGMENTED_POOL": ErrorStatus.MemoryAllocation,
+    "VK_ERROR_FRAGMENTATION": ErrorStatus.MemoryAllocation,
+    "VK_ERROR_TOO_MANY_OBJECTS": ErrorStatus.MemoryAllocation,
+    "VK_ERROR_MEMORY_MAP_FAILED": ErrorStatus.MemoryAllocation,
+    "VK_ERROR_INVALID_EXTERNAL_HANDLE": ErrorStatus.MemoryAllocation,
+    "VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS": ErrorStatus.MemoryAllocation,
+    "VK_ERROR_INITIALIZATION_FAILED": ErrorStatus.Initialization,
+    "VK_ERROR_LAYER_NOT_PRESENT": ErrorStatus.Initialization,
+    "VK_ERROR_EXTENSION_NOT_PRESENT": ErrorStatus.Initialization,
+    "VK_ERROR_FEATURE_NOT_PRESENT": ErrorStatus.Initialization,
+    "VK_ERROR_INCOMPATIBLE_DRIVER": ErrorStatus.Initialization,
+    "VK_ERROR_FORMAT_NOT_SUPPORTED": ErrorStatus.Initialization,
+    "VK_ERROR_NOT_PERMITTED_KHR": ErrorStatus.Initialization,
+    "VK_ERROR_NOT_PERMITTED_EXT": ErrorStatus.Initialization,
+    "VK_ERROR_INVALID_SHADER_NV": ErrorStatus.KernelCompilation,
+    "VK_ERROR_COMPRESSION_EXHAUSTED_EXT": ErrorStatus.MemoryAllocation,
+    "VK_ERROR_DEVICE_LOST": ErrorStatus.DeviceLost,
+    "VK_ERROR_UNKNOWN": ErrorStatus.KernelLaunch,
+    "VK_ERROR_VALIDATION_FAILED_EXT": ErrorStatus.InvalidArgument,
+    "VK_ERROR_INVALID_DRM_FORMAT_MODIFIER_PLANE_LAYOUT_EXT": ErrorStatus.Initialization,
+    "VK_ERROR_INVALID_VIDEO_STD_PARAMETERS_KHR": ErrorStatus.Initialization,
+    "VK_ERROR_IMAGE_USAGE_NOT_SUPPORTED_KHR": ErrorStatus.Initialization,
+    "VK_ERROR_VIDEO_PICTURE_LAYOUT_NOT_SUPPORTED_KHR": ErrorStatus.Initialization,
+    "VK_ERROR_VIDEO_PROFILE_OPERATION_NOT_SUPPORTED_KHR": ErrorStatus.Initialization,
+    "VK_ERROR_VIDEO_PROFILE_FORMAT_NOT_SUPPORTED_KHR": ErrorStatus.Initialization,
+    "VK_ERROR_VIDEO_PROFILE_CODEC_NOT_SUPPORTED_KHR": ErrorStatus.Initialization,
+    "VK_ERROR_VIDEO_STD_VERSION_NOT_SUPPORTED_KHR": ErrorStatus.Initialization,
+    "VK_ERROR_FULL_SCREEN_EXCLUSIVE_MODE_LOST_EXT": ErrorStatus.Initialization,
+    "VK_ERROR_SURFACE_LOST_KHR": ErrorStatus.Initialization,
+    "VK_ERROR_NATIVE_WINDOW_IN_USE_KHR": ErrorStatus.Initialization,
+    "VK_ERROR_OUT_OF_DATE_KHR": ErrorStatus.Initialization,
+    "VK_ERROR_INCOMPATIBLE_DISPLAY_KHR": ErrorStatus.Initialization,
+    "VK_ERROR_INCOMPATIBLE_SHADER_BINARY_EXT": ErrorStatus.KernelCompilation,
+    "VK_ERROR_PIPELINE_BINARY_MISSING_KHR": ErrorStatus.KernelCompilation,
+    "VK_ERROR_NOT_ENOUGH_SPACE_KHR": ErrorStatus.MemoryAllocation,
+}
+
+# Codes that are not failures but still mean "it did not happen" where a call expects VK_SUCCESS.
+_NON_SUCCESS_STATUS: dict[str, ErrorStatus] = {
+    "VK_TIMEOUT": ErrorStatus.KernelSync,
+    "VK_NOT_READY": ErrorStatus.KernelSync,
+    "VK_INCOMPLETE": ErrorStatus.Initialization,
+}
+
+_by_value: dict[int, tuple[str, ErrorStatus]] = {}
+
+
+def register_result_codes(codes: dict[str, int]) -> None:
+    """Learn the numeric values of the VkResult names (from the built module, so they come from the real header)."""
+    for name, value in codes.items():
+        status = _ERROR_STATUS.get(name) or _NON_SUCCESS_STATUS.get(name)
+        if status is None and name.startswith("VK_ERROR_"):
+            status = ErrorStatus.KernelLaunch  # a code newer than this table: still a typed failure
+        if status is not None:
+            _by_value.setdefault(value, (name, status))
+
+
+def status_for(name: str) -> ErrorStatus | None:
+    """The status a VkResult name maps to, or None when the name is not a failure this module knows."""
+    return _ERROR_STATUS.get(name) or _NON_SUCCESS_STATUS.get(name)
+
+
+def result_name(result: int) -> str:
+    """The VkResult's name, for messages."""
+    return _by_value.get(result, (f"VkResult({result})", None))[0]
+
+
+def check(result: int, what: str, status: ErrorStatus | None = None) -> None:
+    """Raise a :class:`BackendError` unless ``result`` is ``VK_SUCCESS`` (0).
+
+    ``what`` names the call and what it was for; ``status`` overrides the status for failures where the caller knows
+    better (a ``VK_ERROR_OUT_OF_DEVICE_MEMORY`` from pipeline creation is still a compilation failure to the user),
+    except that a lost device always reports ``DeviceLost``.
+    """
+    if result == 0:
+        return
+    name, mapped = _by_value.get(result, (f"VkResult({result})", ErrorStatus.KernelLaunch))
+    if status is not None and mapped is not ErrorStatus.DeviceLost:
+        mapped = status
+    raise BackendError(mapped, f"{what} failed with {name}")

@@ -1,0 +1,113 @@
+"""GLSL 450 compute shaders to SPIR-V, through the ``glslangValidator`` command-line compiler.
+
+Frameworks compile the same kernel source over and over (once per launch site, per tuning attempt), so results are
+kept in a bounded in-process cache keyed by the source, the defines and the entry point.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from typing import Mapping, Optional, Tuple
+
+from vkbackend.errors import BackendError, ErrorStatus
+
+__all__ = ["compile_glsl"]
+
+GLSLANG = "glslangValidator"
+_TARGET_ENV = "vulkan1.2"
+_TIMEOUT_S = 120
+_CACHE_SIZE = 256
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+# (name, value) pairs, sorted by name; a None value is a define without a value (-DNAME).
+_Defines = Tuple[Tuple[str, Optional[str]], ...]
+
+
+def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *, entry_point: str = "main") -> bytes:
+    """Compiles GLSL 450 compute-shader source to SPIR-V (target environment Vulkan 1.2).
+
+    ``defines`` become preprocessor macros (``-DNAME=VALUE``): ``None`` defines the name without a value, booleans
+    become 1 or 0, anything else its ``str()``. The GLSL ``main`` is emitted as the SPIR-V entry point
+    ``entry_point``. Results are cached in-process, so repeated calls with the same arguments are free and return the
+    same ``bytes`` object.
+
+    Raises ``BackendError(KernelCompilation)`` when glslangValidator is missing (install glslang-tools) or the source
+    does not compile (the message carries glslang's error lines), and ``BackendError(InvalidArgument)`` for a define
+    or entry point that cannot be passed on glslang's command line.
+    """
+    if not isinstance(source, str):
+        raise BackendError(ErrorStatus.InvalidArgument,
+                           f"GLSL source must be a str, not {type(source).__name__}")
+    if not isinstance(entry_point, str) or not _IDENTIFIER.match(entry_point):
+        raise BackendError(ErrorStatus.InvalidArgument,
+                           f"entry point {entry_point!r} is not a valid identifier; use letters, digits and '_'")
+    return _compile_cached(source, _normalize_defines(defines or {}), entry_point)
+
+
+def _normalize_defines(defines: Mapping[str, object]) -> _Defines:
+    """Checks the defines and turns them into a hashable, order-independent cache key."""
+    normalized = []
+    for name, value in defines.items():
+        if not isinstance(name, str) or not _IDENTIFIER.match(name):
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"define name {name!r} is not a valid preprocessor identifier")
+        if value is None:
+            normalized.append((name, None))
+            continue
+        text = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        if any(character in text for character in "\r\n\0"):
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"define {name} has a value with a line break or NUL, which a macro cannot hold")
+        normalized.append((name, text))
+    return tuple(sorted(normalized))
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _compile_cached(source: str, defines: _Defines, entry_point: str) -> bytes:
+    # Exceptions are not cached by lru_cache, so installing glslang or fixing a define takes effect at once.
+    compiler = shutil.which(GLSLANG)
+    if compiler is None:
+        raise BackendError(ErrorStatus.KernelCompilation,
+                           f"{GLSLANG} was not found on PATH; it compiles GLSL to SPIR-V. Install glslang-tools "
+                           "(apt-get install glslang-tools) or pass precompiled SPIR-V instead")
+    with tempfile.TemporaryDirectory(prefix="vkbackend-glsl-") as workdir:
+        # Relative names, run inside workdir, keep glslang's messages free of temporary paths ("kernel.comp:3: ...").
+        with open(os.path.join(workdir, "kernel.comp"), "w", encoding="utf-8") as file:
+            file.write(source)
+        command = [compiler, "-V", "--target-env", _TARGET_ENV, "-S", "comp"]
+        command += [f"-D{name}" if value is None else f"-D{name}={value}" for name, value in defines]
+        if entry_point != "main":
+            command += ["-e", entry_point, "--source-entrypoint", "main"]
+        command += ["-o", "kernel.spv", "kernel.comp"]
+        try:
+            result = subprocess.run(command, cwd=workdir, capture_output=True, text=True, errors="replace",
+                                    timeout=_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise BackendError(ErrorStatus.KernelCompilation,
+                               f"{GLSLANG} did not finish within {_TIMEOUT_S} s compiling the kernel") from None
+        except OSError as error:
+            raise BackendError(ErrorStatus.KernelCompilation, f"could not run {compiler}: {error}") from error
+        if result.returncode != 0:
+            raise BackendError(ErrorStatus.KernelCompilation,
+                               f"GLSL compilation failed:\n{_error_lines(result.stdout + result.stderr)}")
+        try:
+            with open(os.path.join(workdir, "kernel.spv"), "rb") as file:
+                spirv = file.read()
+        except OSError as error:
+            raise BackendError(ErrorStatus.KernelCompilation,
+                               f"{GLSLANG} reported success but wrote no SPIR-V: {error}") from error
+    if not spirv or len(spirv) % 4:
+        raise BackendError(ErrorStatus.KernelCompilation,
+                           f"{GLSLANG} wrote {len(spirv)} bytes, not a SPIR-V module")
+    return spirv
+
+
+def _error_lines(output: str) -> str:
+    """glslang's ERROR lines, or its whole output (minus the echoed file name) when it printed none."""
+    lines = [line.rstrip() for line in output.splitlines() if line.strip() and line.strip() != "kernel.comp"]
+    errors = [line for line in lines if line.startswith("ERROR")]
+    return "\n".join(errors or lines) or "(glslang printed nothing)"

@@ -1,0 +1,186 @@
+"""The per-device worker thread: the only code that records, submits and waits for that device.
+
+Callers append to a deque (thread-safe without a lock): launch records as ``bytes`` (the fast path), everything else
+as small tuples. The worker drains the deque in bulk into the submitter's window and submits when the window is full,
+when a sync point or a copy needs it, and when its queue runs empty while the GPU is idle, so a lone launch starts at
+once. Every wait happens inside a C call or an Event, with the GIL released.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+
+from .context import DeviceContext
+from .errors import BackendError, ErrorStatus
+
+log = logging.getLogger("vkbackend")
+
+_COPY, _DEFER, _CALL, _FLUSH, _STOP = range(5)
+BUSY_POLL_NS = 200_000        # while the GPU runs and callers feed us: how long one fence wait may block
+IDLE_WAIT_NS = 1_000_000      # nothing queued but batches in flight: the longest a new item waits for us
+
+
+class Future:
+    """The result of a call run on the worker."""
+
+    __slots__ = ("event", "value", "error")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.value = None
+        self.error: BaseException | None = None
+
+
+class Worker:
+    """One thread per device, fed by ``queue``."""
+
+    def __init__(self, ctx: DeviceContext, submitter) -> None:
+        self.ctx = ctx
+        self.submitter = submitter
+        self.queue: deque = deque()
+        self.wake = threading.Event()
+        self.idle = False
+        self._stopping = False
+        self.thread = threading.Thread(target=self._run, name=f"vkbackend-worker:{ctx.info.name}", daemon=True)
+        self.thread.start()
+
+    # ----- called from any thread ---------------------------------------------------------------------------------
+    def put(self, item) -> None:
+        """Queue an item and wake the worker if it sleeps."""
+        self.queue.append(item)
+        if self.idle:
+            self.wake.set()
+
+    def quiescent(self) -> bool:
+        """True when nothing is queued, recorded or in flight (the worker is asleep with empty hands)."""
+        return self.idle and not self.queue
+
+    def copy(self, record: bytes, on_done, flush: bool = False) -> None:
+        """Queue a copy record; ``on_done`` runs on the worker once the copy has completed on the GPU."""
+        self.put((_COPY, record, on_done, flush))
+
+    def defer(self, fn) -> None:
+        """Run ``fn`` on the worker once all work queued before it has completed on the GPU."""
+        self.put((_DEFER, fn))
+
+    def call(self, fn, *args):
+        """Run ``fn(*args)`` on the worker and return its result (or raise its error) in the caller's thread."""
+        if threading.current_thread() is self.thread:
+            return fn(*args)
+        future = Future()
+        self.put((_CALL, fn, args, future))
+        if not future.event.wait(self.ctx.config.resolved_sync_timeout_s() + 60):
+            raise BackendError(ErrorStatus.KernelSync, f"the worker of {self.ctx.info.name} did not answer")
+        if future.error is not None:
+            raise future.error
+        return future.value
+
+    def wait_ticket(self, ticket: threading.Event) -> None:
+        """Wait for a copy to complete, within the sync deadline."""
+        if not ticket.wait(self.ctx.config.resolved_sync_timeout_s()):
+            raise BackendError(ErrorStatus.KernelSync,
+                               f"a copy on {self.ctx.info.name} did not complete within "
+                               f"{self.ctx.config.resolved_sync_timeout_s():.1f} s (VKBACKEND_SYNC_TIMEOUT_S)")
+
+    def sync(self) -> None:
+        """A sync point: wait for every queued launch and copy, then raise the first asynchronous error."""
+        self.call(self._drain)
+        self.ctx.raise_pending()
+
+    def stop(self) -> None:
+        """Finish queued work, then end the thread."""
+        if self.thread.is_alive():
+            self.put((_STOP,))
+            self.wake.set()
+            self.thread.join()
+
+    # ----- the thread ---------------------------------------------------------------------------------------------
+    def _drain(self) -> None:
+        self.submitter.drain(self.ctx.sync_timeout_ns)
+
+    def _run(self) -> None:
+        q, sub = self.queue, self.submitter
+        window = sub.window
+        while True:
+            if q:
+                try:
+                    while q:
+                        item = q.popleft()
+                        if item.__class__ is bytes:
+                            window.append(item)
+                            if len(window) >= sub.window_limit:
+                                sub.flush()
+                                window = sub.window
+                        elif self._handle(item):
+                            self._shutdown()
+                            return
+                        window = sub.window
+                except Exception as error:  # keep the thread alive whatever happens; report at the next sync
+                    log.exception("vkbackend worker error")
+                    self.ctx.fail(error if isinstance(error, BackendError)
+                                  else BackendError(ErrorStatus.KernelLaunch, f"worker error: {error!r}"))
+                    window = sub.window
+                continue
+            try:
+                sub.reap()
+                if window or sub.window_callbacks:
+                    if not sub.in_flight:
+                        sub.flush()
+                        window = sub.window
+                    else:
+                        sub.wait_oldest(BUSY_POLL_NS)
+                    continue
+                if sub.in_flight:
+                    sub.wait_oldest(IDLE_WAIT_NS)
+                    continue
+            except Exception as error:
+                log.exception("vkbackend worker error")
+                self.ctx.fail(error if isinstance(error, BackendError)
+                              else BackendError(ErrorStatus.KernelSync, f"worker error: {error!r}"))
+                sub.abandon()
+                window = sub.window
+                continue
+            self.idle = True
+            if not q:
+                self.wake.wait()
+            self.wake.clear()
+            self.idle = False
+
+    def _handle(self, item: tuple) -> bool:
+        """One non-launch item; True when the worker should stop."""
+        kind = item[0]
+        sub = self.submitter
+        if kind == _COPY:
+            _, record, on_done, flush = item
+            sub.window.append(record)
+            if on_done is not None:
+                sub.window_callbacks.append(on_done)
+            if flush or len(sub.window) >= sub.window_limit:
+                sub.flush()
+        elif kind == _DEFER:
+            fn = item[1]
+            if sub.window or sub.window_callbacks:
+                sub.window_callbacks.append(fn)
+            elif sub.in_flight:
+                sub.in_flight[-1].callbacks.append(fn)
+            else:
+                sub._run([fn])
+        elif kind == _CALL:
+            _, fn, args, future = item
+            try:
+                future.value = fn(*args)
+            except BaseException as error:  # handed to the caller, who raises it
+                future.error = error
+            future.event.set()
+        elif kind == _STOP:
+            return True
+        return False
+
+    def _shutdown(self) -> None:
+        try:
+            self.submitter.drain(self.ctx.sync_timeout_ns)
+        except BackendError as error:
+            log.warning("closing %s: %s", self.ctx.info.name, error)
+            self.submitter.abandon()
