@@ -345,6 +345,26 @@ void main() {
     assert reflect(compile_comp(tmp_path, SAXPY_LIKE)).shared_memory_bytes == 0
 
 
+@pytest.mark.parametrize("version, expected", [(0x00010500, (64, 16)), (0x00010300, (80, 80))])
+def test_shared_memory_per_entry_point(version, expected):
+    # From SPIR-V 1.4 an entry point's interface lists the globals it uses, so each entry point counts its own
+    # Workgroup variables; before 1.4 interfaces hold only Input/Output, so every Workgroup variable counts.
+    big, small = 30, 31
+    body = [
+        *inst(15, 5, 1, *literal("a"), big), *inst(15, 5, 2, *literal("b"), small),
+        *inst(16, 1, 17, 1, 1, 1), *inst(16, 2, 17, 1, 1, 1),
+        *inst(19, 3), *inst(33, 4, 3),
+        *inst(22, 10, 32), *inst(21, 11, 32, 0), *inst(43, 11, 12, 16), *inst(43, 11, 13, 4),
+        *inst(28, 14, 10, 12), *inst(28, 15, 10, 13),  # float[16], float[4]
+        *inst(32, 16, 4, 14), *inst(32, 17, 4, 15),  # Workgroup pointers
+        *inst(59, 16, big, 4), *inst(59, 17, small, 4),
+    ]
+    for function in (1, 2):
+        body += [*inst(54, 3, function, 0, 4), *inst(248, 40 + function), *inst(253), *inst(56)]
+    spirv = assemble(body, version=version)
+    assert (reflect(spirv, "a").shared_memory_bytes, reflect(spirv, "b").shared_memory_bytes) == expected
+
+
 # The whole picture, entry points and byte order
 
 @needs_glslang

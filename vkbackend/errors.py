@@ -74,6 +74,8 @@ _ERROR_STATUS: dict[str, ErrorStatus] = {
     "VK_ERROR_INCOMPATIBLE_SHADER_BINARY_EXT": ErrorStatus.KernelCompilation,
     "VK_ERROR_PIPELINE_BINARY_MISSING_KHR": ErrorStatus.KernelCompilation,
     "VK_ERROR_NOT_ENOUGH_SPACE_KHR": ErrorStatus.MemoryAllocation,
+    "VK_ERROR_INVALID_DEVICE_ADDRESS_EXT": ErrorStatus.MemoryAllocation,
+    "VK_ERROR_PIPELINE_COMPILE_REQUIRED_EXT": ErrorStatus.KernelCompilation,
 }
 
 # Codes that are not failures but still mean "it did not happen" where a call expects VK_SUCCESS.
@@ -89,7 +91,7 @@ _by_value: dict[int, tuple[str, ErrorStatus]] = {}
 def register_result_codes(codes: dict[str, int]) -> None:
     """Learn the numeric values of the VkResult names (from the built module, so they come from the real header)."""
     for name, value in codes.items():
-        status = _ERROR_STATUS.get(name) or _NON_SUCCESS_STATUS.get(name)
+        status = status_for(name)
         if status is None and name.startswith("VK_ERROR_"):
             status = ErrorStatus.KernelLaunch  # a code newer than this table: still a typed failure
         if status is not None:
@@ -97,8 +99,16 @@ def register_result_codes(codes: dict[str, int]) -> None:
 
 
 def status_for(name: str) -> ErrorStatus | None:
-    """The status a VkResult name maps to, or None when the name is not a failure this module knows."""
-    return _ERROR_STATUS.get(name) or _NON_SUCCESS_STATUS.get(name)
+    """The status a VkResult name maps to, or None when the name is not a failure this module knows.
+
+    Extension aliases (``VK_ERROR_OUT_OF_POOL_MEMORY_KHR``) map like the core name they alias.
+    """
+    found = _ERROR_STATUS.get(name) or _NON_SUCCESS_STATUS.get(name)
+    if found is None:
+        for suffix in ("_KHR", "_EXT", "_NV"):
+            if name.endswith(suffix):
+                return _ERROR_STATUS.get(name[: -len(suffix)])
+    return found
 
 
 def result_name(result: int) -> str:

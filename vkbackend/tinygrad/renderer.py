@@ -96,6 +96,8 @@ _F2I = {dtypes.float16: ("float16BitsToInt16", "float16BitsToUint16"), dtypes.fl
         dtypes.float64: ("doubleBitsToInt64", "doubleBitsToUint64")}
 _I2F = {dtypes.float16: ("int16BitsToFloat16", dtypes.int16), dtypes.float32: ("intBitsToFloat", dtypes.int32),
         dtypes.float64: ("int64BitsToDouble", dtypes.int64)}
+_U2F = {dtypes.float16: ("uint16BitsToFloat16", dtypes.uint16), dtypes.float32: ("uintBitsToFloat", dtypes.uint32),
+        dtypes.float64: ("uint64BitsToDouble", dtypes.uint64)}
 _SINT = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
 _UINT = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
 
@@ -162,7 +164,7 @@ def _bitcast(dst: DType, src: DType, val: str) -> str:
     if dtypes.is_float(dst): return f"{_I2F[dst][0]}({fn_i}({val}))"
     return f"{fn_u if dst in dtypes.uints else fn_i}({val})"
   if dtypes.is_float(dst):
-    fn, idt = _I2F[dst]
+    fn, idt = (_U2F if src in dtypes.uints else _I2F)[dst]
     return f"{fn}({_cast(idt, src, val) if src != idt else val})"
   # integer <-> integer of the same width: GLSL's conversion constructors keep the bits
   return f"{TYPE_MAP[dst]}({val})"

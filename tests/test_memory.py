@@ -1,0 +1,203 @@
+"""Issue 2: the memory pool: allocation, reference counts, views, transfers, limits, threads."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from vkbackend import BackendError, ErrorStatus
+
+
+def roundtrip(pool, data: bytes) -> bytes:
+    buf = pool.allocate(len(data))
+    try:
+        pool.host_to_pool(data, buf)
+        out = bytearray(len(data))
+        pool.pool_to_host(buf, out)
+        return bytes(out)
+    finally:
+        pool.release(buf)
+
+
+@pytest.mark.parametrize("size", [1, 4096 + 3, (1 << 20) + 1, (64 << 20) + 7])
+def test_roundtrip_awkward_sizes(pool, size):
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    assert roundtrip(pool, data) == data
+
+
+def test_roundtrip_at_offsets(pool):
+    rng = np.random.default_rng(1)
+    buf = pool.allocate(10_000)
+    whole = rng.integers(0, 256, 10_000, dtype=np.uint8)
+    pool.host_to_pool(whole, buf)
+    patch = rng.integers(0, 256, 333, dtype=np.uint8)
+    pool.host_to_pool(patch, buf, 1234)
+    whole[1234:1234 + 333] = patch
+    part = np.empty(500, dtype=np.uint8)
+    pool.pool_to_host(buf, part, 1200)
+    assert np.array_equal(part, whole[1200:1700])
+    pool.release(buf)
+
+
+def test_memmap_source(pool, tmp_path):
+    path = tmp_path / "data.bin"
+    n = (40 << 20) // 4 + 5  # several staging chunks, not a multiple of anything
+    np.random.default_rng(2).random(n, dtype=np.float32).tofile(path)
+    src = np.memmap(path, dtype=np.float32, mode="r")
+    buf = pool.allocate(src.nbytes)
+    pool.host_to_pool(src, buf)
+    out = np.empty(n, dtype=np.float32)
+    pool.pool_to_host(buf, out)
+    assert np.array_equal(out, np.asarray(src))
+    pool.release(buf)
+
+
+def test_thousands_of_buffers(pool):
+    before = pool.stats()
+    sizes = np.random.default_rng(3).integers(1, 20_000, 3000)
+    ids = [pool.allocate(int(s)) for s in sizes]
+    assert len(set(ids)) == len(ids)
+    for i in ids[::2]:
+        pool.release(i)
+    more = [pool.allocate(int(s)) for s in sizes[:1000]]
+    for i in ids[1::2] + more:
+        pool.release(i)
+    after = pool.stats()
+    assert after["live_buffers"] == before["live_buffers"]
+
+
+def test_buffers_do_not_overlap(pool):
+    ids = [pool.allocate(1000 + i) for i in range(50)]
+    for n, b in enumerate(ids):
+        pool.host_to_pool(np.full(1000, n, dtype=np.uint8), b)
+    for n, b in enumerate(ids):
+        out = np.empty(1000, dtype=np.uint8)
+        pool.pool_to_host(b, out)
+        assert (out == n).all()
+        pool.release(b)
+
+
+def test_refcounts(pool):
+    buf = pool.allocate(16)
+    pool.retain(buf)
+    pool.release(buf)
+    pool.host_to_pool(b"x" * 16, buf)  # still alive after one release of two references
+    pool.release(buf)
+    with pytest.raises(BackendError) as info:
+        pool.release(buf)
+    assert info.value.status is ErrorStatus.InvalidArgument
+    with pytest.raises(BackendError):
+        pool.host_to_pool(b"x", buf)
+
+
+@pytest.mark.parametrize("bad", [0, 123456789, -1, "a", None])
+def test_bad_ids(pool, bad):
+    for call in (lambda: pool.release(bad), lambda: pool.retain(bad), lambda: pool.pool_to_host(bad, bytearray(1)),
+                 lambda: pool.host_to_pool(b"a", bad), lambda: pool.view(bad, 0, 1)):
+        with pytest.raises(BackendError) as info:
+            call()
+        assert info.value.status is ErrorStatus.InvalidArgument
+
+
+def test_sizes_are_checked(pool):
+    buf = pool.allocate(100)
+    for call in (lambda: pool.host_to_pool(bytes(101), buf), lambda: pool.host_to_pool(bytes(10), buf, 95),
+                 lambda: pool.pool_to_host(buf, bytearray(101)), lambda: pool.pool_to_host(buf, bytearray(1), 100),
+                 lambda: pool.pool_to_host(buf, bytes(10)), lambda: pool.allocate(0), lambda: pool.allocate(-5)):
+        with pytest.raises(BackendError) as info:
+            call()
+        assert info.value.status is ErrorStatus.InvalidArgument
+    pool.release(buf)
+
+
+def test_views(pool, device):
+    align = device.info.min_storage_buffer_offset_alignment
+    buf = pool.allocate(8 * align)
+    data = np.arange(8 * align, dtype=np.uint8)
+    pool.host_to_pool(data, buf)
+    view = pool.view(buf, 2 * align, 3 * align)
+    out = np.empty(3 * align, dtype=np.uint8)
+    pool.pool_to_host(view, out)
+    assert np.array_equal(out, data[2 * align:5 * align])
+    pool.host_to_pool(np.zeros(align, dtype=np.uint8), view, align)
+    pool.release(buf)  # the view keeps the parent alive
+    whole = np.empty(3 * align, dtype=np.uint8)
+    pool.pool_to_host(view, whole)
+    assert (whole[align:2 * align] == 0).all() and np.array_equal(whole[:align], data[2 * align:3 * align])
+    if align > 1:
+        with pytest.raises(BackendError):
+            pool.view(view, 1, 1)
+    with pytest.raises(BackendError):
+        pool.view(view, 0, 3 * align + 1)
+    pool.release(view)
+
+
+def test_over_budget_allocation_fails_cleanly(pool):
+    keep = pool.allocate(1000)
+    pool.host_to_pool(b"k" * 1000, keep)
+    with pytest.raises(BackendError) as info:
+        pool.allocate(pool.free_bytes + (1 << 30))
+    assert info.value.status is ErrorStatus.MemoryAllocation
+    with pytest.raises(BackendError) as info:
+        pool.allocate(pool.ctx.info.max_memory_allocation_size + 1)
+    assert info.value.status is ErrorStatus.MemoryAllocation
+    out = bytearray(1000)
+    pool.pool_to_host(keep, out)  # the pool still works and kept its contents
+    assert out == b"k" * 1000
+    pool.release(keep)
+
+
+def test_pool_to_pool_within_a_device(pool):
+    a, b = pool.allocate(5000), pool.allocate(6000)
+    data = np.random.default_rng(4).integers(0, 256, 5000, dtype=np.uint8)
+    pool.host_to_pool(data, a)
+    pool.pool_to_pool(pool, a, b)
+    out = np.empty(5000, dtype=np.uint8)
+    pool.pool_to_host(b, out)
+    assert np.array_equal(out, data)
+    with pytest.raises(BackendError):
+        pool.pool_to_pool(pool, b, a)  # 6000 bytes do not fit in 5000
+    pool.release(a)
+    pool.release(b)
+
+
+def test_release_while_work_is_queued(device, pool):
+    """A buffer released right after a copy into it is freed only after the copy ran; the caller never waits."""
+    stats = pool.stats()
+    for _ in range(20):
+        src = pool.allocate(1 << 20)
+        dst = pool.allocate(1 << 20)
+        pool.host_to_pool(np.ones(1 << 20, dtype=np.uint8), src)
+        pool.pool_to_pool(pool, src, dst)
+        pool.release(src)
+        pool.release(dst)
+    device.sync()
+    assert pool.stats()["live_buffers"] == stats["live_buffers"]
+
+
+def test_eight_threads(pool):
+    errors = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(10):
+                data = rng.integers(0, 256, int(rng.integers(1, 200_000)), dtype=np.uint8)
+                buf = pool.allocate(data.nbytes)
+                pool.host_to_pool(data, buf)
+                out = np.empty_like(data)
+                pool.pool_to_host(buf, out)
+                pool.release(buf)
+                if not np.array_equal(out, data):
+                    errors.append(f"thread {seed}: mismatch")
+        except Exception as error:  # collected and asserted below
+            errors.append(repr(error))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    assert not any(t.is_alive() for t in threads)

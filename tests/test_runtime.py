@@ -1,0 +1,145 @@
+"""Issue 2: the native module, loading without a driver, device discovery and DeviceInfo."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import vkbackend
+from vkbackend import BackendError, DType, ErrorStatus, VulkanConfig
+from vkbackend._ffi import lib
+from vkbackend.errors import status_for
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **env}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, cwd=ROOT, timeout=120)
+
+
+def test_header_version_matches_the_real_header():
+    header = next(Path(p) / "vulkan" / "vulkan_core.h" for p in
+                  [os.environ.get("VULKAN_SDK", "") + "/include", "/usr/include", "/usr/local/include"]
+                  if (Path(p) / "vulkan" / "vulkan_core.h").is_file())
+    version = int(re.search(r"#define VK_HEADER_VERSION (\d+)", header.read_text()).group(1))
+    assert lib.VK_HEADER_VERSION == version
+
+
+def test_every_vk_error_code_maps_to_a_status():
+    codes = [name for name in dir(lib) if name.startswith("VK_ERROR_")]
+    assert "VK_ERROR_DEVICE_LOST" in codes and len(codes) > 20
+    unmapped = [name for name in codes if status_for(name) is None]
+    assert not unmapped, f"errors.py has no status for {unmapped}"
+    assert status_for("VK_ERROR_DEVICE_LOST") is ErrorStatus.DeviceLost
+    assert status_for("VK_ERROR_OUT_OF_DEVICE_MEMORY") is ErrorStatus.MemoryAllocation
+
+
+def test_check_raises_typed_errors():
+    from vkbackend.errors import check
+    check(0, "fine")
+    with pytest.raises(BackendError) as info:
+        check(lib.VK_ERROR_OUT_OF_DEVICE_MEMORY, "vkAllocateMemory")
+    assert info.value.status is ErrorStatus.MemoryAllocation
+    assert "VK_ERROR_OUT_OF_DEVICE_MEMORY" in str(info.value)
+    with pytest.raises(BackendError) as info:  # a lost device stays DeviceLost whatever the caller asks for
+        check(lib.VK_ERROR_DEVICE_LOST, "vkQueueSubmit", ErrorStatus.KernelLaunch)
+    assert info.value.status is ErrorStatus.DeviceLost
+
+
+def test_import_works_without_a_loader_and_devices_says_what_to_install():
+    result = run_python(
+        "import vkbackend\n"
+        "try:\n    vkbackend.devices()\nexcept vkbackend.BackendError as e:\n    print(e.status.name, '|', e.context)\n",
+        VKBACKEND_VULKAN_LIBRARY="/nonexistent/libvulkan.so.1", VKBACKEND_DEVICE_IDS="0")
+    assert result.returncode == 0, result.stderr
+    status, message = result.stdout.split("|", 1)
+    assert status.strip() == "DyLibNotFound"
+    assert "libvulkan" in message and "apt-get install" in message
+
+
+def test_configured_out():
+    assert vkbackend.devices(VulkanConfig(device_ids=[])) == []
+    result = run_python("import vkbackend; print(vkbackend.devices())", VKBACKEND_DEVICE_IDS="",
+                        VKBACKEND_VULKAN_LIBRARY="/nonexistent")  # configured out: no loader is even opened
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_unknown_device_id(device):
+    with pytest.raises(BackendError) as info:
+        vkbackend.devices(VulkanConfig(device_ids=[99]))
+    assert info.value.status is ErrorStatus.InvalidArgument
+
+
+def test_devices_returns_the_open_device(device):
+    assert vkbackend.devices(VulkanConfig(device_ids=[0]))[0] is device
+
+
+@pytest.fixture(scope="module")
+def vulkaninfo(tmp_path_factory):
+    if not shutil.which("vulkaninfo"):
+        pytest.skip("vulkaninfo not installed (apt-get install vulkan-tools)")
+    out = tmp_path_factory.mktemp("vi") / "vi.json"
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(out.parent)}
+    env.pop("VK_LAYER_ENABLES", None)
+    subprocess.run(["vulkaninfo", "--json=0", "-o", str(out)], capture_output=True, env=env, timeout=120)
+    if not out.exists():
+        pytest.skip("vulkaninfo --json produced nothing")
+    return json.loads(out.read_text())["capabilities"]["device"]
+
+
+def test_info_matches_vulkaninfo(device, vulkaninfo):
+    props = vulkaninfo["properties"]
+    p = props["VkPhysicalDeviceProperties"]
+    limits = p["limits"]
+    info = device.info
+    assert info.name == p["deviceName"]
+    assert info.vendor_id == p["vendorID"] and info.device_id == p["deviceID"]
+    assert info.max_global_work_dims == tuple(limits["maxComputeWorkGroupCount"])
+    assert info.max_local_work_dims == tuple(limits["maxComputeWorkGroupSize"])
+    assert info.max_local_threads == limits["maxComputeWorkGroupInvocations"]
+    assert info.local_mem_size == limits["maxComputeSharedMemorySize"]
+    assert info.min_storage_buffer_offset_alignment == limits["minStorageBufferOffsetAlignment"]
+    assert info.max_storage_buffer_range == limits["maxStorageBufferRange"]
+    assert info.max_push_constants_size == limits["maxPushConstantsSize"]
+    assert info.max_memory_allocation_size == props["VkPhysicalDeviceMaintenance3Properties"]["maxMemoryAllocationSize"]
+    assert info.memory_heaps and any(h.device_local for h in info.memory_heaps)
+    exts = vulkaninfo["extensions"]
+    assert info.extensions == frozenset(exts)
+
+
+def test_info_dtypes_follow_the_features(device):
+    caps = device.info.dtype_capabilities
+    assert caps[DType.bfloat16] == frozenset()
+    assert caps[DType.float32] >= {"exp2", "log2", "sin", "sqrt"}
+    if caps[DType.float64]:
+        assert not caps[DType.float64] & {"exp", "exp2", "log", "log2", "sin", "cos", "pow"}
+    assert bool(caps[DType.int64]) == ("shaderInt64" in device.info.features)
+    assert bool(caps[DType.float16]) == ({"shaderFloat16", "storageBuffer16BitAccess"} <= device.info.features)
+    assert len(set(device.info.max_local_work_dims)) >= 1  # per axis, not the x limit copied
+
+
+def test_free_bytes_comes_from_the_heap(pool, device):
+    heap = max(device.info.memory_heaps, key=lambda h: h.size if h.device_local else 0)
+    free = pool.free_bytes
+    assert 0 < free <= heap.size
+    buf = pool.allocate(64 << 20)  # a dedicated allocation: the figure must move
+    try:
+        assert pool.free_bytes <= free - (32 << 20)
+    finally:
+        pool.release(buf)
+
+
+def test_info_cli_lists_the_device(device):
+    result = subprocess.run([sys.executable, "-m", "vkbackend", "info"], capture_output=True, text=True, cwd=ROOT,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert device.info.name in result.stdout
+    assert "heap 0" in result.stdout and "dtypes:" in result.stdout

@@ -1,0 +1,195 @@
+"""Our cases: each runs through vkbackend's public API on one open device, checks its result, and gives records."""
+from __future__ import annotations
+
+import itertools
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from ..device import Device
+from . import kernels
+from .child import run_module
+from .compile_probe import DRIVER_CACHES_OFF
+from .spec import Record, Sizes
+from .timing import best_of, wall
+
+OURS = "vkbackend"
+
+
+class CaseError(Exception):
+    """A case could not produce a figure (a child process failed, say); the message says why."""
+
+
+class OurCases:
+    """The benchmark cases on ``dev`` (device index ``index``), at ``sizes``."""
+
+    def __init__(self, dev: Device, index: int, sizes: Sizes) -> None:
+        self.dev = dev
+        self.index = index
+        self.sizes = sizes
+        self.pool = dev.memory_pool
+        self.rng = np.random.default_rng(0)
+
+    # ----- driving ------------------------------------------------------------------------------------------------
+    def plan(self) -> list[tuple[tuple[str, ...], Callable[[], list[Record]]]]:
+        """(case names, method) in the order they run; a method returns one record per name."""
+        return [(("launch_chain",), self.launch_chain), (("launch_independent",), self.launch_independent),
+                (("add_bw",), self.add_bw), (("upload", "download"), self.transfers),
+                (("compile_cold", "compile_warm"), self.compile), (("alloc_release",), self.alloc_release)]
+
+    def run_all(self, log: Callable[[str], None]) -> list[Record]:
+        """Warm the device, then every case; a case that raises gives records with no value and correct false."""
+        log(f"warming {self.dev.info.name} for {self.sizes.warmup_s:g} s")
+        self.warm_up()
+        records: list[Record] = []
+        for names, method in self.plan():
+            log(f"vkbackend: {', '.join(names)}")
+            try:
+                records += method()
+            except Exception as error:  # one broken case must not hide the others' figures
+                log(f"vkbackend: {', '.join(names)} failed: {type(error).__name__}: {error}")
+                records += [Record.of(name, OURS, None, False) for name in names]
+        return records
+
+    # ----- helpers ------------------------------------------------------------------------------------------------
+    @contextmanager
+    def _buffers(self, *nbytes: int) -> Iterator[list[int]]:
+        """Device buffers of the given sizes, released on exit."""
+        ids: list[int] = []
+        try:
+            for n in nbytes:
+                ids.append(self.pool.allocate(n))
+            yield ids
+        finally:
+            for buf in ids:
+                self.pool.release(buf)
+
+    def _upload(self, array: np.ndarray, buf: int) -> None:
+        self.pool.host_to_pool(array, buf)
+        self.dev.sync()
+
+    def _download(self, buf: int, count: int) -> np.ndarray:
+        out = np.empty(count, np.float32)
+        self.pool.pool_to_host(buf, out)
+        return out
+
+    def _launch_loop(self, prog: int, bindings: Sequence[list[int]], scalars: tuple, count: int) -> Callable[[], None]:
+        """A procedure that launches ``prog`` ``count`` times (1 work group each), cycling through ``bindings``,
+        then syncs once: the body of both launch cases."""
+        launch, sync, grid = self.dev.launch, self.dev.sync, (1, 1, 1)
+
+        def run() -> None:
+            for bufs in itertools.islice(itertools.cycle(bindings), count):
+                launch(prog, bufs, scalars, grid)
+            sync()
+        return run
+
+    # ----- the cases ----------------------------------------------------------------------------------------------
+    def warm_up(self) -> None:
+        """About ``warmup_s`` of back-to-back add kernels, so clocks and caches are up before anything is timed."""
+        n = min(self.sizes.elems, 4 << 20)
+        prog = self.dev.compile(kernels.add_vec4())
+        grid = kernels.add_grid(n // 4, self.dev.info.max_global_work_dims[0])
+        with self._buffers(n * 4, n * 4, n * 4) as bufs:
+            deadline = time.perf_counter() + self.sizes.warmup_s
+            while time.perf_counter() < deadline:
+                for _ in range(8):
+                    self.dev.launch(prog, bufs, (n // 4,), grid)
+                self.dev.sync()
+
+    def _tiny_launches(self, case: str, n_buffers: int) -> list[Record]:
+        """``launches`` tiny ``y += 1`` launches round robin over ``n_buffers`` buffers: us per launch."""
+        s = self.sizes
+        prog = self.dev.compile(kernels.inc())
+        zeros = np.zeros(s.small_floats, np.float32)
+        with self._buffers(*[s.small_floats * 4] * n_buffers) as bufs:
+            def reset() -> None:
+                for buf in bufs:
+                    self.pool.host_to_pool(zeros, buf)
+                self.dev.sync()
+            run = self._launch_loop(prog, [[buf] for buf in bufs], (s.small_floats,), s.launches)
+            seconds = best_of(wall(run), s.reps, setup=reset)
+            expected = [s.launches // n_buffers + (1 if i < s.launches % n_buffers else 0) for i in range(n_buffers)]
+            correct = all(np.all(self._download(buf, s.small_floats) == want) for buf, want in zip(bufs, expected))
+        return [Record.of(case, OURS, seconds / s.launches * 1e6, correct)]
+
+    def launch_chain(self) -> list[Record]:
+        """Dependent launches on one buffer (each must see the last one's write)."""
+        return self._tiny_launches("launch_chain", 1)
+
+    def launch_independent(self) -> list[Record]:
+        """Launches round robin over ``buffers`` buffers, so neighbours need no barrier between them."""
+        return self._tiny_launches("launch_independent", self.sizes.buffers)
+
+    def add_bw(self) -> list[Record]:
+        """``c = a + b``, timed on the GPU (``launch_timed``): GB/s counting the 3 arrays once each."""
+        s = self.sizes
+        n4 = s.elems // 4
+        prog = self.dev.compile(kernels.add_vec4())
+        grid = kernels.add_grid(n4, self.dev.info.max_global_work_dims[0])
+        a_h = self.rng.random(s.elems, dtype=np.float32)
+        b_h = self.rng.random(s.elems, dtype=np.float32)
+        with self._buffers(s.array_bytes, s.array_bytes, s.array_bytes) as (a, b, c):
+            self._upload(a_h, a)
+            self._upload(b_h, b)
+            seconds = best_of(lambda: self.dev.launch_timed(prog, [a, b, c], (n4,), grid) * 1e-9, s.kernel_reps)
+            correct = np.array_equal(self._download(c, s.elems), a_h + b_h)
+        return [Record.of("add_bw", OURS, 3 * s.array_bytes / seconds / 1e9, correct)]
+
+    def transfers(self) -> list[Record]:
+        """A float32 numpy array to a device buffer and back (wall clock, until the data is where it goes): GB/s.
+
+        Both host arrays are allocated and touched once beforehand, so no sample pays for first-touch page faults.
+        """
+        s = self.sizes
+        src = self.rng.random(s.elems, dtype=np.float32)
+        dst = np.zeros(s.elems, np.float32)
+        with self._buffers(s.array_bytes) as (buf,):
+            up = best_of(wall(lambda: self._upload(src, buf)), s.reps)
+            down = best_of(wall(lambda: self.pool.pool_to_host(buf, dst)), s.reps, setup=lambda: dst.fill(0))
+            correct = np.array_equal(dst, src)
+        gb = s.array_bytes / 1e9
+        return [Record.of("upload", OURS, gb / up, correct), Record.of("download", OURS, gb / down, correct)]
+
+    def compile(self) -> list[Record]:
+        """``kernels`` distinct kernels compiled in a fresh process with an empty pipeline cache, then in another
+        fresh process with the cache the first one saved: ms for all of them (device bring-up excluded).
+
+        glslang runs here, beforehand: the children read SPIR-V files and time only ``Device.compile``.
+        """
+        modules = kernels.compile_set(self.sizes.kernels)
+        with tempfile.TemporaryDirectory(prefix="vkbackend-bench-") as tmp:
+            spv_dir, cache = Path(tmp, "spv"), Path(tmp, "cache")
+            spv_dir.mkdir()
+            cache.mkdir()
+            for i, spirv in enumerate(modules):
+                (spv_dir / f"k{i:03d}.spv").write_bytes(spirv)
+            env = {"VKBACKEND_CACHE_DIR": str(cache), **DRIVER_CACHES_OFF}
+            args = ["--device", str(self.index), str(spv_dir)]
+            runs = []
+            for what in ("cold", "warm"):
+                result = run_module("vkbackend.bench.compile_probe", args, env, timeout_s=300)
+                if not result.ok or not result.lines:
+                    raise CaseError(f"compile_{what}: {result.error or 'the probe printed nothing'}")
+                runs.append(result.lines[-1])
+        cold, warm = runs
+        n = len(modules)
+        return [Record.of("compile_cold", OURS, cold["ms"], cold["programs"] == n and cold["cache_bytes"] == 0),
+                Record.of("compile_warm", OURS, warm["ms"], warm["programs"] == n and warm["cache_bytes"] > 0)]
+
+    def alloc_release(self) -> list[Record]:
+        """``allocate`` + ``release`` of one small buffer, ``allocs`` times per sample: us per pair."""
+        s = self.sizes
+        before = self.pool.stats()["live_buffers"]
+
+        def cycle() -> None:
+            allocate, release = self.pool.allocate, self.pool.release
+            for _ in range(s.allocs):
+                release(allocate(s.alloc_bytes))
+        seconds = best_of(wall(cycle), s.reps)
+        correct = self.pool.stats()["live_buffers"] == before
+        return [Record.of("alloc_release", OURS, seconds / s.allocs * 1e6, correct)]

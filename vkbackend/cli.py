@@ -1,0 +1,177 @@
+"""``python -m vkbackend info`` and ``demo``."""
+from __future__ import annotations
+
+import sys
+import time
+
+from .errors import BackendError
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB"
+
+
+def info() -> int:
+    """Print every device with its key limits, memory heaps and dtype support."""
+    from . import devices
+    try:
+        found = devices()
+    except BackendError as error:
+        print(f"vkbackend: {error}", file=sys.stderr)
+        return 1
+    if not found:
+        print("no Vulkan compute device (VKBACKEND_DEVICE_IDS may configure them out)")
+        return 1
+    for dev in found:
+        i = dev.info
+        print(f"device {dev.index}: {i.name} ({i.device_type}, vendor {i.vendor_id:#06x}, device {i.device_id:#06x})")
+        print(f"  Vulkan {i.api_version}, driver version {i.driver_version:#x}")
+        print(f"  work groups: max count {i.max_global_work_dims}, max size {i.max_local_work_dims}, "
+              f"max threads {i.max_local_threads}, subgroup {i.subgroup_size}")
+        print(f"  shared memory {i.local_mem_size} B, push constants {i.max_push_constants_size} B, "
+              f"storage buffers per kernel {i.max_storage_buffers}")
+        print(f"  buffers: max allocation {_gib(i.max_memory_allocation_size)}, max storage range "
+              f"{_gib(i.max_storage_buffer_range)}, offset alignment {i.min_storage_buffer_offset_alignment} B, "
+              f"max allocations {i.max_memory_allocation_count}")
+        for n, heap in enumerate(i.memory_heaps):
+            print(f"  heap {n}: {_gib(heap.size)}{' device-local' if heap.device_local else ''}, budget {_gib(heap.budget)}")
+        print(f"  timestamps: {'yes, ' + str(i.timestamp_period_ns) + ' ns/tick' if i.timestamps else 'no'}; "
+              f"push descriptors: {'yes' if i.push_descriptors else 'no'}; robust buffer access: "
+              f"{'on' if i.robust_buffer_access else 'off'}")
+        print(f"  free device memory: {_gib(dev.memory_pool.free_bytes)}")
+        supported = [d.name for d, ops in i.dtype_capabilities.items() if ops]
+        unsupported = [d.name for d, ops in i.dtype_capabilities.items() if not ops]
+        print(f"  dtypes: {', '.join(supported)}" + (f" (not: {', '.join(unsupported)})" if unsupported else ""))
+        limited = [f"{d.name} without {', '.join(sorted(_missing(ops)))}" for d, ops in i.dtype_capabilities.items()
+                   if ops and d.is_float and _missing(ops)]
+        if limited:
+            print(f"  limited: {'; '.join(limited)}")
+        print(f"  features: {', '.join(sorted(i.features))}")
+    return 0
+
+
+def _missing(ops: frozenset[str]) -> set[str]:
+    from .dtypes import TRANSCENDENTAL_OPS
+    return set(TRANSCENDENTAL_OPS - ops)
+
+
+SAXPY = """#version 450
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) buffer Y { float y[]; };
+layout(push_constant) uniform P { uint n; float a; } p;
+void main() { uint i = gl_GlobalInvocationID.x; if (i < p.n) y[i] = p.a * x[i] + y[i]; }
+"""
+
+REDUCE = """#version 450
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) writeonly buffer S { float partial[]; };
+layout(push_constant) uniform P { uint n; } p;
+shared float tile[256];
+void main() {
+  uint i = gl_GlobalInvocationID.x, l = gl_LocalInvocationID.x;
+  tile[l] = i < p.n ? x[i] : 0.0;
+  barrier();
+  for (uint s = 128; s > 0; s >>= 1) { if (l < s) tile[l] += tile[l + s]; barrier(); }
+  if (l == 0) partial[gl_WorkGroupID.x] = tile[0];
+}
+"""
+
+MATMUL = """#version 450
+#define T 16
+layout(local_size_x = T, local_size_y = T) in;
+layout(std430, binding = 0) readonly buffer A { float a[]; };
+layout(std430, binding = 1) readonly buffer B { float b[]; };
+layout(std430, binding = 2) writeonly buffer C { float c[]; };
+layout(push_constant) uniform P { uint n; } p;
+shared float ta[T][T], tb[T][T];
+void main() {
+  uint row = gl_GlobalInvocationID.y, col = gl_GlobalInvocationID.x;
+  uint ly = gl_LocalInvocationID.y, lx = gl_LocalInvocationID.x;
+  float acc = 0.0;
+  for (uint k0 = 0; k0 < p.n; k0 += T) {
+    ta[ly][lx] = (row < p.n && k0 + lx < p.n) ? a[row * p.n + k0 + lx] : 0.0;
+    tb[ly][lx] = (col < p.n && k0 + ly < p.n) ? b[(k0 + ly) * p.n + col] : 0.0;
+    barrier();
+    for (uint k = 0; k < T; k++) acc += ta[ly][k] * tb[k][lx];
+    barrier();
+  }
+  if (row < p.n && col < p.n) c[row * p.n + col] = acc;
+}
+"""
+
+
+def demo(index: int = 0, n: int | None = None) -> int:
+    """Compile GLSL kernels, run a dependent chain of launches, check every result against numpy, print speed."""
+    import numpy as np
+    from . import compile_glsl, devices
+    try:
+        dev = devices()[index]
+    except (BackendError, IndexError) as error:
+        print(f"vkbackend demo: no device {index}: {error}", file=sys.stderr)
+        return 1
+    pool = dev.memory_pool
+    print(f"device {index}: {dev.info.name}")
+    rng = np.random.default_rng(0)
+    saxpy, reduce, matmul = (dev.compile(compile_glsl(src)) for src in (SAXPY, REDUCE, MATMUL))
+    ok = True
+
+    def check(name: str, got, want, rtol: float = 1e-4) -> None:
+        nonlocal ok
+        good = np.allclose(got, want, rtol=rtol, atol=1e-3)
+        ok &= bool(good)
+        print(f"  {name:<34} {'ok' if good else 'WRONG'}")
+
+    # A dependent chain: y = a*x + y, 200 times on the same buffer, each launch reading what the last wrote.
+    gpu = dev.info.device_type in ("discrete_gpu", "integrated_gpu")
+    n = n or (1 << 24 if gpu else 1 << 18)
+    steps, a = 200, 0.5
+    x = rng.random(n, dtype=np.float32)
+    y = rng.random(n, dtype=np.float32)
+    bx, by = pool.allocate(x.nbytes), pool.allocate(y.nbytes)
+    t0 = time.perf_counter()
+    pool.host_to_pool(x, bx)
+    pool.host_to_pool(y, by)
+    t_up = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        dev.launch(saxpy, [bx, by], [n, a], ((n + 255) // 256, 1, 1))
+    dev.sync()
+    t_chain = time.perf_counter() - t0
+    got = np.empty_like(y)
+    t0 = time.perf_counter()
+    pool.pool_to_host(by, got)
+    t_down = time.perf_counter() - t0
+    check(f"saxpy chain ({steps} launches)", got, y + steps * np.float32(a) * x)
+
+    # A reduction with shared memory, two levels.
+    groups = (n + 255) // 256
+    bpart, btotal = pool.allocate(groups * 4), pool.allocate(4 * ((groups + 255) // 256))
+    dev.launch(reduce, [bx, bpart], [n], (groups, 1, 1))
+    dev.launch(reduce, [bpart, btotal], [groups], ((groups + 255) // 256, 1, 1))
+    totals = np.empty((groups + 255) // 256, dtype=np.float32)
+    pool.pool_to_host(btotal, totals)
+    check("reduction (shared memory)", totals.sum(dtype=np.float64), x.sum(dtype=np.float64), rtol=1e-4)
+
+    # A tiled matmul.
+    m = 1024 if gpu else 128
+    A, B = rng.random((m, m), dtype=np.float32), rng.random((m, m), dtype=np.float32)
+    ba, bb, bc = pool.allocate(A.nbytes), pool.allocate(B.nbytes), pool.allocate(A.nbytes)
+    pool.host_to_pool(A, ba)
+    pool.host_to_pool(B, bb)
+    ns = dev.launch_timed(matmul, [ba, bb, bc], [m], ((m + 15) // 16, (m + 15) // 16, 1))
+    C = np.empty_like(A)
+    pool.pool_to_host(bc, C)
+    check(f"tiled matmul {m}x{m}", C, A @ B, rtol=1e-3)
+
+    for b in (bx, by, bpart, btotal, ba, bb, bc):
+        pool.release(b)
+    for p in (saxpy, reduce, matmul):
+        dev.release_program(p)
+    print(f"  launches/s (dependent chain):      {steps / t_chain:,.0f}")
+    print(f"  saxpy GB/s (3 x {x.nbytes >> 20} MiB per launch): {steps * 3 * x.nbytes / t_chain / 1e9:.2f}")
+    print(f"  upload GB/s: {2 * x.nbytes / t_up / 1e9:.2f}   download GB/s: {y.nbytes / t_down / 1e9:.2f}")
+    print(f"  matmul GPU time: {ns / 1e3:.1f} us ({2 * m ** 3 / ns:.1f} GFLOP/s)")
+    print("demo: all results match numpy" if ok else "demo: MISMATCH")
+    return 0 if ok else 1

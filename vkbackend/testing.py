@@ -1,0 +1,90 @@
+"""Fault injection for tests: make one Vulkan call fail as a driver would.
+
+Every native wrapper of a Vulkan function that returns ``VkResult`` checks the injected fault first (csrc/fault.c),
+so a fault reaches the backend exactly where a real driver failure would, on whichever thread makes the call::
+
+    from vkbackend import testing
+    testing.inject("vkAllocateMemory", "VK_ERROR_OUT_OF_DEVICE_MEMORY")
+    try:
+        pool.allocate(64 << 20)          # raises BackendError(MemoryAllocation)
+    finally:
+        testing.clear()
+
+One fault is armed at a time, process-wide (every device of the process shares the dispatch table); injecting again
+replaces it. It fires once and then disarms itself.
+"""
+from __future__ import annotations
+
+from . import _ffi
+from .errors import BackendError, ErrorStatus
+
+__all__ = ["inject", "clear", "pending"]
+
+
+def _result_value(result: str) -> int:
+    if not isinstance(result, str) or not result.startswith("VK_"):
+        raise BackendError(ErrorStatus.InvalidArgument,
+                           f"inject: result must be a VkResult name such as 'VK_ERROR_DEVICE_LOST', got {result!r}")
+    value = getattr(_ffi.lib, result, None)
+    if not isinstance(value, int) or value == 0 or not (result.startswith("VK_ERROR_")
+                                                        or result in ("VK_TIMEOUT", "VK_NOT_READY", "VK_INCOMPLETE")):
+        raise BackendError(ErrorStatus.InvalidArgument,
+                           f"inject: {result!r} is not a VkResult failure code this build knows (VK_ERROR_*, "
+                           "VK_TIMEOUT, VK_NOT_READY, VK_INCOMPLETE)")
+    return value
+
+
+def inject(function: str, result: str, after: int = 0) -> None:
+    """Arm a fault: the call of ``function`` that follows ``after`` successful ones returns ``result``, once.
+
+    ``function`` is a Vulkan function vkbackend calls that returns ``VkResult`` (``"vkQueueSubmit"``,
+    ``"vkAllocateMemory"``, ...); ``result`` is the name of a ``VkResult`` failure code (``"VK_ERROR_DEVICE_LOST"``,
+    ``"VK_TIMEOUT"``, ...). The failing call does not reach the driver. Injecting replaces any fault still armed.
+
+    Raises ``BackendError(InvalidArgument)`` for a function vkbackend does not call, or one that returns no
+    ``VkResult`` (a ``void`` function cannot fail), for an unknown result name, and for a negative ``after``.
+    """
+    if not isinstance(function, str):
+        raise BackendError(ErrorStatus.InvalidArgument, f"inject: function must be a Vulkan function name, got {function!r}")
+    index = _ffi.function_index(function)  # InvalidArgument for names vkbackend does not declare
+    if function not in _result_functions():
+        raise BackendError(ErrorStatus.InvalidArgument,
+                           f"inject: {function} returns no VkResult, so it cannot be made to fail")
+    value = _result_value(result)
+    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        raise BackendError(ErrorStatus.InvalidArgument, f"inject: after must be a non-negative integer, got {after!r}")
+    _ffi.lib.vkb_fault_inject(index, value, min(after, 0x7FFFFFFF))
+
+
+def clear() -> None:
+    """Disarm the injected fault, if it has not fired yet. Safe to call at any time."""
+    _ffi.lib.vkb_fault_clear()
+
+
+def pending() -> bool:
+    """True while an injected fault is armed and has not fired."""
+    return bool(_ffi.lib.vkb_fault_pending())
+
+
+_RESULT_FUNCTIONS: frozenset[str] | None = None
+
+
+def _result_functions() -> frozenset[str]:
+    """Names of the declared Vulkan functions that return VkResult (read from the cdef the module was built from)."""
+    global _RESULT_FUNCTIONS
+    if _RESULT_FUNCTIONS is None:
+        ffi = _ffi.ffi
+        names = set()
+        lib = _ffi.lib
+        for i in range(lib.VKB_FN_COUNT):
+            name = ffi.string(lib.vkb_function_name(i)).decode()
+            try:
+                ctype = ffi.typeof(getattr(lib, name))
+            except (AttributeError, TypeError):
+                continue
+            if ctype.kind == "pointer":
+                ctype = ctype.item
+            if ctype.kind == "function" and ctype.result.kind != "void":  # VkResult (an int32_t) or void
+                names.add(name)
+        _RESULT_FUNCTIONS = frozenset(names)
+    return _RESULT_FUNCTIONS
