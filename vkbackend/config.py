@@ -25,8 +25,9 @@ class VulkanConfig:
     robust_buffer_access: bool | None = None
     push_descriptors: bool = True
     window_launches: int = 8192
-    staging_chunk_bytes: int = 16 << 20
+    staging_chunk_bytes: int = 0
     staging_slots: int = 4
+    copy_threads: int = 0
     sync_timeout_s: float | None = None
 
     @staticmethod
@@ -42,6 +43,11 @@ class VulkanConfig:
                                    f"VKBACKEND_DEVICE_IDS={ids!r} is not a comma-separated list of device indices")
         return VulkanConfig(device_ids=device_ids,
                             push_descriptors=os.environ.get("VKBACKEND_PUSH_DESCRIPTORS", "1") != "0")
+
+    def resolved_copy_threads(self) -> int:
+        if self.copy_threads > 0:
+            return self.copy_threads
+        return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
     def resolved_robust_buffer_access(self) -> bool:
         if self.robust_buffer_access is not None:

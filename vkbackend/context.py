@@ -26,6 +26,7 @@ class DeviceContext:
     pending_error: BackendError | None = None
     lost: BackendError | None = None
     closed: bool = False
+    usable: bool = True                 # False once lost or closed: the launch fast path checks only this
     error_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -45,6 +46,7 @@ class DeviceContext:
         with self.error_lock:
             if error.status is ErrorStatus.DeviceLost and self.lost is None:
                 self.lost = error
+                self.usable = False
             if self.pending_error is None:
                 self.pending_error = error
 

@@ -61,6 +61,7 @@ class Device:
         self._close_lock = threading.Lock()
         # The launch fast path reads these directly: a few attribute lookups and an append.
         self._launchable = self._programs.programs
+        self._packers: dict = {}
         self._slot_of = self._pool.slot_of
         self._queue = self._worker.queue
         self._max_grid = handles.info.max_global_work_dims
@@ -82,7 +83,10 @@ class Device:
     # ----- programs -----------------------------------------------------------------------------------------------
     def compile(self, spirv: bytes, entry_point: str = "main") -> int:
         """Compile SPIR-V into a program id; the same SPIR-V and entry point return the cached program."""
-        return self._programs.compile(spirv, entry_point)
+        prog = self._programs.compile(spirv, entry_point)
+        if prog not in self._packers:
+            self._packers[prog] = self._programs.get(prog).make_packer(self._slot_of, self._max_grid)
+        return prog
 
     def program_info(self, prog: int) -> ProgramInfo:
         """The interface reflected from the program's SPIR-V (local size, storage buffers, push constants)."""
@@ -91,6 +95,8 @@ class Device:
     def release_program(self, prog: int) -> None:
         """Drop a reference to a program; safe while launches of it are still queued."""
         self._programs.release(prog)
+        if prog not in self._programs.programs:
+            self._packers.pop(prog, None)
 
     # ----- launches -----------------------------------------------------------------------------------------------
     def launch(self, prog: int, buffers: Sequence[int], scalars: Sequence = (), grid: Sequence = (1, 1, 1)) -> None:
@@ -99,9 +105,14 @@ class Device:
         ``buffers`` bind to the program's storage buffers in binding order, ``scalars`` fill its push-constant members
         in order. Errors found now raise ``InvalidArgument``; errors found on the worker surface at the next sync point.
         """
-        record = self._pack(prog, buffers, scalars, grid)
-        worker = self._worker
+        try:
+            record = self._packers[prog](buffers, scalars, grid)
+        except (KeyError, ValueError, TypeError, struct.error):
+            record = self._pack(prog, buffers, scalars, grid)  # explains the problem, or handles GridArg and short grids
+        if not self._ctx.usable:
+            self._ctx.ensure_usable()
         self._queue.append(record)
+        worker = self._worker
         if worker.idle:
             worker.wake.set()
 
@@ -128,7 +139,7 @@ class Device:
             record = p.record.pack(0, prog, gx, gy, gz, *slots, *scalars)
         except struct.error as error:
             raise self._scalar_error(p, scalars, error) from None
-        if self._ctx.lost is not None or self._ctx.closed:
+        if not self._ctx.usable:
             self._ctx.ensure_usable()
         return record
 
@@ -221,6 +232,7 @@ class Device:
             if ctx.closed:
                 return
             ctx.closed = True
+            ctx.usable = False
             ffi, lib = ctx.ffi, ctx.lib
             self._worker.stop()
             if ctx.lost is None:

@@ -148,8 +148,9 @@ class MemoryPool:
         self.chunk_bytes = 1 << (self.chunk_bytes.bit_length() - 1)
         self._budget_ext = "VK_EXT_memory_budget" in ctx.handles.extensions
         cfg = ctx.config
-        self._staging = _StagingRing(self, max(1 << 16, cfg.staging_chunk_bytes), max(2, cfg.staging_slots))
-        self.copy_threads = 4
+        chunk = cfg.staging_chunk_bytes or ((32 << 20) if info.device_type in ("discrete_gpu", "integrated_gpu") else (8 << 20))
+        self._staging = _StagingRing(self, max(1 << 16, chunk), max(2, cfg.staging_slots))
+        self.copy_threads = cfg.resolved_copy_threads()
 
     # ----- memory types and raw allocations -------------------------------------------------------------------
     def _pick_type(self, required: int, preferred: int, avoid: int) -> int:

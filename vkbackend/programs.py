@@ -46,6 +46,29 @@ class Program:
     def push_words(self) -> int:
         return (self.info.push_constant_size + 3) // 4
 
+    def make_packer(self, slot_of: dict, max_grid: tuple[int, int, int]):
+        """A function ``(buffers, scalars, grid) -> record`` specialised for this program's argument counts.
+
+        It is the whole per-launch cost in the caller's thread, so it is generated with the counts unrolled: unpacking
+        fixed-size sequences, three comparisons and one ``struct.pack`` call. Anything unusual (a wrong count, an
+        unknown buffer, a GridArg, a short grid, a scalar out of range) raises KeyError/ValueError/TypeError/
+        struct.error, and Device.launch then takes the slow path, which explains the problem or handles the case.
+        """
+        bufs = [f"b{i}" for i in range(self.n_buffers)]
+        scalars = [f"s{i}" for i in range(self.n_scalars)]
+        args = ", ".join(["0, pid, gx, gy, gz"] + [f"slot_of[{b}]" for b in bufs] + scalars)
+        source = (f"def pack(buffers, scalars, grid):\n"
+                  f"    [{', '.join(bufs)}] = buffers\n"
+                  f"    [{', '.join(scalars)}] = scalars\n"
+                  f"    gx, gy, gz = grid\n"
+                  f"    if 0 < gx <= mx and 0 < gy <= my and 0 < gz <= mz:\n"
+                  f"        return record({args})\n"
+                  f"    raise ValueError('grid out of range')\n")
+        namespace = {"record": self.record.pack, "pid": self.id, "slot_of": slot_of,
+                     "mx": max_grid[0], "my": max_grid[1], "mz": max_grid[2]}
+        exec(compile(source, f"<launch packer of {self.name}>", "exec"), namespace)
+        return namespace["pack"]
+
 
 def push_format(info: ProgramInfo) -> str:
     """struct format of the push-constant block: members at their offsets, padded to whole words."""
@@ -142,7 +165,7 @@ class ProgramCache:
             if prog is not None:
                 prog.refcount += 1
                 return prog.id
-        info = reflect(spirv, entry_point)
+        info = reflect(spirv, entry_point, require_code=True)  # truncated modules never reach the driver
         self._check_limits(info)
         with self._lock:
             prog = self._by_key.get(key)

@@ -46,6 +46,10 @@ _OP_DECORATION_GROUP = 73
 _OP_GROUP_DECORATE = 74
 _OP_GROUP_MEMBER_DECORATE = 75
 _OP_EXECUTION_MODE_ID = 331
+_OP_FUNCTION = 54
+_OP_FUNCTION_END = 56
+_OP_FUNCTION_CALL = 57
+_OP_LABEL = 248
 
 _TYPE_DESCRIPTIONS = {
     _OP_TYPE_VECTOR: "a vector", _OP_TYPE_MATRIX: "a matrix", _OP_TYPE_ARRAY: "an array",
@@ -177,6 +181,11 @@ class _Module:
         self.composites: dict[int, tuple[int, ...]] = {}  # constant composites -> constituent ids
         self.spec_ops: set[int] = set()  # spec-constant expressions: not evaluated here
         self.variables: list[tuple[int, int, int]] = []  # (id, pointer type id, storage class), global or not
+        # Structure, so that a truncated module never reaches the driver (lavapipe segfaults on some): functions
+        # with a body, the functions called, and whether the stream ended inside a function.
+        self.defined_functions: set[int] = set()
+        self.called_functions: set[int] = set()
+        self.open_function: int | None = None
         self._parse(words)
 
     def _parse(self, words: tuple[int, ...]) -> None:
@@ -208,7 +217,24 @@ class _Module:
                 if length < 2:
                     _fail(f"malformed SPIR-V: opcode {opcode} at word {index} has no operands")
                 handler(words, index + 1, index + length)
+            elif opcode == _OP_FUNCTION or opcode == _OP_FUNCTION_END or opcode == _OP_LABEL or opcode == _OP_FUNCTION_CALL:
+                self._on_structure(opcode, words, index, length)
             index += length
+
+    def _on_structure(self, opcode: int, words: tuple[int, ...], index: int, length: int) -> None:
+        if opcode == _OP_FUNCTION:
+            if self.open_function is not None or length < 5:
+                _fail(f"malformed SPIR-V: OpFunction at word {index} inside another function or without operands")
+            self.open_function = words[index + 2]
+        elif opcode == _OP_FUNCTION_END:
+            if self.open_function is None:
+                _fail(f"malformed SPIR-V: OpFunctionEnd at word {index} outside a function")
+            self.open_function = None
+        elif opcode == _OP_LABEL:
+            if self.open_function is not None:
+                self.defined_functions.add(self.open_function)
+        elif length >= 4:  # OpFunctionCall: result type, result id, function
+            self.called_functions.add(words[index + 3])
 
     @staticmethod
     def _operands(words: tuple[int, ...], start: int, end: int, minimum: int, what: str) -> tuple[int, ...]:
@@ -370,6 +396,20 @@ def _find_entry_point(module: _Module, entry_point: str) -> tuple[int, tuple[int
     listing = ", ".join(f"'{name}'" for name in available) if available else "none"
     _fail(f"entry point '{entry_point}' not found in the SPIR-V module (compute entry points: {listing}); "
           "pass one of those as entry_point")
+
+
+def _check_structure(module: _Module, function: int) -> None:
+    """A module cut short or missing code fails here: drivers are not required to survive it (lavapipe segfaults)."""
+    if module.open_function is not None:
+        _fail(f"malformed SPIR-V: the module ends inside function %{module.open_function} (no OpFunctionEnd); "
+              "it is truncated")
+    if function not in module.defined_functions:
+        _fail(f"malformed SPIR-V: the entry point's function %{function} has no body in the module; it is truncated "
+              "or incomplete")
+    missing = module.called_functions - module.defined_functions
+    if missing:
+        _fail(f"malformed SPIR-V: calls to function(s) {', '.join(f'%{m}' for m in sorted(missing))} that have no "
+              "body in the module; it is truncated or incomplete")
 
 
 def _resolve_size(module: _Module, constant: int, axis: str) -> int:
@@ -534,15 +574,17 @@ def _shared_memory_bytes(module: _Module, in_entry_point: Callable[[int], bool])
                if storage_class == _SC_WORKGROUP and in_entry_point(variable))
 
 
-def reflect(spirv: bytes, entry_point: str = "main") -> ProgramInfo:
+def reflect(spirv: bytes, entry_point: str = "main", *, require_code: bool = False) -> ProgramInfo:
     """Reflects the interface of the compute entry point ``entry_point`` of a SPIR-V module.
 
     Raises ``BackendError(KernelCompilation)`` for malformed modules (bad magic, truncated, corrupt instructions),
     a missing entry point, and interfaces the backend cannot bind: resources other than storage buffers in
     descriptor set 0, duplicate bindings, and push-constant members that are not 8-64 bit scalars.
+    ``require_code`` (set by ``Device.compile``, before anything reaches the driver) also refuses modules whose entry
+    point or called functions have no body, or that end inside a function: truncated modules crash some drivers.
     """
     try:
-        return _reflect(spirv, entry_point)
+        return _reflect(spirv, entry_point, require_code)
     except (IndexError, KeyError, ValueError, TypeError, OverflowError, struct.error) as error:
         # Defence in depth: the parser checks operand counts explicitly (and is fuzzed), but a corrupt module that
         # still reaches an unchecked path must surface as a compilation error, never as a raw Python exception.
@@ -551,9 +593,11 @@ def reflect(spirv: bytes, entry_point: str = "main") -> ProgramInfo:
                            "corrupt, recompile it (if spirv-val accepts it, this is a vkbackend bug)") from error
 
 
-def _reflect(spirv: bytes, entry_point: str) -> ProgramInfo:
+def _reflect(spirv: bytes, entry_point: str, require_code: bool = False) -> ProgramInfo:
     module = _Module(_decode_words(spirv))
     function, interface = _find_entry_point(module, entry_point)
+    if require_code:
+        _check_structure(module, function)
     in_entry_point = _in_entry_point(module, interface)
     push_constants = _push_constants(module, in_entry_point)
     span = max((member.offset + member.size for member in push_constants), default=0)

@@ -70,12 +70,8 @@ class BatchSubmitter:
         self._window.epoch = 1
         for axis in range(3):
             self._window.max_groups[axis] = info.max_global_work_dims[axis]
-        self._begin = ffi.new("VkCommandBufferBeginInfo*", {"sType": lib.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                                            "flags": lib.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT})
-        self._submit = ffi.new("VkSubmitInfo*", {"sType": lib.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1})
-        self._cmd_ptr = ffi.new("VkCommandBuffer*")
         self._fence_ptr = ffi.new("VkFence*")
-        self.stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0}
+        self.stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0}
 
     # ----- batches ----------------------------------------------------------------------------------------------
     def _new_batch(self) -> Batch:
@@ -127,17 +123,14 @@ class BatchSubmitter:
                 keep_sets = self._descriptor_sets(records, batch)
                 if keep_sets is not None:
                     w.sets, w.n_sets = keep_sets, len(keep_sets)
-            check(lib.vkBeginCommandBuffer(batch.cmd, self._begin), "vkBeginCommandBuffer", ErrorStatus.KernelLaunch)
-            errors = lib.vkb_record_window(w)
-            check(lib.vkEndCommandBuffer(batch.cmd), "vkEndCommandBuffer", ErrorStatus.KernelLaunch)
-            if errors:
+            t0 = time.perf_counter_ns()
+            result = lib.vkb_submit_window(w, ctx.handles.queue, batch.fence)
+            self.stats["submit_ns"] += time.perf_counter_ns() - t0
+            if w.n_errors:
                 ctx.fail(BackendError(ErrorStatus.KernelLaunch,
-                                      f"{errors} launch(es) skipped; the first, of program {self.programs.name(w.error_program)}, "
+                                      f"{w.n_errors} launch(es) skipped; the first, of program {self.programs.name(w.error_program)}, "
                                       f"because {_RECORD_ERRORS.get(w.error_code, 'of an unknown error')}"))
-            self._cmd_ptr[0] = batch.cmd
-            self._submit.pCommandBuffers = self._cmd_ptr
-            result = lib.vkQueueSubmit(ctx.handles.queue, 1, self._submit, batch.fence)
-            check(result, f"vkQueueSubmit of {w.n_dispatches} dispatches", ErrorStatus.KernelLaunch)
+            check(result, f"recording and submitting {w.n_dispatches} dispatches", ErrorStatus.KernelLaunch)
         except BackendError as error:
             ctx.fail(error)
             lib.vkResetCommandBuffer(batch.cmd, 0)

@@ -18,6 +18,7 @@ from .errors import BackendError, ErrorStatus
 log = logging.getLogger("vkbackend")
 
 _COPY, _DEFER, _CALL, _FLUSH, _STOP = range(5)
+MIN_QUEUED_WINDOW = 256       # launches worth a submit while another batch runs
 BUSY_POLL_NS = 200_000        # while the GPU runs and callers feed us: how long one fence wait may block
 IDLE_WAIT_NS = 1_000_000      # nothing queued but batches in flight: the longest a new item waits for us
 
@@ -126,7 +127,10 @@ class Worker:
             try:
                 sub.reap()
                 if window or sub.window_callbacks:
-                    if not sub.in_flight:
+                    # Submit at once when the GPU is idle (a lone launch starts now); while it is busy, keep one more
+                    # batch queued behind the running one once the window is worth a submit, so the GPU never waits
+                    # for us to notice its fence and record the next window.
+                    if not sub.in_flight or (len(sub.in_flight) < 2 and len(window) >= MIN_QUEUED_WINDOW):
                         sub.flush()
                         window = sub.window
                     else:

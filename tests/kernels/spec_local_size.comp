@@ -1,6 +1,5 @@
 #version 450
-// Local size from a specialization constant (default 32): o[i] = i.
-layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint LOCAL = 32u;
+// Local size through a specialization constant (SpecId 0, default 32; the WorkgroupSize built-in): o[i] = i.
+layout(local_size_x_id = 0, local_size_x = 32) in;
 layout(std430, binding = 0) writeonly buffer Out { uint o[]; };
 void main() { o[gl_GlobalInvocationID.x] = gl_GlobalInvocationID.x; }

@@ -14,18 +14,44 @@ from ..device import Device
 from . import kernels
 from .child import run_module
 from .compile_probe import DRIVER_CACHES_OFF
-from .spec import Record, Sizes
+from .spec import OURS, Record, Sizes
 from .timing import best_of, wall
-
-OURS = "vkbackend"
 
 
 class CaseError(Exception):
     """A case could not produce a figure (a child process failed, say); the message says why."""
 
 
-class OurCases:
+class CaseSet:
+    """The cases of one implementation: ``plan`` names them, ``run`` runs them in order."""
+
+    impl = ""
+    log: Callable[[str], None] = print  # replaced by run's
+
+    def plan(self) -> list[tuple[tuple[str, ...], Callable[[], list[Record]]]]:
+        """(case names, method) in the order they run; a method returns one record per name."""
+        raise NotImplementedError
+
+    def run(self, log: Callable[[str], None]) -> Iterator[Record]:
+        """Every case's records as they come; a case that raises gives records with no value and correct false."""
+        self.log = log
+        for names, method in self.plan():
+            what = f"{self.impl}: {', '.join(names)}"
+            start = time.perf_counter()
+            try:
+                records = method()
+            except Exception as error:  # one broken case must not hide the others' figures
+                log(f"{what} failed: {type(error).__name__}: {error}")
+                records = [Record.of(name, self.impl, None, False) for name in names]
+            else:
+                log(f"{what} ({time.perf_counter() - start:.1f} s)")
+            yield from records
+
+
+class OurCases(CaseSet):
     """The benchmark cases on ``dev`` (device index ``index``), at ``sizes``."""
+
+    impl = OURS
 
     def __init__(self, dev: Device, index: int, sizes: Sizes) -> None:
         self.dev = dev
@@ -34,26 +60,16 @@ class OurCases:
         self.pool = dev.memory_pool
         self.rng = np.random.default_rng(0)
 
-    # ----- driving ------------------------------------------------------------------------------------------------
-    def plan(self) -> list[tuple[tuple[str, ...], Callable[[], list[Record]]]]:
-        """(case names, method) in the order they run; a method returns one record per name."""
+    def plan(self):
         return [(("launch_chain",), self.launch_chain), (("launch_independent",), self.launch_independent),
                 (("add_bw",), self.add_bw), (("upload", "download"), self.transfers),
                 (("compile_cold", "compile_warm"), self.compile), (("alloc_release",), self.alloc_release)]
 
-    def run_all(self, log: Callable[[str], None]) -> list[Record]:
-        """Warm the device, then every case; a case that raises gives records with no value and correct false."""
+    def run(self, log: Callable[[str], None]) -> Iterator[Record]:
+        """Warm the device first, then every case."""
         log(f"warming {self.dev.info.name} for {self.sizes.warmup_s:g} s")
         self.warm_up()
-        records: list[Record] = []
-        for names, method in self.plan():
-            log(f"vkbackend: {', '.join(names)}")
-            try:
-                records += method()
-            except Exception as error:  # one broken case must not hide the others' figures
-                log(f"vkbackend: {', '.join(names)} failed: {type(error).__name__}: {error}")
-                records += [Record.of(name, OURS, None, False) for name in names]
-        return records
+        yield from super().run(log)
 
     # ----- helpers ------------------------------------------------------------------------------------------------
     @contextmanager
@@ -156,30 +172,43 @@ class OurCases:
         return [Record.of("upload", OURS, gb / up, correct), Record.of("download", OURS, gb / down, correct)]
 
     def compile(self) -> list[Record]:
-        """``kernels`` distinct kernels compiled in a fresh process with an empty pipeline cache, then in another
-        fresh process with the cache the first one saved: ms for all of them (device bring-up excluded).
+        """``kernels`` distinct kernels compiled in a fresh process with an empty pipeline cache (cold), then in
+        fresh processes seeded with the cache a cold run saved (warm): ms for all of them, device bring-up excluded.
+        Each is the best of ``reps`` processes.
 
         glslang runs here, beforehand: the children read SPIR-V files and time only ``Device.compile``.
         """
         modules = kernels.compile_set(self.sizes.kernels)
         with tempfile.TemporaryDirectory(prefix="vkbackend-bench-") as tmp:
-            spv_dir, cache = Path(tmp, "spv"), Path(tmp, "cache")
+            spv_dir = Path(tmp, "spv")
             spv_dir.mkdir()
-            cache.mkdir()
             for i, spirv in enumerate(modules):
                 (spv_dir / f"k{i:03d}.spv").write_bytes(spirv)
-            env = {"VKBACKEND_CACHE_DIR": str(cache), **DRIVER_CACHES_OFF}
-            args = ["--device", str(self.index), str(spv_dir)]
-            runs = []
-            for what in ("cold", "warm"):
-                result = run_module("vkbackend.bench.compile_probe", args, env, timeout_s=300)
+            caches = (Path(tmp, f"cache{i}") for i in itertools.count())
+            cache = Path(tmp, "unused")
+            checks: dict[str, list[bool]] = {"cold": [], "warm": []}
+
+            def probe(what: str) -> float:
+                result = run_module("vkbackend.bench.compile_probe", ["--device", str(self.index), str(spv_dir)],
+                                    {"VKBACKEND_CACHE_DIR": str(cache), **DRIVER_CACHES_OFF}, timeout_s=300)
                 if not result.ok or not result.lines:
                     raise CaseError(f"compile_{what}: {result.error or 'the probe printed nothing'}")
-                runs.append(result.lines[-1])
-        cold, warm = runs
-        n = len(modules)
-        return [Record.of("compile_cold", OURS, cold["ms"], cold["programs"] == n and cold["cache_bytes"] == 0),
-                Record.of("compile_warm", OURS, warm["ms"], warm["programs"] == n and warm["cache_bytes"] > 0)]
+                line = result.lines[-1]
+                seeded = line["cache_bytes"] > 0
+                checks[what].append(line["programs"] == len(modules) and seeded == (what == "warm"))
+                return line["ms"] / 1e3
+
+            def empty_cache() -> None:
+                nonlocal cache
+                cache = next(caches)
+                cache.mkdir()
+            cold = best_of(lambda: probe("cold"), self.sizes.compile_reps, warmup=0, setup=empty_cache)
+            warm = best_of(lambda: probe("warm"), self.sizes.compile_reps, warmup=0)
+            saved = sum(p.stat().st_size for p in cache.glob("*.bin"))
+        self.log(f"vkbackend: the pipeline cache a cold run saved holds {saved} bytes"
+                 + (" (a header only: this driver caches nothing)" if saved <= 32 else ""))
+        return [Record.of("compile_cold", OURS, cold * 1e3, all(checks["cold"])),
+                Record.of("compile_warm", OURS, warm * 1e3, all(checks["warm"]))]
 
     def alloc_release(self) -> list[Record]:
         """``allocate`` + ``release`` of one small buffer, ``allocs`` times per sample: us per pair."""

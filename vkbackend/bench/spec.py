@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 IMPLS = ("vkbackend", "wgpu", "torch")
 """Every implementation a record can name; ours first."""
+OURS = IMPLS[0]
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class Sizes:
     warmup_s: float         # device warm-up before the first case
     buffers: int = 64       # launch_independent: buffers in the round robin
     kernels: int = 20       # compile_cold / compile_warm: distinct kernels
+    compile_reps: int = 3   # compile_cold / compile_warm: fresh processes each (the best is kept)
     small_floats: int = 256  # the tiny launches' buffer size
     alloc_bytes: int = 4096  # alloc_release buffer size
 
@@ -56,7 +58,7 @@ class Sizes:
 
     @classmethod
     def quick(cls) -> "Sizes":
-        return cls(launches=1_000, elems=1 << 20, allocs=1_000, reps=3, kernel_reps=5, warmup_s=1.0)
+        return cls(launches=1_000, elems=1 << 20, allocs=1_000, reps=3, kernel_reps=5, warmup_s=1.0, compile_reps=2)
 
     @property
     def array_bytes(self) -> int:

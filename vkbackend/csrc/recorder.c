@@ -138,3 +138,17 @@ int vkb_record_window(vkb_window *w) {
     vkCmdPipelineBarrier(w->cmd, VKB_STAGES, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
     return (int)w->n_errors;
 }
+
+/* Begin, record, end and submit in one call, so the worker gives up and retakes the GIL once per window rather than
+ * once per Vulkan call. Returns the first failing VkResult (the window's skipped records are in window->n_errors). */
+VkResult vkb_submit_window(vkb_window *w, VkQueue queue, VkFence fence) {
+    VkCommandBufferBeginInfo begin = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
+                                      VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
+    VkResult r = vkBeginCommandBuffer(w->cmd, &begin);
+    if (r != VK_SUCCESS) return r;
+    vkb_record_window(w);
+    r = vkEndCommandBuffer(w->cmd);
+    if (r != VK_SUCCESS) return r;
+    VkSubmitInfo submit = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &w->cmd, 0, NULL};
+    return vkQueueSubmit(queue, 1, &submit, fence);
+}

@@ -69,3 +69,4 @@ typedef struct {
     uint32_t n_errors, error_program; int error_code; /* out: the first record that was skipped, and why */
 } vkb_window;
 int vkb_record_window(vkb_window *window);
+VkResult vkb_submit_window(vkb_window *window, VkQueue queue, VkFence fence);

@@ -1,0 +1,108 @@
+"""The bench's outputs: the side-by-side table, the JSON records and the PNG bar chart."""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from .spec import CASE_BY_NAME, CASES, IMPLS, OURS, Record
+
+
+def _index(records: Sequence[Record]) -> dict[tuple[str, str], Record]:
+    return {(r.case, r.impl): r for r in records}
+
+
+def _figure(record: Record | None) -> str:
+    if record is None:
+        return "-"
+    if record.value is None:
+        return "FAILED"
+    return f"{record.value:.4g}" + ("" if record.correct else " !")
+
+
+def ratio(ours: Record | None, peer: Record | None) -> tuple[float, bool] | None:
+    """ours / peer and whether ours is the better figure (lower time, higher bandwidth); None without both."""
+    if ours is None or peer is None or not ours.value or not peer.value:
+        return None
+    value = ours.value / peer.value
+    higher = CASE_BY_NAME[ours.case].higher_is_better
+    return value, (value > 1) == higher and value != 1
+
+
+def table(records: Sequence[Record], notes: Sequence[str] = ()) -> str:
+    """One row per case: its unit, our figure, and each peer that ran, with our ratio to it."""
+    by = _index(records)
+    peers = [impl for impl in IMPLS[1:] if any(r.impl == impl for r in records)]
+    header = ["case", "unit", "better", OURS]
+    for peer in peers:
+        header += [peer, f"ours/{peer}"]
+    rows = [header]
+    for case in CASES:
+        ours = by.get((case.name, OURS))
+        row = [case.name, case.unit, case.better, _figure(ours)]
+        for peer in peers:
+            other = by.get((case.name, peer))
+            r = ratio(ours, other)
+            row += [_figure(other), "-" if r is None else f"{r[0]:.3g} {'better' if r[1] else 'worse'}"]
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) if i < 3 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    footer = []
+    if peers:
+        footer.append("ours/peer: our figure divided by the peer's; 'better' when ours wins (lower us/ms, higher GB/s)")
+    cold, warm = by.get(("compile_cold", OURS)), by.get(("compile_warm", OURS))
+    if cold and warm and cold.value and warm.value:
+        footer.append(f"compile_cold / compile_warm = {cold.value / warm.value:.3g} (the speed-up of a filled pipeline cache)")
+    if any(not r.correct for r in records):
+        footer.append("! or FAILED: the case's correctness check failed, or the case did not run")
+    return "\n".join(lines + [""] + footer + list(notes))
+
+
+def write_json(records: Sequence[Record], path: str | Path) -> None:
+    """The records as a JSON list of {"case", "impl", "value", "unit", "correct"}."""
+    Path(path).write_text(json.dumps([r.to_json() for r in records], indent=1) + "\n")
+
+
+def plot(records: Sequence[Record], path: str | Path, title: str) -> str | None:
+    """A PNG with one log-scale bar group per case (its own unit and axis); None on success, else why not."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+    except ImportError:
+        return "the plot needs matplotlib (pip install matplotlib); no plot written"
+    by = _index(records)
+    impls = [impl for impl in IMPLS if any(r.impl == impl for r in records)]
+    colours = dict(zip(IMPLS, ("#1b7837", "#2166ac", "#d6604d")))
+    cols = 4
+    rows = -(-len(CASES) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.6 * rows), squeeze=False)
+    for ax, case in zip(axes.flat, CASES):
+        ran = [(impl, by[(case.name, impl)]) for impl in impls if by.get((case.name, impl)) is not None]
+        shown = [(impl, r) for impl, r in ran if r.value]
+        bars = ax.bar([impl for impl, _ in shown], [r.value for _, r in shown],
+                      color=[colours[impl] for impl, _ in shown], hatch=None)
+        for bar, (impl, r) in zip(bars, shown):
+            label = f"{r.value:.3g}" + ("" if r.correct else " !")
+            ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
+                        fontsize=9, xytext=(0, 2), textcoords="offset points")
+        ax.set_yscale("log")
+        if shown:  # a fixed span around the figures, so near-equal bars look near-equal on the log axis
+            values = [r.value for _, r in shown]
+            ax.set_ylim(min(values) / 10, max(values) * 4)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_title(f"{case.name}\n{case.unit}, {case.better} is better", fontsize=10)
+        ax.tick_params(axis="x", labelsize=9)
+        if not shown:
+            ax.text(0.5, 0.5, "no figure", ha="center", va="center", transform=ax.transAxes)
+    for ax in list(axes.flat)[len(CASES):]:
+        ax.axis("off")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None

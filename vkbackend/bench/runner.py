@@ -1,0 +1,47 @@
+"""The bench's driver: open the device, run our cases and the peers', print and write the results."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from ..config import VulkanConfig
+from ..device import devices
+from ..errors import BackendError
+from . import report
+from .cases import OurCases
+from .peers import NOTES, PEERS, run_peer
+from .spec import OURS, Record, Sizes
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def run(device: int = 0, json_path: str | None = None, plot_path: str | None = None, quick: bool = False) -> int:
+    """Run every case on device ``device`` and on each importable peer; print the table; write the JSON and plot.
+
+    Progress goes to stderr, the table to stdout. Returns 0 when every one of our cases ran and passed its
+    correctness check, 1 when one did not, 2 when the device could not be opened.
+    """
+    sizes = Sizes.quick() if quick else Sizes.full()
+    try:
+        dev = devices(dataclasses.replace(VulkanConfig.from_env(), device_ids=[device]))[0]
+    except BackendError as error:
+        print(f"vkbackend bench: cannot open device {device}: {error}", file=sys.stderr)
+        return 2
+    title = f"vkbackend bench on {dev.info.name} (device {device}){' --quick' if quick else ''}"
+    _log(f"{title}: {sizes.describe()}")
+    records: list[Record] = list(OurCases(dev, device, sizes).run(_log))
+    for peer in PEERS:
+        records += run_peer(peer, sizes, dev.info.name, _log)
+    ran = {r.impl for r in records}
+    print(f"{title}\n{sizes.describe()}\n")
+    print(report.table(records, [NOTES[peer] for peer in PEERS if peer in ran]))
+    if json_path:
+        report.write_json(records, json_path)
+        _log(f"wrote {json_path}")
+    if plot_path:
+        why_not = report.plot(records, plot_path, f"{title}\n{sizes.describe()}")
+        _log(why_not or f"wrote {plot_path}")
+    ours = [r for r in records if r.impl == OURS]
+    return 0 if ours and all(r.correct for r in ours) else 1
