@@ -53,11 +53,22 @@ class Device:
         handles = create_device(physical, config)
         self._ctx = ctx = DeviceContext(ffi, lib, handles, config, lib.vkb_slots_new())
         self.index = physical.index
-        self._programs = ProgramCache(ctx)
-        self._submitter = BatchSubmitter(ctx, self._programs)
-        ctx.worker = self._worker = Worker(ctx, self._submitter)
-        self._worker.call(self._programs.open_pipeline_cache)
-        self._pool = MemoryPool(ctx)
+        made = []  # what to undo if opening fails part way
+        try:
+            self._programs = ProgramCache(ctx)
+            made.append(self._programs.destroy)
+            self._submitter = BatchSubmitter(ctx, self._programs)
+            made.append(self._submitter.destroy)
+            ctx.worker = self._worker = Worker(ctx, self._submitter)
+            made.append(self._worker.stop)
+            self._worker.call(self._programs.open_pipeline_cache)
+            self._pool = MemoryPool(ctx)
+        except BaseException:
+            for undo in reversed(made):
+                undo()
+            lib.vkDestroyDevice(ctx.device, ffi.NULL)
+            lib.vkb_slots_delete(ctx.slots)
+            raise
         self._close_lock = threading.Lock()
         # The launch fast path reads these directly: a few attribute lookups and an append.
         self._launchable = self._programs.programs
@@ -107,7 +118,7 @@ class Device:
         """
         try:
             record = self._packers[prog](buffers, scalars, grid)
-        except (KeyError, ValueError, TypeError, struct.error):
+        except (KeyError, ValueError, TypeError, OverflowError, struct.error):
             record = self._pack(prog, buffers, scalars, grid)  # explains the problem, or handles GridArg and short grids
         if not self._ctx.usable:
             self._ctx.ensure_usable()
@@ -137,8 +148,13 @@ class Device:
                                    f"launch of {p.name}: grid {tuple(grid)} is outside 1..{self._max_grid} work groups per axis")
         try:
             record = p.record.pack(0, prog, gx, gy, gz, *slots, *scalars)
-        except struct.error as error:
-            raise self._scalar_error(p, scalars, error) from None
+        except (struct.error, OverflowError) as error:
+            # numpy scalars without __index__/__float__ of the right kind (np.bool_ for a bool member): their .item()
+            plain = [s.item() if hasattr(s, "item") else s for s in scalars]
+            try:
+                record = p.record.pack(0, prog, gx, gy, gz, *slots, *plain)
+            except (struct.error, OverflowError):
+                raise self._scalar_error(p, scalars, error) from None
         if not self._ctx.usable:
             self._ctx.ensure_usable()
         return record
@@ -183,12 +199,12 @@ class Device:
         return out[0], out[1], out[2]
 
     def _launch_error(self, prog, buffers) -> BackendError:
-        if prog not in self._launchable:
+        if not _has(self._launchable, prog):
             return BackendError(ErrorStatus.InvalidArgument,
                                 f"launch: program {prog!r} is not a live program of {self.info.name} (never compiled, or released)")
-        for b in buffers:
-            if b not in self._slot_of:
-                if b in self._pool._entries:
+        for b in buffers if isinstance(buffers, Sequence) else ():
+            if not _has(self._slot_of, b):
+                if _has(self._pool._entries, b):
                     return BackendError(ErrorStatus.InvalidArgument,
                                         f"launch: buffer {b} is larger than maxStorageBufferRange "
                                         f"({self.info.max_storage_buffer_range}); bind views of it instead")
@@ -204,8 +220,8 @@ class Device:
     def _scalar_error(self, p, scalars, error) -> BackendError:
         for member, value in zip(p.info.push_constants, scalars):
             try:
-                struct.pack("<" + member.format, value)
-            except struct.error as e:
+                struct.pack("<" + member.format, value.item() if hasattr(value, "item") else value)
+            except (struct.error, OverflowError) as e:
                 return BackendError(ErrorStatus.InvalidArgument,
                                     f"launch of {p.name}: scalar {member.name}={value!r} does not fit its type "
                                     f"('{member.format}' in struct notation): {e}")
@@ -235,8 +251,9 @@ class Device:
             ctx.usable = False
             ffi, lib = ctx.ffi, ctx.lib
             self._worker.stop()
-            if ctx.lost is None:
-                lib.vkDeviceWaitIdle(ctx.device)
+            # Also when lost: Vulkan guarantees the wait returns (VK_ERROR_DEVICE_LOST) and, where the loss was only
+            # reported, it keeps us from destroying what is still in use.
+            lib.vkDeviceWaitIdle(ctx.device)
             self._programs.destroy()
             self._submitter.destroy()
             self._pool.destroy()
@@ -247,6 +264,14 @@ class Device:
             if instance is not None and self in instance.devices:
                 instance.devices.remove(self)
             _open_devices.pop(self.index, None)
+
+
+def _has(mapping, key) -> bool:
+    """``key in mapping``, and False for a key that cannot be one (unhashable junk from a caller)."""
+    try:
+        return key in mapping
+    except TypeError:
+        return False
 
 
 _open_devices: dict[int, Device] = {}

@@ -89,6 +89,7 @@ class _Buffer:
     order: int = 0
     memory: object = None         # dedicated VkDeviceMemory
     refcount: int = 1
+    views: int = 0                # live views of this root: each holds one of its references
 
 
 class _StagingRing:
@@ -102,7 +103,11 @@ class _StagingRing:
         type_index = pool._pick_type(required=props, preferred=lib.VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
                                      avoid=lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
         self.memory, self.buffer = pool._create_memory(chunk_bytes * count, type_index, "staging ring")
-        self.mapped = pool._map(self.memory, chunk_bytes * count)
+        try:
+            self.mapped = pool._map(self.memory, chunk_bytes * count)
+        except BackendError:
+            pool._destroy_memory(self.memory, self.buffer, chunk_bytes * count)
+            raise
         self.free: "queue.SimpleQueue[tuple[int, object]]" = queue.SimpleQueue()
         self.slots = []
         for i in range(count):
@@ -110,12 +115,17 @@ class _StagingRing:
             self.slots.append(slot)
             self.free.put((slot, self.mapped + i * chunk_bytes))
 
-    def acquire(self, block: bool = True):
-        """A free (slot, host pointer) pair, or None when ``block`` is false and none is free."""
+    def acquire(self, block: bool = True, timeout_s: float | None = None):
+        """A free (slot, host pointer) pair, or None when ``block`` is false and none is free; blocking, it raises
+        ``KernelSync`` when none frees up within ``timeout_s`` (slots come back as the GPU finishes their copies)."""
         try:
-            return self.free.get(block=block)
+            return self.free.get(block=block, timeout=timeout_s if block else None)
         except queue.Empty:
-            return None
+            if not block:
+                return None
+            raise BackendError(ErrorStatus.KernelSync,
+                               f"no staging buffer came free within {timeout_s:.1f} s (VKBACKEND_SYNC_TIMEOUT_S): "
+                               "earlier copies have not completed on the GPU") from None
 
 
 class MemoryPool:
@@ -138,6 +148,8 @@ class MemoryPool:
         self._chunks: list[_Chunk] = []
         self._recent: dict[int, list[tuple[_Chunk, int]]] = {}
         self._allocations = 0                    # VkDeviceMemory objects we hold
+        self._sizes: dict[int, int] = {}         # their sizes as allocated, by handle
+        self._deferred = 0                       # released buffers whose free waits for the GPU
         self._held = 0                           # bytes of device memory we hold
         self.alignment = max(MIN_BLOCK, info.min_storage_buffer_offset_alignment)
         self.device_type = self._pick_type(required=lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, preferred=0,
@@ -205,6 +217,7 @@ class MemoryPool:
             check(result, f"vkBindBufferMemory ({what})", ErrorStatus.MemoryAllocation)
         self._allocations += 1
         self._held += req.size
+        self._sizes[int(ffi.cast("uintptr_t", mem[0]))] = req.size  # the driver may round up: give back what was held
         return mem[0], buf[0]
 
     def _destroy_memory(self, memory, buffer, size: int) -> None:
@@ -212,7 +225,7 @@ class MemoryPool:
         lib.vkDestroyBuffer(self.ctx.device, buffer, ffi.NULL)
         lib.vkFreeMemory(self.ctx.device, memory, ffi.NULL)
         self._allocations -= 1
-        self._held -= size
+        self._held -= self._sizes.pop(int(ffi.cast("uintptr_t", memory)), size)
 
     def _map(self, memory, size: int):
         ffi, lib = self.ctx.ffi, self.ctx.lib
@@ -250,26 +263,44 @@ class MemoryPool:
             raise BackendError(ErrorStatus.MemoryAllocation,
                                f"a buffer of {nbytes} bytes exceeds maxMemoryAllocationSize ({info.max_memory_allocation_size}) "
                                f"of {info.name}; split the data into smaller buffers")
-        with self._lock:
-            if nbytes <= SUBALLOC_MAX and nbytes <= self.chunk_bytes // 4:
-                chunk, offset, order = self._take_block(nbytes)
-                vk_buffer, memory = chunk.buffer, None
-            else:
-                free = self.free_bytes
-                if nbytes > free:
-                    raise BackendError(ErrorStatus.MemoryAllocation,
-                                       f"a buffer of {nbytes} bytes does not fit: {free} bytes of device memory are free "
-                                       f"on {info.name}; release buffers or use a smaller size")
-                memory, vk_buffer = self._create_memory(nbytes, self.device_type, "buffer")
-                chunk, offset, order = None, 0, 0
-            buf_id = next(self._ids)
-            slot = self._new_slot(vk_buffer, offset, nbytes, None)
-            entry = _Buffer(buf_id, slot, nbytes, vk_buffer, offset, None, chunk, order, memory)  # type: ignore[arg-type]
-            entry.root = entry
-            self._entries[buf_id] = entry
-            if nbytes <= info.max_storage_buffer_range:
-                self.slot_of[buf_id] = slot
+        for attempt in (0, 1):
+            try:
+                with self._lock:
+                    if nbytes <= SUBALLOC_MAX and nbytes <= self.chunk_bytes // 4:
+                        chunk, offset, order = self._take_block(nbytes)
+                        vk_buffer, memory = chunk.buffer, None
+                    else:
+                        free = self.free_bytes
+                        if nbytes > free:
+                            raise BackendError(ErrorStatus.MemoryAllocation,
+                                               f"a buffer of {nbytes} bytes does not fit: {free} bytes of device memory are free "
+                                               f"on {info.name}; release buffers or use a smaller size")
+                        memory, vk_buffer = self._create_memory(nbytes, self.device_type, "buffer")
+                        chunk, offset, order = None, 0, 0
+                    buf_id = next(self._ids)
+                    slot = self._new_slot(vk_buffer, offset, nbytes, None)
+                    entry = _Buffer(buf_id, slot, nbytes, vk_buffer, offset, None, chunk, order, memory)  # type: ignore[arg-type]
+                    entry.root = entry
+                    self._entries[buf_id] = entry
+                    if nbytes <= info.max_storage_buffer_range:
+                        self.slot_of[buf_id] = slot
+                break
+            except BackendError as error:  # out of memory while released buffers wait for the GPU: wait, retry
+                if attempt or error.status is not ErrorStatus.MemoryAllocation or not self._reclaim():
+                    raise
         return buf_id
+
+    def _reclaim(self) -> bool:
+        """Wait (within the sync deadline) for the GPU work that holds back released buffers, so that their memory is
+        free again; False when there was nothing to wait for or the wait failed."""
+        worker = self.ctx.worker
+        if worker is None or not self._deferred:
+            return False
+        try:
+            worker.call(worker.submitter.drain, self.ctx.sync_timeout_ns)
+        except BackendError:
+            return False
+        return True
 
     def _take_block(self, nbytes: int):
         order = _order_of(max(nbytes, self.alignment))
@@ -322,6 +353,10 @@ class MemoryPool:
         """Drop one reference; at zero the buffer is freed once no submitted GPU work uses it. Never blocks."""
         with self._lock:
             entry = self._entry(buf, "release")
+            if entry.refcount <= entry.views:  # freeing it would leave its views pointing at freed memory
+                raise BackendError(ErrorStatus.InvalidArgument,
+                                   f"release: buffer {buf} has no reference left of its own; its {entry.views} live "
+                                   "view(s) hold the rest (release it once per allocate/retain, and its views)")
             entry.refcount -= 1
             if entry.refcount > 0:
                 return
@@ -329,9 +364,16 @@ class MemoryPool:
             self.slot_of.pop(buf, None)
         worker = self.ctx.worker
         if worker is not None and not worker.quiescent():
-            worker.defer(lambda: self._free(entry))
+            with self._lock:
+                self._deferred += 1
+            worker.defer(lambda: self._free_deferred(entry))
         else:
             self._free(entry)  # no work queued, recorded or in flight: nothing can use it
+
+    def _free_deferred(self, entry: _Buffer) -> None:
+        with self._lock:
+            self._deferred -= 1
+        self._free(entry)
 
     def _free(self, entry: _Buffer) -> None:
         parent = None
@@ -340,6 +382,7 @@ class MemoryPool:
             self._free_slots.append(entry.slot)
             if entry.root is not entry:
                 parent = entry.root
+                parent.views -= 1
             elif entry.chunk is not None:
                 recent = self._recent.setdefault(entry.order, [])
                 if len(recent) < RECENT_PER_ORDER:
@@ -368,6 +411,7 @@ class MemoryPool:
                                    f"view [{offset}, {offset}+{nbytes!r}) does not fit in buffer {buf} of {parent.size} bytes")
             root = parent.root
             parent.root.refcount += 1
+            root.views += 1
             buf_id = next(self._ids)
             slot = self._new_slot(root.vk_buffer, parent.offset + offset, nbytes, root.slot)
             entry = _Buffer(buf_id, slot, nbytes, root.vk_buffer, parent.offset + offset, root)
@@ -401,7 +445,7 @@ class MemoryPool:
         pos = 0
         while pos < nbytes:
             n = min(ring.chunk_bytes, nbytes - pos)
-            slot, host = ring.acquire()
+            slot, host = ring.acquire(timeout_s=self.ctx.config.resolved_sync_timeout_s())
             lib.vkb_copy(host, src_ptr + pos, n, self.copy_threads)
             record = COPY_RECORD.pack(lib.VKB_RECORD_COPY, slot, entry.slot, 0, 0, *_split(offset + pos), *_split(n))
             worker.copy(record, _give_back(ring, slot, host))
@@ -425,8 +469,9 @@ class MemoryPool:
         in_flight: deque = deque()  # (ticket, slot, host, pos, n), oldest first
 
         def finish_oldest() -> None:
-            ticket, slot, host, pos, n = in_flight.popleft()
-            worker.wait_ticket(ticket)
+            ticket, slot, host, pos, n = in_flight[0]
+            worker.wait_ticket(ticket)  # on a timeout the slot stays listed, and is given back below
+            in_flight.popleft()
             lib.vkb_copy(dst_ptr + pos, host, n, self.copy_threads)
             ring.free.put((slot, host))
 
@@ -434,7 +479,7 @@ class MemoryPool:
         try:
             while pos < nbytes:
                 n = min(ring.chunk_bytes, nbytes - pos)
-                got = ring.acquire(block=not in_flight)
+                got = ring.acquire(block=not in_flight, timeout_s=self.ctx.config.resolved_sync_timeout_s())
                 if got is None:  # never wait for a slot while holding one: finish our oldest first
                     finish_oldest()
                     continue
@@ -477,6 +522,24 @@ class MemoryPool:
             pos += n
 
     # ----- teardown and accounting --------------------------------------------------------------------------------
+    def trim(self) -> int:
+        """Give back to the driver the device memory the pool keeps for reuse: freed blocks held for quick reuse, and
+        chunks no live buffer uses. Buffers released but still waiting for the GPU are not touched (a sync first makes
+        them count). Returns the bytes given back. The pool never does this on its own: after a peak it keeps what
+        the peak needed, like a caching allocator; call this to return it."""
+        freed = 0
+        with self._lock:
+            self._trim_recent()
+            kept = []
+            for chunk in self._chunks:
+                if chunk.used == 0:  # every block was freed after the GPU finished with it
+                    self._destroy_memory(chunk.memory, chunk.buffer, chunk.size)
+                    freed += chunk.size
+                else:
+                    kept.append(chunk)
+            self._chunks = kept
+        return freed
+
     def stats(self) -> dict:
         """Counters for tests and the soak: live buffers, memory objects and bytes held."""
         with self._lock:

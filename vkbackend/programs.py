@@ -89,6 +89,7 @@ class ProgramCache:
         self.ctx = ctx
         ffi = ctx.ffi
         self._lock = threading.Lock()
+        self._create_lock = threading.Lock()
         self._by_key: dict[bytes, Program] = {}
         self.programs: dict[int, Program] = {}   # live programs; Device.launch reads this directly
         self._all: dict[int, Program] = {}       # including released ones still queued
@@ -167,18 +168,18 @@ class ProgramCache:
                 return prog.id
         info = reflect(spirv, entry_point, require_code=True)  # truncated modules never reach the driver
         self._check_limits(info)
-        with self._lock:
-            prog = self._by_key.get(key)
-            if prog is not None:
-                prog.refcount += 1
-                return prog.id
-            prog_id = self._take_id()  # never reused, so a stale id can never name a newer program
-            prog = Program(prog_id, key, info)
-        self.ctx.worker.call(self._create, prog, spirv)
-        with self._lock:
-            self._by_key[key] = prog
-            self.programs[prog.id] = prog
-            self._all[prog.id] = prog
+        with self._create_lock:  # one creation at a time, so threads compiling the same SPIR-V share one program
+            with self._lock:
+                prog = self._by_key.get(key)
+                if prog is not None:
+                    prog.refcount += 1
+                    return prog.id
+                prog = Program(self._take_id(), key, info)  # ids are never reused: a stale id names nothing
+            self.ctx.worker.call(self._create, prog, spirv)
+            with self._lock:
+                self._by_key[key] = prog
+                self.programs[prog.id] = prog
+                self._all[prog.id] = prog
         return prog.id
 
     def _take_id(self) -> int:

@@ -51,11 +51,15 @@ class BatchSubmitter:
             qinfo = ffi.new("VkQueryPoolCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                                        "queryType": lib.VK_QUERY_TYPE_TIMESTAMP, "queryCount": 2})
             qp = ffi.new("VkQueryPool*")
-            check(lib.vkCreateQueryPool(ctx.device, qinfo, ffi.NULL, qp), "vkCreateQueryPool", ErrorStatus.Initialization)
+            result = lib.vkCreateQueryPool(ctx.device, qinfo, ffi.NULL, qp)
+            if result != 0:
+                lib.vkDestroyCommandPool(ctx.device, self.command_pool, ffi.NULL)
+                check(result, "vkCreateQueryPool", ErrorStatus.Initialization)
             self.query_pool = qp[0]
         self.window: list[bytes] = []
         self.window_callbacks: list = []
         self.in_flight: deque[Batch] = deque()
+        self.abandoned: list[Batch] = []  # given up on (device lost, deadline at close): destroyed with the rest
         self.spare: list[Batch] = []
         self.spare_descriptor_pools: list = []
         self.descriptor_pool_sets = 1024
@@ -106,7 +110,7 @@ class BatchSubmitter:
             batch = self._new_batch()
         except BackendError as error:
             ctx.fail(error)
-            self._run(callbacks)
+            self._unsubmitted(callbacks)
             return
         words = b"".join(records)
         w = self._window
@@ -131,12 +135,13 @@ class BatchSubmitter:
                                       f"{w.n_errors} launch(es) skipped; the first, of program {self.programs.name(w.error_program)}, "
                                       f"because {_RECORD_ERRORS.get(w.error_code, 'of an unknown error')}"))
             check(result, f"recording and submitting {w.n_dispatches} dispatches", ErrorStatus.KernelLaunch)
-        except BackendError as error:
-            ctx.fail(error)
+        except Exception as error:  # whatever it was, waiters must be released and the error must reach a sync point
+            ctx.fail(error if isinstance(error, BackendError)
+                     else BackendError(ErrorStatus.KernelLaunch, f"submitting a window failed: {error!r}"))
             lib.vkResetCommandBuffer(batch.cmd, 0)
             self._recycle_descriptor_pools(batch)
             self.spare.append(batch)
-            self._run(callbacks)  # nothing was submitted: release waiters now; the error reaches the next sync point
+            self._unsubmitted(callbacks)  # the error reaches the next sync point
             return
         self.submitted += 1
         batch.serial = self.submitted
@@ -222,6 +227,14 @@ class BatchSubmitter:
         self.spare.append(batch)
         self._run(callbacks)
 
+    def _unsubmitted(self, callbacks: list) -> None:
+        """Completions of a window that was never submitted. They may free buffers that earlier batches still use, so
+        they wait for the last batch in flight; with none in flight they run now."""
+        if self.in_flight and self.ctx.lost is None:
+            self.in_flight[-1].callbacks.extend(callbacks)
+        else:
+            self._run(callbacks)
+
     def _run(self, callbacks: list) -> None:
         for fn in callbacks:
             try:
@@ -240,6 +253,7 @@ class BatchSubmitter:
         """The device is gone: run every pending completion so no thread waits forever."""
         while self.in_flight:
             batch = self.in_flight.popleft()
+            self.abandoned.append(batch)
             self._run(batch.callbacks)
             batch.callbacks = []
         self._run(self.window_callbacks)
@@ -259,8 +273,8 @@ class BatchSubmitter:
                 self._fence_failed(result, "vkGetFenceStatus")
                 return
 
-    def wait_oldest(self, timeout_ns: int) -> bool:
-        """Wait up to ``timeout_ns`` for the oldest batch (GIL released); True if it completed."""
+    def wait_oldest(self, timeout_ns: int) -> int:
+        """Wait up to ``timeout_ns`` for the oldest batch (GIL released); the wait's VkResult (0: it completed)."""
         lib = self.ctx.lib
         batch = self.in_flight[0]
         self._fence_ptr[0] = batch.fence
@@ -268,10 +282,10 @@ class BatchSubmitter:
         if result == 0:
             self._complete(batch)
             self.reap()
-            return True
+            return 0
         if result != lib.VK_TIMEOUT:
             self._fence_failed(result, "vkWaitForFences")
-        return False
+        return result
 
     def drain(self, timeout_ns: int) -> None:
         """Submit the window and wait for every batch; a batch that outlives the deadline raises KernelSync."""
@@ -279,12 +293,16 @@ class BatchSubmitter:
         deadline = time.monotonic_ns() + timeout_ns
         while self.in_flight:
             left = deadline - time.monotonic_ns()
-            if left <= 0:
+            # The wait gets the whole time left, so a VK_TIMEOUT from it means the deadline has passed.
+            result = self.wait_oldest(left) if left > 0 else self.ctx.lib.VK_TIMEOUT
+            if result == 0:
+                continue
+            if self.ctx.lost is not None:
+                return
+            if result == self.ctx.lib.VK_TIMEOUT:
                 raise BackendError(ErrorStatus.KernelSync,
                                    f"GPU work on {self.ctx.info.name} did not finish within "
                                    f"{timeout_ns / 1e9:.1f} s (VKBACKEND_SYNC_TIMEOUT_S); it may still be running")
-            if not self.wait_oldest(min(left, 100_000_000)) and self.ctx.lost is not None:
-                return
 
     def timed(self, record: bytes, timeout_ns: int) -> int:
         """Run one dispatch record alone between two timestamps; GPU nanoseconds (wall clock without timestamps)."""
@@ -310,13 +328,13 @@ class BatchSubmitter:
 
     def destroy(self) -> None:
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
-        for batch in self.spare + list(self.in_flight):
+        for batch in self.spare + list(self.in_flight) + self.abandoned:
             lib.vkDestroyFence(dev, batch.fence, ffi.NULL)
             for pool, _ in batch.descriptor_pools:
                 lib.vkDestroyDescriptorPool(dev, pool, ffi.NULL)
         for pool, _ in self.spare_descriptor_pools:
             lib.vkDestroyDescriptorPool(dev, pool, ffi.NULL)
-        self.spare, self.spare_descriptor_pools = [], []
+        self.spare, self.spare_descriptor_pools, self.abandoned = [], [], []
         self.in_flight.clear()
         lib.vkDestroyCommandPool(dev, self.command_pool, ffi.NULL)
         if self.query_pool != ffi.NULL:

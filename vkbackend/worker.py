@@ -75,6 +75,8 @@ class Worker:
         if not future.event.wait(self.ctx.config.resolved_sync_timeout_s() + 60):
             raise BackendError(ErrorStatus.KernelSync, f"the worker of {self.ctx.info.name} did not answer")
         if future.error is not None:
+            if isinstance(future.error, BackendError) and future.error.status is ErrorStatus.DeviceLost:
+                self.ctx.fail(future.error)  # however it was found, a lost device is sticky
             raise future.error
         return future.value
 
@@ -187,4 +189,7 @@ class Worker:
             self.submitter.drain(self.ctx.sync_timeout_ns)
         except BackendError as error:
             log.warning("closing %s: %s", self.ctx.info.name, error)
+            if self.ctx.lost is None:  # past the deadline: close() must not free what the GPU still uses
+                self.ctx.lib.vkDeviceWaitIdle(self.ctx.device)
+                self.submitter.reap()
             self.submitter.abandon()

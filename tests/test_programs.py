@@ -1,0 +1,409 @@
+"""Programs (issue 3): compile and its cache, malformed SPIR-V, device limits, program_info, concurrent compiles, and
+the pipeline cache persisted across processes (written at close or interpreter exit, reused, corrupt files ignored).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import vkbackend
+from vkbackend import BufferBinding, ProgramInfo, PushMember
+from vkbackend.errors import BackendError, ErrorStatus
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERNELS = os.path.join(REPO, "tests", "kernels")
+CACHE_HEADER = struct.Struct("<4I16s")  # VkPipelineCacheHeaderVersionOne
+
+
+def source(name: str) -> str:
+    with open(os.path.join(KERNELS, name + ".comp")) as f:
+        return f.read()
+
+
+def spirv_of(name: str, **defines) -> bytes:
+    return vkbackend.compile_glsl(source(name), defines or None)
+
+
+def with_generator(spirv: bytes, tag: int) -> bytes:
+    """The same module with another generator word in its header: identical code, a different cache key."""
+    out = bytearray(spirv)
+    out[8:12] = (0x7E570000 | (tag & 0xFFFF)).to_bytes(4, "little")
+    return bytes(out)
+
+
+def expect_status(status, fn, *args, **kwargs) -> BackendError:
+    with pytest.raises(BackendError) as caught:
+        fn(*args, **kwargs)
+    assert caught.value.status is status, caught.value
+    return caught.value
+
+
+def download(pool, buf, dtype, count) -> np.ndarray:
+    out = np.empty(count, dtype=dtype)
+    pool.pool_to_host(buf, out)
+    return out
+
+
+@pytest.fixture
+def rng_seed():
+    """A fresh seed per test, printed so a failure can be replayed."""
+    seed = secrets.randbits(32)
+    print(f"numpy seed: {seed}")
+    return seed
+
+
+# ----- compile and its cache ---------------------------------------------------------------------------------------
+def test_same_spirv_returns_the_same_program(device):
+    spirv = with_generator(spirv_of("affine"), secrets.randbits(16))
+    first = device.compile(spirv)
+    assert device.compile(bytes(spirv)) == first
+    assert device.compile(bytearray(spirv)) == first
+    assert device.compile(memoryview(spirv)) == first
+    other = device.compile(with_generator(spirv, secrets.randbits(16) ^ 1))  # other bytes: another program
+    assert other != first
+    for prog in (first, first, first, first, other):
+        device.release_program(prog)
+    expect_status(ErrorStatus.InvalidArgument, device.program_info, first)
+
+
+def test_entry_points_by_name(device, pool):
+    spirv = vkbackend.compile_glsl(source("fill"), entry_point="fill_kernel")
+    prog = device.compile(spirv, "fill_kernel")
+    assert device.program_info(prog).entry_point == "fill_kernel"
+    out = pool.allocate(256)
+    device.launch(prog, [out], [6.5, 64], (1, 1, 1))
+    assert np.all(download(pool, out, np.float32, 64) == 6.5)
+    pool.release(out)
+    for wrong in ("main", "fill", "fill_kernel2", ""):
+        error = expect_status(ErrorStatus.KernelCompilation, device.compile, spirv, wrong)
+        assert repr(wrong) in error.context or wrong in error.context
+
+
+def test_compile_needs_bytes(device):
+    expect_status(ErrorStatus.InvalidArgument, device.compile, source("fill"))
+    expect_status(ErrorStatus.InvalidArgument, device.compile, None)
+
+
+GOOD = None  # filled lazily: the affine kernel's SPIR-V
+
+
+def good_spirv() -> bytes:
+    global GOOD
+    if GOOD is None:
+        GOOD = spirv_of("affine")
+    return GOOD
+
+
+MALFORMED = {
+    "empty": lambda s: b"",
+    "bad magic": lambda s: b"\x00\x00\x00\x00" + s[4:],
+    "glsl source": lambda s: source("affine").encode(),
+    "byte-swapped magic only": lambda s: (0x03022307).to_bytes(4, "little") + s[4:],
+    "header only": lambda s: s[:20],
+    "truncated to 12 bytes": lambda s: s[:12],
+    "truncated to half": lambda s: s[: len(s) // 8 * 4],
+    "cut mid-instruction": lambda s: s[:-8],
+    "not whole words": lambda s: s[:-1],
+    "random words after the header": lambda s: s[:20] + os.urandom(400),
+    "zero instruction length": lambda s: s[:20] + b"\x00\x00\x00\x00" + s[24:],
+    "huge instruction length": lambda s: s[:20] + (0xFFFF0000 | 17).to_bytes(4, "little") + s[24:],
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_spirv_is_a_compilation_error(device, case):
+    before = device.stats()["live_objects"]
+    expect_status(ErrorStatus.KernelCompilation, device.compile, MALFORMED[case](good_spirv()))
+    after = device.stats()["live_objects"]
+    for kind in ("pipelines", "pipeline_layouts", "shader_modules"):
+        assert after[kind] == before[kind], kind  # refused before reaching the driver
+
+
+def many_buffers_source(count: int) -> str:
+    decls = "\n".join(f"layout(std430, binding = {i}) writeonly buffer B{i} {{ uint v[]; }} b{i};"
+                      for i in range(count))
+    body = "\n".join(f"    b{i}.v[0] = p.base + {i}u;" for i in range(count))
+    return (f"#version 450\nlayout(local_size_x = 1) in;\nlayout(push_constant) uniform P {{ uint base; }} p;\n"
+            f"{decls}\nvoid main() {{\n{body}\n}}\n")
+
+
+def test_storage_buffers_up_to_the_device_limit(device, pool, rng_seed):
+    limit = device.info.max_storage_buffers
+    prog = device.compile(vkbackend.compile_glsl(many_buffers_source(limit)))
+    info = device.program_info(prog)
+    assert [b.binding for b in info.buffers] == list(range(limit))
+    bufs = [pool.allocate(256) for _ in range(limit)]
+    order = np.random.default_rng(rng_seed).permutation(limit)  # buffer ids bind in binding order, whatever they are
+    base = int(np.random.default_rng(rng_seed).integers(0, 2 ** 31))
+    device.launch(prog, [bufs[i] for i in order], [base])
+    for binding, i in enumerate(order):
+        assert download(pool, bufs[i], np.uint32, 1)[0] == base + binding
+    for buf in bufs:
+        pool.release(buf)
+
+
+def test_more_storage_buffers_than_the_device_allows(device):
+    limit = device.info.max_storage_buffers
+    error = expect_status(ErrorStatus.KernelCompilation, device.compile,
+                          vkbackend.compile_glsl(many_buffers_source(limit + 1)))
+    assert str(limit + 1) in error.context and str(limit) in error.context
+
+
+def many_scalars_source(count: int) -> str:
+    members = " ".join(f"uint s{i};" for i in range(count))
+    body = "\n".join(f"    o[{i}] = p.s{i};" for i in range(count))
+    return (f"#version 450\nlayout(local_size_x = 1) in;\nlayout(push_constant) uniform P {{ {members} }} p;\n"
+            f"layout(std430, binding = 0) writeonly buffer O {{ uint o[]; }};\nvoid main() {{\n{body}\n}}\n")
+
+
+def test_push_constants_up_to_the_device_limit(device, pool, rng_seed):
+    count = device.info.max_push_constants_size // 4
+    prog = device.compile(vkbackend.compile_glsl(many_scalars_source(count)))
+    assert device.program_info(prog).push_constant_size == count * 4
+    values = np.random.default_rng(rng_seed).integers(0, 2 ** 32, count, dtype=np.uint64).astype(np.uint32)
+    out = pool.allocate(count * 4)
+    device.launch(prog, [out], values.tolist())
+    np.testing.assert_array_equal(download(pool, out, np.uint32, count), values)
+    pool.release(out)
+
+
+def test_more_push_constants_than_the_device_allows(device):
+    count = device.info.max_push_constants_size // 4 + 1
+    error = expect_status(ErrorStatus.KernelCompilation, device.compile,
+                          vkbackend.compile_glsl(many_scalars_source(count)))
+    assert str(count * 4) in error.context
+
+
+# ----- program_info ------------------------------------------------------------------------------------------------
+def test_program_info_reflects_the_interface(device, kernel):
+    assert device.program_info(kernel("affine")) == ProgramInfo(
+        entry_point="main", local_size=(64, 1, 1),
+        buffers=(BufferBinding(0, "In", readable=True, writable=False),
+                 BufferBinding(1, "Out", readable=False, writable=True)),
+        push_constants=(PushMember("a", 0, "f", 4), PushMember("b", 4, "f", 4), PushMember("n", 8, "I", 4)),
+        push_constant_size=12, shared_memory_bytes=0)
+    info = device.program_info(kernel("scalars"))
+    assert [(m.name, m.offset, m.format, m.size) for m in info.push_constants] == [
+        ("i32", 0, "i", 4), ("f64", 8, "d", 8), ("u32", 16, "I", 4), ("i64", 24, "q", 8), ("f32", 32, "f", 4),
+        ("u64", 40, "Q", 8), ("flag", 48, "I", 4), ("row", 52, "I", 4)]
+    assert info.push_constant_size == 56
+    assert device.program_info(kernel("axpy_inplace")).buffers[1] == BufferBinding(1, "Y", True, True)
+    assert device.program_info(kernel("grid3d")).local_size == (4, 2, 2)
+    reduce_info = device.program_info(kernel("reduce", WG=256, T="float"))
+    assert reduce_info.local_size == (256, 1, 1) and reduce_info.shared_memory_bytes == 256 * 4
+    assert device.program_info(kernel("spec_local_size")).local_size == (32, 1, 1)
+    for bad in (10 ** 9, -1, "affine", None):
+        expect_status(ErrorStatus.InvalidArgument, device.program_info, bad)
+
+
+def test_local_size_from_a_specialization_constant(device, pool, kernel):
+    prog = kernel("spec_local_size")
+    groups = 5
+    out = pool.allocate(groups * 32 * 4)
+    device.launch(prog, [out], [], (groups, 1, 1))
+    np.testing.assert_array_equal(download(pool, out, np.uint32, groups * 32), np.arange(groups * 32))
+    pool.release(out)
+
+
+# ----- concurrency -------------------------------------------------------------------------------------------------
+def test_concurrent_compiles_of_the_same_spirv_share_one_id(device):
+    base = spirv_of("affine")
+    threads = 8
+    for _ in range(5):  # the race shows in nearly every round; five make a pass by luck negligible
+        spirv = with_generator(base, secrets.randbits(16))
+        start = threading.Barrier(threads)
+        ids: list[int] = []
+
+        def compile_one(start, ids, spirv):
+            start.wait()
+            ids.append(device.compile(spirv))
+
+        workers = [threading.Thread(target=compile_one, args=(start, ids, spirv)) for _ in range(threads)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+        for prog in ids:
+            try:
+                device.release_program(prog)
+            except BackendError:
+                pass
+        assert len(set(ids)) == 1, ids
+
+
+def test_compiles_from_several_threads(device, pool):
+    """Different programs compiled from 8 threads at once all work."""
+    base = spirv_of("fill")
+    threads = 8
+    tags = [secrets.randbits(16) for _ in range(threads)]
+    results: dict[int, int] = {}
+    errors: list[BaseException] = []
+
+    def compile_one(i):
+        try:
+            results[i] = device.compile(with_generator(base, tags[i] ^ (i << 12)))
+        except BaseException as error:  # noqa: BLE001 (reported by the main thread)
+            errors.append(error)
+
+    workers = [threading.Thread(target=compile_one, args=(i,)) for i in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    if errors:
+        raise errors[0]
+    out = pool.allocate(threads * 256)
+    views = [pool.view(out, i * 256, 256) for i in range(threads)]
+    for i in range(threads):
+        device.launch(results[i], [views[i]], [float(i), 64], (1, 1, 1))
+    got = download(pool, out, np.float32, threads * 64).reshape(threads, 64)
+    np.testing.assert_array_equal(got, np.repeat(np.arange(threads, dtype=np.float32)[:, None], 64, axis=1))
+    for i in range(threads):
+        device.release_program(results[i])
+        pool.release(views[i])
+    pool.release(out)
+
+
+# ----- the persistent pipeline cache ---------------------------------------------------------------------------------
+# Each step runs in a fresh interpreter (the cache is read when a device opens and written when it closes), with
+# this process's environment, so the validation layer watches there too; the script checks its own messages.
+CACHE_SCRIPT = textwrap.dedent("""
+    import glob, io, logging, os, shutil, struct, sys
+    import numpy as np
+    import vkbackend
+    from vkbackend import discovery
+
+    spv_dir, mode = sys.argv[1], sys.argv[2]
+    variants = sys.argv[3:]          # mode "variants": (file of bytes to install as the cache, cache path) pairs
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    logger = logging.getLogger("vkbackend")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    spirvs = [open(f, "rb").read() for f in sorted(glob.glob(os.path.join(spv_dir, "*.spv")))]
+    affine = open(os.path.join(spv_dir, "affine.spv"), "rb").read()
+
+    def use_device():
+        dev = vkbackend.devices()[0]
+        progs = [dev.compile(s) for s in spirvs]
+        prog = dev.compile(affine)
+        pool = dev.memory_pool
+        x = np.arange(256, dtype=np.float32)
+        bx, by = pool.allocate(1024), pool.allocate(1024)
+        pool.host_to_pool(x, bx)
+        dev.launch(prog, [bx, by], [2.0, 1.0, 256], (4, 1, 1))
+        y = np.empty(256, np.float32)
+        pool.pool_to_host(by, y)
+        assert (y == 2 * x + 1).all()
+        return dev, len(progs)
+
+    if mode == "variants":
+        for i in range(0, len(variants), 2):
+            shutil.copyfile(variants[i], variants[i + 1])
+            dev, n = use_device()
+            dev.close()
+            print("VARIANT OK", os.path.basename(variants[i]))
+    else:
+        dev, n = use_device()
+        if mode == "close":
+            dev.close()
+        print("COMPILED", n)
+    messages = discovery.validation_messages()
+    assert not messages, messages
+    print("LOG:" + log.getvalue().replace("\\n", " | "))
+    # mode "exit": the interpreter's exit closes the device and saves the cache
+""")
+
+
+def run_script(script: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
+    return subprocess.run([sys.executable, "-c", script, *args], env=full_env, capture_output=True, text=True,
+                          check=False, timeout=120, cwd=REPO)
+
+
+def check_cache_file(device, path) -> bytes:
+    data = path.read_bytes()
+    assert len(data) >= CACHE_HEADER.size, len(data)
+    size, version, vendor, device_id, uuid = CACHE_HEADER.unpack_from(data)
+    info = device.info
+    assert (size, version, vendor, device_id, uuid.hex()) == (
+        CACHE_HEADER.size, 1, info.vendor_id, info.device_id, info.pipeline_cache_uuid)
+    return data
+
+
+def test_pipeline_cache_is_saved_reused_and_survives_corrupt_files(device, tmp_path):
+    spv = tmp_path / "spv"
+    spv.mkdir()
+    for name, defines in [("affine", {}), ("add", {}), ("fill", {}), ("reduce", {"WG": 64}), ("grid3d", {}),
+                          ("scalars", {})]:
+        (spv / f"{name}{''.join(f'_{k}{v}' for k, v in defines.items())}.spv").write_bytes(spirv_of(name, **defines))
+    cache = tmp_path / "cache"
+    env = {"VKBACKEND_CACHE_DIR": str(cache)}
+
+    # 1. A first process compiles and exits without closing: the exit saves the cache, one file for this device.
+    first = run_script(CACHE_SCRIPT, str(spv), "exit", env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "COMPILED 6" in first.stdout
+    files = sorted(cache.iterdir())
+    assert len(files) == 1, files  # no temporary files left behind
+    path = files[0]
+    assert device.info.pipeline_cache_uuid in path.name
+    saved = check_cache_file(device, path)
+
+    # 2. A second process loads it (accepted: nothing logged about ignoring it), compiles the same kernels and
+    #    closes explicitly, writing the cache again.
+    second = run_script(CACHE_SCRIPT, str(spv), "close", env=env)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "COMPILED 6" in second.stdout
+    assert "ignor" not in second.stdout.lower(), second.stdout
+    assert sorted(cache.iterdir()) == [path]
+    assert len(check_cache_file(device, path)) >= len(saved)
+
+    # 3. Corrupt and foreign files are ignored without error, and the next close replaces them with a good one.
+    info = device.info
+    own = bytes.fromhex(info.pipeline_cache_uuid)
+    variants = {
+        "random": os.urandom(4096),
+        "empty": b"",
+        "truncated16": saved[:16],
+        "truncated31": saved[:CACHE_HEADER.size - 1],
+        "other_vendor": CACHE_HEADER.pack(32, 1, 0x10DE, 0x2330, os.urandom(16)) + os.urandom(2048),
+        "other_uuid": CACHE_HEADER.pack(32, 1, info.vendor_id, info.device_id, bytes(b ^ 0xFF for b in own))
+        + saved[CACHE_HEADER.size:],
+        "other_version": CACHE_HEADER.pack(32, 7, info.vendor_id, info.device_id, own) + saved[CACHE_HEADER.size:],
+        "bad_header_size": CACHE_HEADER.pack(4, 1, info.vendor_id, info.device_id, own) + saved[CACHE_HEADER.size:],
+        "own_header_garbage_body": saved[:CACHE_HEADER.size] + os.urandom(4096),
+    }
+    args = []
+    for name, data in variants.items():
+        (tmp_path / name).write_bytes(data)
+        args += [str(tmp_path / name), str(path)]
+    third = run_script(CACHE_SCRIPT, str(spv), "variants", *args, env=env)
+    assert third.returncode == 0, third.stdout + third.stderr
+    for name in variants:
+        assert f"VARIANT OK {name}" in third.stdout, third.stdout
+    assert sorted(cache.iterdir()) == [path]
+    check_cache_file(device, path)
+
+
+def test_unwritable_cache_dir_does_not_break_close(device, tmp_path):
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_bytes(b"a file where the cache directory should be")
+    result = run_script(CACHE_SCRIPT, _spv_dir(tmp_path), "close", env={"VKBACKEND_CACHE_DIR": str(blocker / "sub")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "COMPILED 1" in result.stdout
+
+
+def _spv_dir(tmp_path) -> str:
+    spv = tmp_path / "spv1"
+    spv.mkdir()
+    (spv / "affine.spv").write_bytes(spirv_of("affine"))
+    return str(spv)
