@@ -124,7 +124,8 @@ class Device:
             self._ctx.ensure_usable()
         self._queue.append(record)
         worker = self._worker
-        if worker.idle:
+        if worker.idle:  # only the first launch of a burst pays for the wake-up: clearing idle is ours to do
+            worker.idle = False
             worker.wake.set()
 
     def _pack(self, prog, buffers, scalars, grid) -> bytes:

@@ -51,7 +51,8 @@ class Worker:
     def put(self, item) -> None:
         """Queue an item and wake the worker if it sleeps."""
         self.queue.append(item)
-        if self.idle:
+        if self.idle:  # the waker clears idle, so a burst of callers sets the event once
+            self.idle = False
             self.wake.set()
 
     def quiescent(self) -> bool:

@@ -17,6 +17,9 @@ from .compile_probe import DRIVER_CACHES_OFF
 from .spec import OURS, Record, Sizes
 from .timing import best_of, wall
 
+Plan = list[tuple[tuple[str, ...], Callable[[], list[Record]]]]
+"""(case names, method) in the order they run; a method returns one record per name, in that order."""
+
 
 class CaseError(Exception):
     """A case could not produce a figure (a child process failed, say); the message says why."""
@@ -28,8 +31,8 @@ class CaseSet:
     impl = ""
     log: Callable[[str], None] = print  # replaced by run's
 
-    def plan(self) -> list[tuple[tuple[str, ...], Callable[[], list[Record]]]]:
-        """(case names, method) in the order they run; a method returns one record per name."""
+    def plan(self) -> Plan:
+        """The cases this implementation runs."""
         raise NotImplementedError
 
     def run(self, log: Callable[[str], None]) -> Iterator[Record]:
@@ -40,7 +43,7 @@ class CaseSet:
             start = time.perf_counter()
             try:
                 records = method()
-            except Exception as error:  # one broken case must not hide the others' figures
+            except Exception as error:  # noqa: BLE001 - one broken case must not hide the others' figures
                 log(f"{what} failed: {type(error).__name__}: {error}")
                 records = [Record.of(name, self.impl, None, False) for name in names]
             else:
@@ -60,7 +63,7 @@ class OurCases(CaseSet):
         self.pool = dev.memory_pool
         self.rng = np.random.default_rng(0)
 
-    def plan(self):
+    def plan(self) -> Plan:
         return [(("launch_chain",), self.launch_chain), (("launch_independent",), self.launch_independent),
                 (("add_bw",), self.add_bw), (("upload", "download"), self.transfers),
                 (("compile_cold", "compile_warm"), self.compile), (("alloc_release",), self.alloc_release)]
@@ -142,19 +145,25 @@ class OurCases(CaseSet):
         return self._tiny_launches("launch_independent", self.sizes.buffers)
 
     def add_bw(self) -> list[Record]:
-        """``c = a + b``, timed on the GPU (``launch_timed``): GB/s counting the 3 arrays once each."""
+        """``c = a + b``, timed on the GPU (``launch_timed``): GB/s counting the 3 arrays once each.
+
+        Arrays larger than the device can bind (maxStorageBufferRange, 128 MiB on lavapipe) are shrunk to fit.
+        """
         s = self.sizes
-        n4 = s.elems // 4
+        n = min(s.elems, self.dev.info.max_storage_buffer_range // 4) // 4 * 4
+        if n < s.elems:
+            self.log(f"vkbackend: add_bw on {n * 4 >> 20} MiB arrays, the most {self.dev.info.name} can bind")
+        n4, nbytes = n // 4, n * 4
         prog = self.dev.compile(kernels.add_vec4())
         grid = kernels.add_grid(n4, self.dev.info.max_global_work_dims[0])
-        a_h = self.rng.random(s.elems, dtype=np.float32)
-        b_h = self.rng.random(s.elems, dtype=np.float32)
-        with self._buffers(s.array_bytes, s.array_bytes, s.array_bytes) as (a, b, c):
+        a_h = self.rng.random(n, dtype=np.float32)
+        b_h = self.rng.random(n, dtype=np.float32)
+        with self._buffers(nbytes, nbytes, nbytes) as (a, b, c):
             self._upload(a_h, a)
             self._upload(b_h, b)
             seconds = best_of(lambda: self.dev.launch_timed(prog, [a, b, c], (n4,), grid) * 1e-9, s.kernel_reps)
-            correct = np.array_equal(self._download(c, s.elems), a_h + b_h)
-        return [Record.of("add_bw", OURS, 3 * s.array_bytes / seconds / 1e9, correct)]
+            correct = np.array_equal(self._download(c, n), a_h + b_h)
+        return [Record.of("add_bw", OURS, 3 * nbytes / seconds / 1e9, correct)]
 
     def transfers(self) -> list[Record]:
         """A float32 numpy array to a device buffer and back (wall clock, until the data is where it goes): GB/s.
@@ -174,7 +183,7 @@ class OurCases(CaseSet):
     def compile(self) -> list[Record]:
         """``kernels`` distinct kernels compiled in a fresh process with an empty pipeline cache (cold), then in
         fresh processes seeded with the cache a cold run saved (warm): ms for all of them, device bring-up excluded.
-        Each is the best of ``reps`` processes.
+        Each is the best of ``compile_reps`` processes.
 
         glslang runs here, beforehand: the children read SPIR-V files and time only ``Device.compile``.
         """

@@ -37,7 +37,7 @@ def run_module(module: str, args: list[str], env: dict[str, str] | None = None, 
     child_env["PYTHONPATH"] = _PACKAGE_ROOT + (os.pathsep + path if path else "")
     try:
         proc = subprocess.run([sys.executable, "-m", module, *args], env=child_env, capture_output=True, text=True,
-                              errors="replace", timeout=timeout_s)
+                              errors="replace", timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         return ChildResult(returncode=-1, error=f"{module} did not finish within {timeout_s:g} s")
     lines = []

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .cases import CaseSet
+from .cases import CaseSet, Plan
 from .child import emit, run_module
 from .spec import Record, Sizes
 from .timing import best_of, wall
@@ -93,7 +93,7 @@ class WgpuCases(CaseSet):
             raise Skip("wgpu found no adapter")
         return adapter
 
-    def plan(self):
+    def plan(self) -> Plan:
         return [(("launch_chain",), self.launch_chain), (("launch_independent",), self.launch_independent),
                 (("add_bw", "upload", "download"), self.arrays), (("alloc_release",), self.alloc_release)]
 
@@ -157,6 +157,8 @@ class WgpuCases(CaseSet):
         s = self.sizes
         n = min(s.elems, self.max_binding // 4) // 4 * 4
         nbytes = n * 4
+        if n < s.elems:
+            self.log(f"wgpu: add_bw, upload, download on {nbytes >> 20} MiB arrays, the most the adapter can bind")
         rng = np.random.default_rng(0)
         a_h, b_h = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
         a, b, c = self._buffer(nbytes), self._buffer(nbytes), self._buffer(nbytes)
@@ -217,7 +219,7 @@ class TorchCases(CaseSet):
         self.torch, self.sizes, self.dev = torch, sizes, f"cuda:{index}"
         emit(info=f"torch: torch {torch.__version__} on {names[index]} ({self.dev})")
 
-    def plan(self):
+    def plan(self) -> Plan:
         return [(("launch_chain",), self.launch_chain), (("launch_independent",), self.launch_independent),
                 (("add_bw",), self.add_bw), (("upload", "download"), self.transfers),
                 (("alloc_release",), self.alloc_release)]

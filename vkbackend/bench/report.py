@@ -54,7 +54,8 @@ def table(records: Sequence[Record], notes: Sequence[str] = ()) -> str:
         footer.append("ours/peer: our figure divided by the peer's; 'better' when ours wins (lower us/ms, higher GB/s)")
     cold, warm = by.get(("compile_cold", OURS)), by.get(("compile_warm", OURS))
     if cold and warm and cold.value and warm.value:
-        footer.append(f"compile_cold / compile_warm = {cold.value / warm.value:.3g} (the speed-up of a filled pipeline cache)")
+        footer.append(f"compile_cold / compile_warm = {cold.value / warm.value:.3g} "
+                      "(the speed-up of a filled pipeline cache)")
     if any(not r.correct for r in records):
         footer.append("! or FAILED: the case's correctness check failed, or the case did not run")
     return "\n".join(lines + [""] + footer + list(notes))
@@ -83,8 +84,13 @@ def plot(records: Sequence[Record], path: str | Path, title: str) -> str | None:
     for ax, case in zip(axes.flat, CASES):
         ran = [(impl, by[(case.name, impl)]) for impl in impls if by.get((case.name, impl)) is not None]
         shown = [(impl, r) for impl, r in ran if r.value]
-        bars = ax.bar([impl for impl, _ in shown], [r.value for _, r in shown],
-                      color=[colours[impl] for impl, _ in shown], hatch=None)
+        ours = by.get((case.name, OURS))
+        labels = []
+        for impl, r in shown:
+            vs = ratio(ours, r) if impl != OURS else None
+            labels.append(impl if vs is None else
+                          f"{impl}\nours {max(vs[0], 1 / vs[0]):.2g}x {'better' if vs[1] else 'worse'}")
+        bars = ax.bar(labels, [r.value for _, r in shown], color=[colours[impl] for impl, _ in shown])
         for bar, (impl, r) in zip(bars, shown):
             label = f"{r.value:.3g}" + ("" if r.correct else " !")
             ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
@@ -101,6 +107,8 @@ def plot(records: Sequence[Record], path: str | Path, title: str) -> str | None:
             ax.text(0.5, 0.5, "no figure", ha="center", va="center", transform=ax.transAxes)
     for ax in list(axes.flat)[len(CASES):]:
         ax.axis("off")
+    if any(not r.correct for r in records):
+        title += "\n! = the correctness check failed"
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

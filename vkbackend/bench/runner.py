@@ -4,8 +4,9 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from ..config import VulkanConfig
+from ..config import VulkanConfig, validation_enabled
 from ..device import devices
+from ..discovery import validation_messages
 from ..errors import BackendError
 from . import report
 from .cases import OurCases
@@ -21,7 +22,8 @@ def run(device: int = 0, json_path: str | None = None, plot_path: str | None = N
     """Run every case on device ``device`` and on each importable peer; print the table; write the JSON and plot.
 
     Progress goes to stderr, the table to stdout. Returns 0 when every one of our cases ran and passed its
-    correctness check, 1 when one did not, 2 when the device could not be opened.
+    correctness check (and, under ``VKBACKEND_VALIDATION=1``, the validation layer said nothing), 1 when not, 2 when
+    the device could not be opened.
     """
     sizes = Sizes.quick() if quick else Sizes.full()
     try:
@@ -44,4 +46,10 @@ def run(device: int = 0, json_path: str | None = None, plot_path: str | None = N
         why_not = report.plot(records, plot_path, f"{title}\n{sizes.describe()}")
         _log(why_not or f"wrote {plot_path}")
     ours = [r for r in records if r.impl == OURS]
-    return 0 if ours and all(r.correct for r in ours) else 1
+    clean = True
+    if validation_enabled():  # VKBACKEND_VALIDATION=1 (the test suite's default): anything the layer said fails
+        messages = validation_messages()
+        clean = not messages
+        if messages:
+            _log(f"validation layer messages:\n{messages}")
+    return 0 if ours and all(r.correct for r in ours) and clean else 1

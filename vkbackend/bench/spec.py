@@ -24,7 +24,8 @@ class Case:
 
 
 CASES: tuple[Case, ...] = (
-    Case("launch_chain", "us", False, "dependent tiny launches (y += 1 on one 256-float buffer), one sync: us per launch"),
+    Case("launch_chain", "us", False,
+         "dependent tiny launches (y += 1 on one 256-float buffer), one sync: us per launch"),
     Case("launch_independent", "us", False, "tiny launches round robin over 64 buffers, one sync: us per launch"),
     Case("add_bw", "GB/s", True, "c = a + b on float32 with a vec4 kernel, GPU time: GB/s counting 3 arrays"),
     Case("upload", "GB/s", True, "float32 numpy array -> device buffer, until the copy has completed"),
@@ -53,12 +54,12 @@ class Sizes:
     alloc_bytes: int = 4096  # alloc_release buffer size
 
     @classmethod
-    def full(cls) -> "Sizes":
+    def full(cls) -> Sizes:
         return cls(launches=10_000, elems=64 << 20, allocs=10_000, reps=5, kernel_reps=20, warmup_s=1.0)
 
     @classmethod
-    def quick(cls) -> "Sizes":
-        return cls(launches=1_000, elems=1 << 20, allocs=1_000, reps=3, kernel_reps=5, warmup_s=1.0, compile_reps=2)
+    def quick(cls) -> Sizes:
+        return cls(launches=1_000, elems=1 << 20, allocs=1_000, reps=3, kernel_reps=5, warmup_s=1.0, compile_reps=1)
 
     @property
     def array_bytes(self) -> int:
@@ -80,7 +81,7 @@ class Record:
     correct: bool
 
     @classmethod
-    def of(cls, case: str, impl: str, value: float | None, correct: bool) -> "Record":
+    def of(cls, case: str, impl: str, value: float | None, correct: bool) -> Record:
         """A record in the case's own unit; the value is kept to 4 significant digits (None for a failure)."""
         if value is not None and math.isfinite(value):
             value = float(f"{value:.4g}")
