@@ -18,7 +18,10 @@ class VulkanConfig:
     on; see docs/reliability.md for its measured cost). ``push_descriptors``: use ``VK_KHR_push_descriptor`` where the
     device has it (off forces the descriptor-pool path). ``window_launches``: launches recorded into one command
     buffer at most. ``staging_chunk_bytes``/``staging_slots``: the transfer staging ring. ``sync_timeout_s``: the
-    deadline of every wait on the GPU (``VKBACKEND_SYNC_TIMEOUT_S``, default 300).
+    deadline of every wait on the GPU (``VKBACKEND_SYNC_TIMEOUT_S``, default 300). ``switch_interval_s``: the
+    interpreter's GIL switch interval is lowered to this when a device opens (``VKBACKEND_SWITCH_INTERVAL_S``,
+    default 0.0005; 0 leaves it alone), because the worker must win the GIL back after every wait on the GPU while the
+    caller's thread is busy launching, and at Python's default of 5 ms the GPU sits idle meanwhile.
     """
 
     device_ids: list[int] | None = None
@@ -29,6 +32,7 @@ class VulkanConfig:
     staging_slots: int = 4
     copy_threads: int = 0
     sync_timeout_s: float | None = None
+    switch_interval_s: float | None = None
 
     @staticmethod
     def from_env() -> "VulkanConfig":
@@ -53,6 +57,14 @@ class VulkanConfig:
         if self.robust_buffer_access is not None:
             return self.robust_buffer_access
         return os.environ.get("VKBACKEND_ROBUST", "1") != "0"
+
+    def resolved_switch_interval_s(self) -> float:
+        if self.switch_interval_s is not None:
+            return float(self.switch_interval_s)
+        try:
+            return float(os.environ.get("VKBACKEND_SWITCH_INTERVAL_S", "0.0005"))
+        except ValueError:
+            raise BackendError(ErrorStatus.InvalidArgument, "VKBACKEND_SWITCH_INTERVAL_S must be a number of seconds")
 
     def resolved_sync_timeout_s(self) -> float:
         if self.sync_timeout_s is not None:

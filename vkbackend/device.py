@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import sys
 import threading
 from collections.abc import Sequence
 
@@ -50,6 +51,9 @@ class Device:
 
     def __init__(self, physical: PhysicalDevice, config: VulkanConfig) -> None:
         ffi, lib = vulkan()
+        interval = config.resolved_switch_interval_s()
+        if 0 < interval < sys.getswitchinterval():  # only ever lowered: see VulkanConfig.switch_interval_s
+            sys.setswitchinterval(interval)
         handles = create_device(physical, config)
         self._ctx = ctx = DeviceContext(ffi, lib, handles, config, lib.vkb_slots_new())
         self.index = physical.index

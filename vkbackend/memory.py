@@ -350,7 +350,12 @@ class MemoryPool:
             self._entry(buf, "retain").refcount += 1
 
     def release(self, buf: int) -> None:
-        """Drop one reference; at zero the buffer is freed once no submitted GPU work uses it. Never blocks."""
+        """Drop one reference; at zero the buffer is freed once no submitted GPU work uses it. Never blocks.
+
+        A view's last release also drops the reference it holds on its root, at once, so which ids are live never
+        depends on the GPU's progress; only the memory waits.
+        """
+        dead = []
         with self._lock:
             entry = self._entry(buf, "release")
             if entry.refcount <= entry.views:  # freeing it would leave its views pointing at freed memory
@@ -358,41 +363,47 @@ class MemoryPool:
                                    f"release: buffer {buf} has no reference left of its own; its {entry.views} live "
                                    "view(s) hold the rest (release it once per allocate/retain, and its views)")
             entry.refcount -= 1
-            if entry.refcount > 0:
+            while entry is not None and entry.refcount == 0:
+                del self._entries[entry.id]
+                self.slot_of.pop(entry.id, None)
+                dead.append(entry)
+                root = entry.root if entry.root is not entry else None
+                if root is not None:
+                    root.views -= 1
+                    root.refcount -= 1
+                entry = root
+            if not dead:
                 return
-            del self._entries[buf]
-            self.slot_of.pop(buf, None)
-        worker = self.ctx.worker
-        if worker is not None and not worker.quiescent():
-            with self._lock:
+            worker = self.ctx.worker
+            defer = worker is not None and not worker.quiescent()
+            if defer:
                 self._deferred += 1
-            worker.defer(lambda: self._free_deferred(entry))
+        if defer:
+            worker.defer(lambda: self._free_deferred(dead))
         else:
-            self._free(entry)  # no work queued, recorded or in flight: nothing can use it
+            self._free(dead)  # no work queued, recorded or in flight: nothing can use them
 
-    def _free_deferred(self, entry: _Buffer) -> None:
+    def _free_deferred(self, dead: list[_Buffer]) -> None:
         with self._lock:
             self._deferred -= 1
-        self._free(entry)
+        self._free(dead)
 
-    def _free(self, entry: _Buffer) -> None:
-        parent = None
+    def _free(self, dead: list[_Buffer]) -> None:
+        """Free released buffers (a view first, then its root when that was its last reference)."""
         with self._lock:
-            self.ctx.lib.vkb_slots_set(self.ctx.slots, entry.slot, self.ctx.ffi.NULL, 0, 0, entry.slot)
-            self._free_slots.append(entry.slot)
-            if entry.root is not entry:
-                parent = entry.root
-                parent.views -= 1
-            elif entry.chunk is not None:
-                recent = self._recent.setdefault(entry.order, [])
-                if len(recent) < RECENT_PER_ORDER:
-                    recent.append((entry.chunk, entry.offset))
+            for entry in dead:
+                self.ctx.lib.vkb_slots_set(self.ctx.slots, entry.slot, self.ctx.ffi.NULL, 0, 0, entry.slot)
+                self._free_slots.append(entry.slot)
+                if entry.root is not entry:
+                    continue  # a view owns no memory
+                if entry.chunk is not None:
+                    recent = self._recent.setdefault(entry.order, [])
+                    if len(recent) < RECENT_PER_ORDER:
+                        recent.append((entry.chunk, entry.offset))
+                    else:
+                        entry.chunk.give(entry.offset, entry.order)
                 else:
-                    entry.chunk.give(entry.offset, entry.order)
-            else:
-                self._destroy_memory(entry.memory, entry.vk_buffer, entry.size)
-        if parent is not None:
-            self.release(parent.id)
+                    self._destroy_memory(entry.memory, entry.vk_buffer, entry.size)
 
     def view(self, buf: int, offset: int, nbytes: int) -> int:
         """A new buffer id for ``nbytes`` bytes of ``buf`` starting at ``offset``; it holds a reference to ``buf``.

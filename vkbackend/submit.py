@@ -224,7 +224,9 @@ class BatchSubmitter:
         self._recycle_descriptor_pools(batch)
         self.completed = batch.serial
         callbacks, batch.callbacks = batch.callbacks, []
-        self.spare.append(batch)
+        # A fence that could not be reset is still signalled: submitting with it again is invalid (it crashes the
+        # validation layer), so its batch is set aside and destroyed at close instead of reused.
+        (self.spare if result == 0 else self.abandoned).append(batch)
         self._run(callbacks)
 
     def _unsubmitted(self, callbacks: list) -> None:
