@@ -352,7 +352,7 @@ def test_pipeline_cache_is_saved_reused_and_survives_corrupt_files(device, tmp_p
     first = run_script(CACHE_SCRIPT, str(spv), "exit", env=env)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "COMPILED 6" in first.stdout
-    files = sorted(cache.iterdir())
+    files = sorted(p for p in cache.iterdir() if p.name != "validated-spirv.txt")  # the spirv-val record is no cache
     assert len(files) == 1, files  # no temporary files left behind
     path = files[0]
     assert device.info.pipeline_cache_uuid in path.name
@@ -364,7 +364,7 @@ def test_pipeline_cache_is_saved_reused_and_survives_corrupt_files(device, tmp_p
     assert second.returncode == 0, second.stdout + second.stderr
     assert "COMPILED 6" in second.stdout
     assert "ignor" not in second.stdout.lower(), second.stdout
-    assert sorted(cache.iterdir()) == [path]
+    assert sorted(p for p in cache.iterdir() if p.name != "validated-spirv.txt") == [path]
     assert len(check_cache_file(device, path)) >= len(saved)
 
     # 3. Corrupt and foreign files are ignored without error, and the next close replaces them with a good one.
@@ -390,7 +390,7 @@ def test_pipeline_cache_is_saved_reused_and_survives_corrupt_files(device, tmp_p
     assert third.returncode == 0, third.stdout + third.stderr
     for name in variants:
         assert f"VARIANT OK {name}" in third.stdout, third.stdout
-    assert sorted(cache.iterdir()) == [path]
+    assert sorted(p for p in cache.iterdir() if p.name != "validated-spirv.txt") == [path]
     check_cache_file(device, path)
 
 
@@ -407,3 +407,37 @@ def _spv_dir(tmp_path) -> str:
     spv.mkdir()
     (spv / "affine.spv").write_bytes(spirv_of("affine"))
     return str(spv)
+
+
+def test_invalid_spirv_that_reflects_is_stopped_by_spirv_val(device):
+    """Well-formed but invalid modules can crash a driver's compiler; spirv-val stops them before the driver."""
+    import random
+    import shutil
+
+    from vkbackend.spirv import reflect
+    if not shutil.which("spirv-val"):
+        pytest.skip("spirv-val not installed (apt-get install spirv-tools)")
+    spirv = affine_spirv()
+    words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
+    rng = random.Random(7)
+    for _ in range(2000):
+        mutated = words[:]
+        mutated[rng.randrange(5, len(words))] = rng.randrange(64)
+        blob = struct.pack(f"<{len(mutated)}I", *mutated)
+        try:
+            reflect(blob, require_code=True)
+        except BackendError:
+            continue
+        try:
+            prog = device.compile(blob)
+        except BackendError as error:
+            if "spirv-val" in error.context:
+                assert error.status is ErrorStatus.KernelCompilation
+                return
+            continue
+        device.release_program(prog)
+    pytest.fail("no mutation passed reflection and failed spirv-val")
+
+
+def affine_spirv() -> bytes:
+    return vkbackend.compile_glsl(open(os.path.join(os.path.dirname(__file__), "kernels", "affine.comp")).read())

@@ -16,7 +16,7 @@ log = logging.getLogger("vkbackend")
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 # Device extensions the backend uses when the device lists them.
 WANTED_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_EXT_memory_budget", "VK_EXT_external_memory_host",
-                     "VK_KHR_portability_subset")
+                     "VK_KHR_portability_subset", "VK_EXT_robustness2")
 # Features we enable when offered, by the struct that holds them.
 WANTED_FEATURES = {
     "features": ("shaderInt64", "shaderInt16", "shaderFloat64"),
@@ -193,6 +193,7 @@ class PhysicalDevice:
     features: object         # the queried VkPhysicalDeviceFeatures2 chain
     vulkan11_features: object
     vulkan12_features: object
+    robustness2_features: object
     extensions: frozenset[str]
     memory_types: list[tuple[int, int]]   # (propertyFlags, heapIndex)
     heaps: list[tuple[int, int]]          # (size, flags)
@@ -232,7 +233,8 @@ def query_physical_devices() -> list[PhysicalDevice]:
         feats = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2})
         f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES})
         f12 = ffi.new("VkPhysicalDeviceVulkan12Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
-        _link(feats, [f11, f12])
+        r2 = ffi.new("VkPhysicalDeviceRobustness2FeaturesEXT*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT})
+        _link(feats, [f11, f12] + ([r2] if "VK_EXT_robustness2" in exts else []))
         lib.vkGetPhysicalDeviceFeatures2(raw, feats)
         mem = ffi.new("VkPhysicalDeviceMemoryProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2})
         lib.vkGetPhysicalDeviceMemoryProperties2(raw, mem)
@@ -241,7 +243,7 @@ def query_physical_devices() -> list[PhysicalDevice]:
             index=len(found), handle=raw, queue_family=family, timestamp_bits=families[family].timestampValidBits,
             properties=props, vulkan11=v11, push_props=push if "VK_KHR_push_descriptor" in exts else None,
             host_props=host if "VK_EXT_external_memory_host" in exts else None,
-            features=feats, vulkan11_features=f11, vulkan12_features=f12, extensions=exts,
+            features=feats, vulkan11_features=f11, vulkan12_features=f12, robustness2_features=r2, extensions=exts,
             memory_types=[(mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex) for i in range(mp.memoryTypeCount)],
             heaps=[(mp.memoryHeaps[i].size, mp.memoryHeaps[i].flags) for i in range(mp.memoryHeapCount)]))
     return found
@@ -295,10 +297,15 @@ def create_device(physical: PhysicalDevice, config: VulkanConfig) -> DeviceHandl
     enabled_exts = [e for e in WANTED_EXTENSIONS if e in physical.extensions]
     if not config.push_descriptors and "VK_KHR_push_descriptor" in enabled_exts:
         enabled_exts.remove("VK_KHR_push_descriptor")
+    robust = config.resolved_robust_buffer_access() and bool(physical.features.features.robustBufferAccess)
+    robust2 = robust and bool(physical.robustness2_features.robustBufferAccess2)
+    if not robust2 and "VK_EXT_robustness2" in enabled_exts:
+        enabled_exts.remove("VK_EXT_robustness2")
     feats = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2})
     f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES})
     f12 = ffi.new("VkPhysicalDeviceVulkan12Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
-    _link(feats, [f11, f12])
+    r2 = ffi.new("VkPhysicalDeviceRobustness2FeaturesEXT*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT})
+    _link(feats, [f11, f12] + ([r2] if robust2 else []))
     enabled: set[str] = set()
     for group, dst, src in (("features", feats.features, physical.features.features),
                             ("vulkan11", f11, physical.vulkan11_features), ("vulkan12", f12, physical.vulkan12_features)):
@@ -306,10 +313,12 @@ def create_device(physical: PhysicalDevice, config: VulkanConfig) -> DeviceHandl
             if getattr(src, name):
                 setattr(dst, name, 1)
                 enabled.add(name)
-    robust = config.resolved_robust_buffer_access() and bool(physical.features.features.robustBufferAccess)
     if robust:
         feats.features.robustBufferAccess = 1
         enabled.add("robustBufferAccess")
+    if robust2:  # bounds checked against each descriptor's range: sub-allocated neighbours are safe too
+        r2.robustBufferAccess2 = 1
+        enabled.add("robustBufferAccess2")
     priority = ffi.new("float*", 1.0)
     queue_info = ffi.new("VkDeviceQueueCreateInfo*", {
         "sType": lib.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": physical.queue_family,

@@ -16,7 +16,7 @@ from pathlib import Path
 from .config import cache_dir
 from .context import DeviceContext
 from .errors import BackendError, ErrorStatus, check
-from .spirv import ProgramInfo, reflect
+from .spirv import ProgramInfo, reflect, validate
 
 log = logging.getLogger("vkbackend")
 
@@ -98,6 +98,11 @@ class ProgramCache:
         self.table = ffi.new("vkb_program*[]", self.capacity)
         self.pipeline_cache = ffi.NULL
         self.cache_path = self._cache_path()
+        self._validated_path = cache_dir() / "validated-spirv.txt"
+        try:
+            self._validated = set(self._validated_path.read_text().split())
+        except OSError:
+            self._validated = set()
 
     # ----- the persistent pipeline cache ------------------------------------------------------------------------
     def _cache_path(self) -> Path:
@@ -168,6 +173,7 @@ class ProgramCache:
                 return prog.id
         info = reflect(spirv, entry_point, require_code=True)  # truncated modules never reach the driver
         self._check_limits(info)
+        self._validate(spirv)
         with self._create_lock:  # one creation at a time, so threads compiling the same SPIR-V share one program
             with self._lock:
                 prog = self._by_key.get(key)
@@ -181,6 +187,23 @@ class ProgramCache:
                 self.programs[prog.id] = prog
                 self._all[prog.id] = prog
         return prog.id
+
+    def _validate(self, spirv: bytes) -> None:
+        """spirv-val every module once: invalid SPIR-V can crash a driver. Modules that passed are remembered on disk
+        (by hash, beside the pipeline caches), so a warm start validates nothing. VKBACKEND_SPIRV_VALIDATE=0 skips it."""
+        if os.environ.get("VKBACKEND_SPIRV_VALIDATE", "1") == "0":
+            return
+        digest = hashlib.sha256(spirv).hexdigest()
+        if digest in self._validated:
+            return
+        validate(spirv)
+        self._validated.add(digest)
+        try:
+            self._validated_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self._validated_path, "a") as f:
+                f.write(digest + "\n")
+        except OSError:
+            pass
 
     def _take_id(self) -> int:
         prog_id, self._next_id = self._next_id, self._next_id + 1

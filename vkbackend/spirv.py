@@ -609,3 +609,32 @@ def _reflect(spirv: bytes, entry_point: str, require_code: bool = False) -> Prog
         push_constant_size=(span + 3) // 4 * 4,
         shared_memory_bytes=_shared_memory_bytes(module, in_entry_point),
     )
+
+
+_SPIRV_VAL: list[str | None] = []  # resolved once: the path of spirv-val, or None
+
+
+def validate(spirv: bytes, target_env: str = "vulkan1.2") -> None:
+    """Run the Khronos validator (``spirv-val``, Debian package spirv-tools) over a module.
+
+    Reflection catches malformed word streams, but a well-formed module can still be invalid in ways that crash a
+    driver's compiler (lavapipe segfaults on some single-word mutations of a valid kernel). Raises
+    ``BackendError(KernelCompilation)`` with the validator's message; does nothing when spirv-val is not installed.
+    """
+    import shutil
+    import subprocess
+    import tempfile
+
+    if not _SPIRV_VAL:
+        _SPIRV_VAL.append(shutil.which("spirv-val"))
+    tool = _SPIRV_VAL[0]
+    if tool is None:
+        return
+    with tempfile.NamedTemporaryFile(suffix=".spv") as f:
+        f.write(spirv)
+        f.flush()
+        result = subprocess.run([tool, "--target-env", target_env, f.name], capture_output=True, text=True,
+                                errors="replace")
+    if result.returncode != 0:
+        message = (result.stderr or result.stdout).strip().replace(f.name, "<module>")
+        _fail(f"the SPIR-V module is invalid (spirv-val): {message[:2000]}; fix the compiler that produced it")

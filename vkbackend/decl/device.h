@@ -4,6 +4,7 @@
 #define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2 ...
 #define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES ...
 #define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES ...
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT ...
 
 typedef struct {
     VkBool32 robustBufferAccess;
@@ -27,6 +28,12 @@ typedef struct {
     VkBool32 bufferDeviceAddress; VkBool32 hostQueryReset;
     ...;
 } VkPhysicalDeviceVulkan12Features;
+
+/* VK_EXT_robustness2: out-of-bounds accesses checked against the descriptor's range, not the whole VkBuffer, which
+ * matters because small buffers are ranges of one shared VkBuffer. */
+typedef struct {
+    VkStructureType sType; void *pNext; VkBool32 robustBufferAccess2; VkBool32 robustImageAccess2; VkBool32 nullDescriptor;
+} VkPhysicalDeviceRobustness2FeaturesEXT;
 
 typedef struct {
     VkStructureType sType; const void *pNext; VkFlags flags; uint32_t queueFamilyIndex; uint32_t queueCount;
