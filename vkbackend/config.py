@@ -20,7 +20,7 @@ class VulkanConfig:
     buffer at most. ``staging_chunk_bytes``/``staging_slots``: the transfer staging ring. ``sync_timeout_s``: the
     deadline of every wait on the GPU (``VKBACKEND_SYNC_TIMEOUT_S``, default 300). ``switch_interval_s``: the
     interpreter's GIL switch interval is lowered to this when a device opens (``VKBACKEND_SWITCH_INTERVAL_S``,
-    default 0.0005; 0 leaves it alone), because the worker must win the GIL back after every wait on the GPU while the
+    default 0.0002; 0 leaves it alone), because the worker must win the GIL back after every wait on the GPU while the
     caller's thread is busy launching, and at Python's default of 5 ms the GPU sits idle meanwhile.
     """
 
@@ -62,7 +62,7 @@ class VulkanConfig:
         if self.switch_interval_s is not None:
             return float(self.switch_interval_s)
         try:
-            return float(os.environ.get("VKBACKEND_SWITCH_INTERVAL_S", "0.0005"))
+            return float(os.environ.get("VKBACKEND_SWITCH_INTERVAL_S", "0.0002"))
         except ValueError:
             raise BackendError(ErrorStatus.InvalidArgument, "VKBACKEND_SWITCH_INTERVAL_S must be a number of seconds")
 
