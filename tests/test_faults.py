@@ -477,7 +477,7 @@ pool.host_to_pool(np.zeros(1024, np.uint32), buf)
 pool.host_to_pool(x, spare)
 dev.sync()
 out = np.empty(256, np.uint32)
-dev.launch(prog, [buf], [60000], (4000, 1, 1))  # about 1.5 s on lavapipe
+dev.launch(prog, [buf], [60000], (20000, 2, 1))  # seconds on an idle 2-core machine: far past the deadline
 result["sync"] = outcome(dev.sync)
 # more timed-out read-backs than the staging ring has slots: each must give its slot back
 result["reads"] = [outcome(pool.pool_to_host, spare, out) for _ in range(dev.memory_pool._staging.free.qsize() + 2)]
@@ -486,7 +486,7 @@ result["sync_after"] = outcome(dev.sync)
 result["read_after"] = outcome(pool.pool_to_host, spare, out)
 result["read_ok"] = bool((out == x).all())
 os.environ["VKBACKEND_SYNC_TIMEOUT_S"] = "0.2"
-dev.launch(prog, [buf], [60000], (2000, 1, 1))
+dev.launch(prog, [buf], [60000], (20000, 1, 1))
 result["sync2"] = outcome(dev.sync)
 result["close"] = outcome(dev.close)  # its own drain times out too; it still waits for the GPU before destroying
 result["live_end"] = live()
