@@ -61,18 +61,19 @@ class VulkanConfig:
     def resolved_switch_interval_s(self) -> float:
         if self.switch_interval_s is not None:
             return float(self.switch_interval_s)
-        try:
-            return float(os.environ.get("VKBACKEND_SWITCH_INTERVAL_S", "0.0002"))
-        except ValueError:
-            raise BackendError(ErrorStatus.InvalidArgument, "VKBACKEND_SWITCH_INTERVAL_S must be a number of seconds")
+        return _seconds_from_env("VKBACKEND_SWITCH_INTERVAL_S", 0.0002)
 
     def resolved_sync_timeout_s(self) -> float:
         if self.sync_timeout_s is not None:
             return float(self.sync_timeout_s)
-        try:
-            return float(os.environ.get("VKBACKEND_SYNC_TIMEOUT_S", "300"))
-        except ValueError:
-            raise BackendError(ErrorStatus.InvalidArgument, "VKBACKEND_SYNC_TIMEOUT_S must be a number of seconds")
+        return _seconds_from_env("VKBACKEND_SYNC_TIMEOUT_S", 300.0)
+
+
+def _seconds_from_env(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        raise BackendError(ErrorStatus.InvalidArgument, f"{name} must be a number of seconds") from None
 
 
 def debug_enabled() -> bool:

@@ -15,8 +15,7 @@ log = logging.getLogger("vkbackend")
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 # Device extensions the backend uses when the device lists them.
-WANTED_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_EXT_memory_budget", "VK_EXT_external_memory_host",
-                     "VK_KHR_portability_subset", "VK_EXT_robustness2")
+WANTED_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_EXT_memory_budget", "VK_KHR_portability_subset", "VK_EXT_robustness2")
 # Features we enable when offered, by the struct that holds them.
 WANTED_FEATURES = {
     "features": ("shaderInt64", "shaderInt16", "shaderFloat64"),
@@ -102,6 +101,11 @@ class Instance:
             return cls._current
 
     def __init__(self) -> None:
+        if debug_enabled() and not log.handlers:  # VKBACKEND_DEBUG=1: bring-up, submissions, validation messages
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("vkbackend: %(message)s"))
+            log.addHandler(handler)
+            log.setLevel(logging.DEBUG)
         ffi, lib = vulkan()
         version = ffi.new("uint32_t*")
         check(lib.vkEnumerateInstanceVersion(version), "vkEnumerateInstanceVersion", ErrorStatus.Initialization)

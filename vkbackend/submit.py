@@ -147,6 +147,9 @@ class BatchSubmitter:
         batch.serial = self.submitted
         batch.callbacks = callbacks
         self.in_flight.append(batch)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("batch %d: %d dispatches, %d copies, %d barriers", batch.serial, w.n_dispatches, w.n_copies,
+                      w.n_barriers)
         st = self.stats
         st["batches"] += 1
         st["dispatches"] += w.n_dispatches

@@ -12,6 +12,7 @@ import threading
 import time
 from collections import deque
 
+from .config import validation_enabled
 from .context import DeviceContext
 from .errors import BackendError, ErrorStatus
 
@@ -91,6 +92,11 @@ class Worker:
     def sync(self) -> None:
         """A sync point: wait for every queued launch and copy, then raise the first asynchronous error."""
         self.call(self._drain)
+        if log.isEnabledFor(logging.DEBUG) and validation_enabled():
+            from .discovery import validation_messages  # only with VKBACKEND_DEBUG=1 and VKBACKEND_VALIDATION=1
+            messages = validation_messages()
+            if messages:
+                log.debug("validation layer:\n%s", messages)
         self.ctx.raise_pending()
 
     def stop(self) -> None:
