@@ -379,7 +379,7 @@ class MemoryPool:
             if defer:
                 self._deferred += 1
         if defer:
-            worker.defer(lambda: self._free_deferred(dead))
+            worker.defer(lambda: self._free_deferred(dead), sum(e.size for e in dead if e.root is e))
         else:
             self._free(dead)  # no work queued, recorded or in flight: nothing can use them
 

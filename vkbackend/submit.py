@@ -58,6 +58,7 @@ class BatchSubmitter:
             self.query_pool = qp[0]
         self.window: list[bytes] = []
         self.window_callbacks: list = []
+        self.window_free_bytes = 0   # device memory the window's completions give back (see Worker.defer)
         self.in_flight: deque[Batch] = deque()
         self.abandoned: list[Batch] = []  # given up on (device lost, deadline at close): destroyed with the rest
         self.spare: list[Batch] = []
@@ -103,6 +104,7 @@ class BatchSubmitter:
         ffi, lib = ctx.ffi, ctx.lib
         records, self.window = self.window, []
         callbacks, self.window_callbacks = self.window_callbacks, []
+        self.window_free_bytes = 0
         if ctx.lost is not None:
             self._run(callbacks)
             return

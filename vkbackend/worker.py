@@ -21,6 +21,7 @@ log = logging.getLogger("vkbackend")
 _COPY, _DEFER, _CALL, _FLUSH, _STOP = range(5)
 MIN_QUEUED_WINDOW = 256       # launches worth a submit while another batch runs
 BUSY_POLL_NS = 200_000        # while the GPU runs and callers feed us: how long one fence wait may block
+FREE_FLUSH_BYTES = 64 << 20   # released memory a window may hold back before it is submitted
 IDLE_WAIT_NS = 1_000_000      # nothing queued but batches in flight: the longest a new item waits for us
 
 
@@ -64,9 +65,13 @@ class Worker:
         """Queue a copy record; ``on_done`` runs on the worker once the copy has completed on the GPU."""
         self.put((_COPY, record, on_done, flush))
 
-    def defer(self, fn) -> None:
-        """Run ``fn`` on the worker once all work queued before it has completed on the GPU."""
-        self.put((_DEFER, fn))
+    def defer(self, fn, nbytes: int = 0) -> None:
+        """Run ``fn`` on the worker once all work queued before it has completed on the GPU.
+
+        ``nbytes`` is the device memory ``fn`` gives back: once a window holds more than FREE_FLUSH_BYTES of it, the
+        window is submitted at once, so released memory comes back without waiting for the window to fill.
+        """
+        self.put((_DEFER, fn, nbytes))
 
     def call(self, fn, *args):
         """Run ``fn(*args)`` on the worker and return its result (or raise its error) in the caller's thread."""
@@ -173,9 +178,12 @@ class Worker:
             if flush or len(sub.window) >= sub.window_limit:
                 sub.flush()
         elif kind == _DEFER:
-            fn = item[1]
+            _, fn, nbytes = item
             if sub.window or sub.window_callbacks:
                 sub.window_callbacks.append(fn)
+                sub.window_free_bytes += nbytes
+                if sub.window_free_bytes >= FREE_FLUSH_BYTES and len(sub.in_flight) < 2:
+                    sub.flush()
             elif sub.in_flight:
                 sub.in_flight[-1].callbacks.append(fn)
             else:
