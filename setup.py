@@ -1,4 +1,48 @@
-"""setuptools entry point: the native module is built by cffi from build_vulkan.py (see that file)."""
-from setuptools import setup
+"""setuptools entry point. The native module is built by cffi from build_vulkan.py (see that file).
 
-setup(cffi_modules=["build_vulkan.py:ffibuilder"])
+The tinygrad plugin's ``vkbackend-tinygrad.pth`` must land in site-packages itself, not inside the package, so that
+every interpreter (pytest-xdist workers, tinygrad's compile workers) can import ``tinygrad.runtime.ops_vk``. Its one
+line only adds a finder to ``sys.meta_path``; see vkbackend/tinygrad/_hook.py. Both the regular wheel and the editable
+one (``pip install -e``) carry it.
+"""
+import os
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+from setuptools.command.editable_wheel import editable_wheel
+
+PTH = os.path.join("vkbackend", "tinygrad", "vkbackend-tinygrad.pth")
+
+
+class BuildPyWithPth(build_py):
+    """Put the .pth file at the top of the wheel, which pip installs into site-packages."""
+
+    def run(self):
+        super().run()
+        self.copy_file(PTH, os.path.join(self.build_lib, os.path.basename(PTH)), preserve_mode=0)
+
+
+class EditableWheelWithPth(editable_wheel):
+    """The editable wheel gets the same .pth file (setuptools has no public hook for extra top-level files)."""
+
+    def _select_strategy(self, *args, **kwargs):
+        strategy = super()._select_strategy(*args, **kwargs)
+
+        class WithPth:
+            def __enter__(self):
+                strategy.__enter__()
+                return self
+
+            def __exit__(self, *exc):
+                return strategy.__exit__(*exc)
+
+            def __call__(self, wheel, files, mapping):
+                strategy(wheel, files, mapping)
+                with open(PTH, "rb") as f:
+                    wheel.writestr(os.path.basename(PTH), f.read())
+
+        return WithPth()
+
+
+setup(cffi_modules=["build_vulkan.py:ffibuilder"],
+      cmdclass={"build_py": BuildPyWithPth, "editable_wheel": EditableWheelWithPth})
