@@ -3,6 +3,7 @@
 A render-only tinygrad device (``VKRENDER``: vkbackend's renderer and compiler, tinygrad's NULL allocator and
 program) runs real tinygrad pipelines; every kernel is compiled by glslang and checked by ``spirv-val`` where present,
 and the GLSL is checked for the spellings the known traps need."""
+
 from __future__ import annotations
 
 import pickle
@@ -24,20 +25,29 @@ from tinygrad.runtime.ops_null import NullAllocator, NullProgram
 from vkbackend.tinygrad.compiler import unpack_lib
 from vkbackend.tinygrad.renderer import DeviceCaps, VKRenderer, make_arch, parse_arch, read_meta
 
-FULL = DeviceCaps(f16=True, f64=True, i8=True, i16=True, i64=True, global_max=(65535, 65535, 65535),
-                  local_max=(1024, 1024, 64), local_threads=1024, shared_max=32768)
+FULL = DeviceCaps(
+    f16=True,
+    f64=True,
+    i8=True,
+    i16=True,
+    i64=True,
+    global_max=(65535, 65535, 65535),
+    local_max=(1024, 1024, 64),
+    local_threads=1024,
+    shared_max=32768,
+)
 SEEN: list = []  # VKLib of every kernel "launched" on VKRENDER
 
 
 class _RecordingProgram(NullProgram):
-  def __init__(self, dev, obj):
-    super().__init__(dev, obj)
-    SEEN.append(unpack_lib(obj.lib))
+    def __init__(self, dev, obj):
+        super().__init__(dev, obj)
+        SEEN.append(unpack_lib(obj.lib))
 
 
 class VKRenderDevice(Compiled):
-  def __init__(self, device: str):
-    super().__init__(device, NullAllocator(self), [VKRenderer], _RecordingProgram, arch=make_arch(FULL))
+    def __init__(self, device: str):
+        super().__init__(device, NullAllocator(self), [VKRenderer], _RecordingProgram, arch=make_arch(FULL))
 
 
 _mod = types.ModuleType("tinygrad.runtime.ops_vkrender")
@@ -47,141 +57,179 @@ DEV = "VKRENDER"
 
 
 def kernels(fn) -> list:
-  """Run ``fn`` (which realizes tensors on VKRENDER) and return the kernels it compiled (GLSL source + SPIR-V)."""
-  start = len(SEEN)
-  with Context(CACHELEVEL=0): fn()
-  return SEEN[start:]
+    """Run ``fn`` (which realizes tensors on VKRENDER) and return the kernels it compiled (GLSL source + SPIR-V)."""
+    start = len(SEEN)
+    with Context(CACHELEVEL=0):
+        fn()
+    return SEEN[start:]
 
 
 def spirv_val(spirv: bytes):
-  if shutil.which("spirv-val") is None: return
-  with tempfile.NamedTemporaryFile(suffix=".spv") as f:
-    f.write(spirv)
-    f.flush()
-    r = subprocess.run(["spirv-val", "--target-env", "vulkan1.2", f.name], capture_output=True, text=True, check=False)
-  assert r.returncode == 0, r.stdout + r.stderr
+    if shutil.which("spirv-val") is None:
+        return
+    with tempfile.NamedTemporaryFile(suffix=".spv") as f:
+        f.write(spirv)
+        f.flush()
+        r = subprocess.run(
+            ["spirv-val", "--target-env", "vulkan1.2", f.name], capture_output=True, text=True, check=False
+        )
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def body(lib) -> str:
-  return lib.source.split("void main() {", 1)[1]
+    return lib.source.split("void main() {", 1)[1]
 
 
 @pytest.fixture(autouse=True)
 def _on_vkrender(glslang):
-  with Context(DEV=DEV): yield
+    with Context(DEV=DEV):
+        yield
 
 
 def test_arch_roundtrip():
-  assert parse_arch(make_arch(FULL)) == FULL
-  assert parse_arch("") == DeviceCaps()
-  assert ":" not in make_arch(FULL) and "+" not in make_arch(FULL)
-  r = VKRenderer(Target("VK", arch=make_arch(FULL)))
-  r2 = pickle.loads(pickle.dumps(r))  # tinygrad's compile workers get the renderer pickled
-  assert r2.caps == FULL and r2.supported_dtypes() == r.supported_dtypes()
-  assert dtypes.bool not in VKRenderer(Target("VK", arch="")).supported_dtypes()
-  assert dtypes.float64 not in VKRenderer(Target("VK", arch="f64")).supported_dtypes()  # double needs int64 too
+    assert parse_arch(make_arch(FULL)) == FULL
+    assert parse_arch("") == DeviceCaps()
+    assert ":" not in make_arch(FULL) and "+" not in make_arch(FULL)
+    r = VKRenderer(Target("VK", arch=make_arch(FULL)))
+    r2 = pickle.loads(pickle.dumps(r))  # tinygrad's compile workers get the renderer pickled
+    assert r2.caps == FULL and r2.supported_dtypes() == r.supported_dtypes()
+    assert dtypes.bool not in VKRenderer(Target("VK", arch="")).supported_dtypes()
+    assert dtypes.float64 not in VKRenderer(Target("VK", arch="f64")).supported_dtypes()  # double needs int64 too
 
 
 def test_elementwise_layout():
-  libs = kernels(lambda: (Tensor.ones(64, device=DEV).contiguous() + Tensor.ones(64, device=DEV).contiguous()).realize())
-  add = libs[-1]
-  meta = read_meta(add.source)
-  assert add.meta == meta and meta["nvars"] == 0 and not meta["gid"]
-  assert f"local_size_x={meta['local'][0]}" in add.source
-  assert len(re.findall(r"layout\(set=0, binding=\d, std430\)", add.source)) == 3
-  assert add.source.count("readonly buffer") == 2  # inputs are NonWritable, the output is not
-  assert "gl_WorkGroupID" in add.source or "gl_LocalInvocationID" in add.source
-  for lib in libs: spirv_val(lib.spirv)
+    libs = kernels(
+        lambda: (Tensor.ones(64, device=DEV).contiguous() + Tensor.ones(64, device=DEV).contiguous()).realize()
+    )
+    add = libs[-1]
+    meta = read_meta(add.source)
+    assert add.meta == meta and meta["nvars"] == 0 and not meta["gid"]
+    assert f"local_size_x={meta['local'][0]}" in add.source
+    assert len(re.findall(r"layout\(set=0, binding=\d, std430\)", add.source)) == 3
+    assert add.source.count("readonly buffer") == 2  # inputs are NonWritable, the output is not
+    assert "gl_WorkGroupID" in add.source or "gl_LocalInvocationID" in add.source
+    for lib in libs:
+        spirv_val(lib.spirv)
 
 
 def test_signed_mod_avoids_smod():
-  libs = kernels(lambda: (Tensor([-7, 7, -8, 9], dtype=dtypes.int32, device=DEV) %
-                          Tensor([3, -3, 5, -4], dtype=dtypes.int32, device=DEV)).realize())
-  src = body(libs[-1])
-  assert "%" not in src, src  # glslang turns signed % into OpSMod (sign of the divisor); C needs a-b*(a/b)
-  spirv_val(libs[-1].spirv)
-
-
-def test_bool_ops_are_logical():
-  a = Tensor([True, False, True, False], device=DEV)
-  b = Tensor([True, True, False, False], device=DEV)
-  libs = kernels(lambda: ((a & b) | (a ^ b)).realize())
-  src = body(libs[-1])
-  assert "&&" in src or "||" in src or "^^" in src, src
-  assert re.search(r"[^&]&[^&]", src.replace("&&", "")) is None, src
-  assert "uint8_t data" in libs[-1].source  # tinygrad's bool is one byte in memory
-  spirv_val(libs[-1].spirv)
-
-
-def test_double_constants_and_software_transcendentals():
-  x = Tensor([0.1, 0.5, 2.0], dtype=dtypes.float64, device=DEV)
-  libs = kernels(lambda: ((x * 0.3).exp2() + x.log2() + x.sin()).realize())
-  src = body(libs[-1])
-  assert re.search(r"\d(\.\d*)?(e[-+]?\d+)?lf", src), src  # double literals carry the lf suffix
-  assert not re.search(r"\b(exp2|log2|sin)\(", src), src  # no double exp2/log2/sin in GLSL: tinygrad's software ones
-  spirv_val(libs[-1].spirv)
-
-
-def test_float_to_small_int_goes_through_int32():
-  x = Tensor([1.5, -2.5, 100.0], device=DEV)
-  for dt, name in ((dtypes.int8, "int8_t"), (dtypes.uint8, "uint8_t"), (dtypes.int16, "int16_t"), (dtypes.uint16, "uint16_t")):
-    libs = kernels(lambda: x.cast(dt).realize())
-    assert f"{name}(int(" in body(libs[-1]), body(libs[-1])
+    libs = kernels(
+        lambda: (
+            Tensor([-7, 7, -8, 9], dtype=dtypes.int32, device=DEV)
+            % Tensor([3, -3, 5, -4], dtype=dtypes.int32, device=DEV)
+        ).realize()
+    )
+    src = body(libs[-1])
+    assert "%" not in src, src  # glslang turns signed % into OpSMod (sign of the divisor); C needs a-b*(a/b)
     spirv_val(libs[-1].spirv)
 
 
-@pytest.mark.parametrize("dt", [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int64, dtypes.uint64,
-                                dtypes.float16, dtypes.float64, dtypes.uint32, dtypes.bool])
+def test_bool_ops_are_logical():
+    a = Tensor([True, False, True, False], device=DEV)
+    b = Tensor([True, True, False, False], device=DEV)
+    libs = kernels(lambda: ((a & b) | (a ^ b)).realize())
+    src = body(libs[-1])
+    assert "&&" in src or "||" in src or "^^" in src, src
+    assert re.search(r"[^&]&[^&]", src.replace("&&", "")) is None, src
+    assert "uint8_t data" in libs[-1].source  # tinygrad's bool is one byte in memory
+    spirv_val(libs[-1].spirv)
+
+
+def test_double_constants_and_software_transcendentals():
+    x = Tensor([0.1, 0.5, 2.0], dtype=dtypes.float64, device=DEV)
+    libs = kernels(lambda: ((x * 0.3).exp2() + x.log2() + x.sin()).realize())
+    src = body(libs[-1])
+    assert re.search(r"\d(\.\d*)?(e[-+]?\d+)?lf", src), src  # double literals carry the lf suffix
+    assert not re.search(r"\b(exp2|log2|sin)\(", src), src  # no double exp2/log2/sin in GLSL: tinygrad's software ones
+    spirv_val(libs[-1].spirv)
+
+
+def test_float_to_small_int_goes_through_int32():
+    x = Tensor([1.5, -2.5, 100.0], device=DEV)
+    for dt, name in (
+        (dtypes.int8, "int8_t"),
+        (dtypes.uint8, "uint8_t"),
+        (dtypes.int16, "int16_t"),
+        (dtypes.uint16, "uint16_t"),
+    ):
+        libs = kernels(lambda: x.cast(dt).realize())
+        assert f"{name}(int(" in body(libs[-1]), body(libs[-1])
+        spirv_val(libs[-1].spirv)
+
+
+@pytest.mark.parametrize(
+    "dt",
+    [
+        dtypes.int8,
+        dtypes.uint8,
+        dtypes.int16,
+        dtypes.uint16,
+        dtypes.int64,
+        dtypes.uint64,
+        dtypes.float16,
+        dtypes.float64,
+        dtypes.uint32,
+        dtypes.bool,
+    ],
+)
 def test_dtypes_compile(dt):
-  base = Tensor(np.arange(16, dtype=np.float32) - 5, device=DEV)
-  def run():
-    t = base.cast(dt)
-    (t + t).realize()
-    (t.cast(dtypes.float32) * 2).realize()
-    if dt != dtypes.bool: (t.max() - t.min()).realize()
-    if dtypes.is_int(dt): ((t // 3) * (t % 5)).realize()
-    if dtypes.is_float(dt): (t.exp() + t.sqrt() + t.sin()).realize()
-  libs = kernels(run)
-  assert libs
-  for lib in libs: spirv_val(lib.spirv)
+    base = Tensor(np.arange(16, dtype=np.float32) - 5, device=DEV)
+
+    def run():
+        t = base.cast(dt)
+        (t + t).realize()
+        (t.cast(dtypes.float32) * 2).realize()
+        if dt != dtypes.bool:
+            (t.max() - t.min()).realize()
+        if dtypes.is_int(dt):
+            ((t // 3) * (t % 5)).realize()
+        if dtypes.is_float(dt):
+            (t.exp() + t.sqrt() + t.sin()).realize()
+
+    libs = kernels(run)
+    assert libs
+    for lib in libs:
+        spirv_val(lib.spirv)
 
 
 def test_bitcasts_compile():
-  x = Tensor(np.linspace(-3, 3, 16, dtype=np.float32), device=DEV)
-  libs = kernels(lambda: (x.bitcast(dtypes.uint32) >> 3).bitcast(dtypes.float32).realize())
-  src = body(libs[-1])
-  assert "floatBitsToUint" in src and "uintBitsToFloat" in src, src
-  libs += kernels(lambda: x.cast(dtypes.float16).bitcast(dtypes.int16).realize())
-  libs += kernels(lambda: x.cast(dtypes.float64).bitcast(dtypes.int64).realize())
-  for lib in libs: spirv_val(lib.spirv)
+    x = Tensor(np.linspace(-3, 3, 16, dtype=np.float32), device=DEV)
+    libs = kernels(lambda: (x.bitcast(dtypes.uint32) >> 3).bitcast(dtypes.float32).realize())
+    src = body(libs[-1])
+    assert "floatBitsToUint" in src and "uintBitsToFloat" in src, src
+    libs += kernels(lambda: x.cast(dtypes.float16).bitcast(dtypes.int16).realize())
+    libs += kernels(lambda: x.cast(dtypes.float64).bitcast(dtypes.int64).realize())
+    for lib in libs:
+        spirv_val(lib.spirv)
 
 
 def test_shared_memory_at_file_scope():
-  # a full reduction of 4096 elements gets GROUPTOP: partial sums in shared memory, then a barrier
-  libs = kernels(lambda: Tensor.ones(4096, device=DEV).contiguous().sum().realize())
-  shared = [lib for lib in libs if "shared " in lib.source]
-  assert shared, [lib.source for lib in libs]
-  for lib in shared:
-    head, main = lib.source.split("void main() {", 1)
-    assert re.search(r"^shared \w+ \w+\[\d+\];$", head, re.M), head
-    assert "shared " not in main and "barrier();" in main
-    spirv_val(lib.spirv)
+    # a full reduction of 4096 elements gets GROUPTOP: partial sums in shared memory, then a barrier
+    libs = kernels(lambda: Tensor.ones(4096, device=DEV).contiguous().sum().realize())
+    shared = [lib for lib in libs if "shared " in lib.source]
+    assert shared, [lib.source for lib in libs]
+    for lib in shared:
+        head, main = lib.source.split("void main() {", 1)
+        assert re.search(r"^shared \w+ \w+\[\d+\];$", head, re.M), head
+        assert "shared " not in main and "barrier();" in main
+        spirv_val(lib.spirv)
 
 
 def test_variables_are_push_constants():
-  i = Variable("i", 1, 10)
-  ones = Tensor.ones(10, device=DEV).contiguous()
-  libs = kernels(lambda: (ones[:i.bind(5)] + 1).realize())
-  lib = [lib for lib in libs if lib.meta["nvars"]][-1]
-  assert re.search(r"layout\(push_constant\) uniform VKPC \{ int data\d+_;", lib.source), lib.source
-  spirv_val(lib.spirv)
+    i = Variable("i", 1, 10)
+    ones = Tensor.ones(10, device=DEV).contiguous()
+    libs = kernels(lambda: (ones[: i.bind(5)] + 1).realize())
+    lib = [lib for lib in libs if lib.meta["nvars"]][-1]
+    assert re.search(r"layout\(push_constant\) uniform VKPC \{ int data\d+_;", lib.source), lib.source
+    spirv_val(lib.spirv)
 
 
 def test_views_variant_compiles():
-  from vkbackend.tinygrad.compiler import compile_variant
-  libs = kernels(lambda: (Tensor.ones(64, device=DEV).contiguous() * 3).realize())
-  lib = libs[-1]
-  spv = compile_variant(lib.source, views=True)
-  assert spv != lib.spirv
-  spirv_val(spv)
-  assert "vk_off0" in lib.source and "#if VK_VIEWS" in lib.source
+    from vkbackend.tinygrad.compiler import compile_variant
+
+    libs = kernels(lambda: (Tensor.ones(64, device=DEV).contiguous() * 3).realize())
+    lib = libs[-1]
+    spv = compile_variant(lib.source, views=True)
+    assert spv != lib.spirv
+    spirv_val(spv)
+    assert "vk_off0" in lib.source and "#if VK_VIEWS" in lib.source

@@ -4,6 +4,7 @@ The package's .pth file registers ``tinygrad.runtime.ops_vk`` at interpreter sta
 does it too (for a source checkout that was never installed).  vkbackend itself never imports tinygrad: only this
 subpackage does, and only on demand.  See docs/tinygrad.md.
 """
+
 from vkbackend.tinygrad._hook import install
 
 install()

@@ -12,12 +12,14 @@ touching tinygrad.  ``VK`` (or ``VK:0``) is ``vkbackend.devices()[0]``, ``VK:n``
   ``Device.launch_timed`` (GPU time, in seconds).
 * :class:`VKDevice`: ``synchronize`` is ``Device.sync``.
 """
+
 from __future__ import annotations
 
+import os
+import sys
 import threading
 
 from tinygrad.device import BufferSpec, Compiled, LRUAllocator, Program, TinyELF
-from tinygrad.helpers import suppress_finalizing
 
 from vkbackend.tinygrad.compiler import compile_variant, unpack_lib
 from vkbackend.tinygrad.renderer import DeviceCaps, VKRenderer, make_arch
@@ -34,183 +36,233 @@ _devices: list | None = None
 
 
 def vk_devices() -> list:
-  """``vkbackend.devices()``, opened once per process and shared by every ``VK:n``."""
-  global _devices
-  with _devices_lock:
-    if _devices is None:
-      import vkbackend  # noqa: PLC0415
-      _devices = list(vkbackend.devices())
-    return _devices
+    """``vkbackend.devices()``, opened once per process and shared by every ``VK:n``."""
+    global _devices
+    with _devices_lock:
+        if _devices is None:
+            import vkbackend  # noqa: PLC0415
+
+            _devices = list(vkbackend.devices())
+        return _devices
 
 
 def _nonempty(info, name: str) -> bool:
-  from vkbackend.dtypes import DType  # noqa: PLC0415
-  return bool(info.dtype_capabilities.get(DType[name]))
+    from vkbackend.dtypes import DType  # noqa: PLC0415
+
+    return bool(info.dtype_capabilities.get(DType[name]))
 
 
 def caps_from_info(info) -> DeviceCaps:
-  """What the renderer may use on a device, from its :class:`vkbackend.DeviceInfo`.
+    """What the renderer may use on a device, from its :class:`vkbackend.DeviceInfo`.
 
-  8- and 16-bit integers need both the storage feature (``dtype_capabilities``) and arithmetic (``shaderInt8`` /
-  ``shaderInt16``); tinygrad's bool is stored as one byte, so it rides on int8."""
-  feats = getattr(info, "features", None)
-  def feat(name: str) -> bool: return feats is None or name in feats
-  i64 = _nonempty(info, "int64")
-  return DeviceCaps(
-    f16=_nonempty(info, "float16"),
-    f64=_nonempty(info, "float64") and i64,
-    i8=_nonempty(info, "int8") and feat("shaderInt8"),
-    i16=_nonempty(info, "int16") and feat("shaderInt16"),
-    i64=i64,
-    global_max=tuple(int(x) for x in info.max_global_work_dims),
-    local_max=tuple(int(x) for x in info.max_local_work_dims),
-    local_threads=int(info.max_local_threads),
-    shared_max=int(info.local_mem_size),
-  )
+    8- and 16-bit integers need both the storage feature (``dtype_capabilities``) and arithmetic (``shaderInt8`` /
+    ``shaderInt16``); tinygrad's bool is stored as one byte, so it rides on int8."""
+    feats = getattr(info, "features", None)
+
+    def feat(name: str) -> bool:
+        return feats is None or name in feats
+
+    i64 = _nonempty(info, "int64")
+    return DeviceCaps(
+        f16=_nonempty(info, "float16"),
+        f64=_nonempty(info, "float64") and i64,
+        i8=_nonempty(info, "int8") and feat("shaderInt8"),
+        i16=_nonempty(info, "int16") and feat("shaderInt16"),
+        i64=i64,
+        global_max=tuple(int(x) for x in info.max_global_work_dims),
+        local_max=tuple(int(x) for x in info.max_local_work_dims),
+        local_threads=int(info.max_local_threads),
+        shared_max=int(info.local_mem_size),
+    )
 
 
 def max_kernel_buffers(info) -> int:
-  """Buffers one kernel may bind: storage-buffer bindings, and one push-constant word per binding for view offsets
-  (8 words are kept for the kernel's integer variables)."""
-  limit = int(getattr(info, "max_storage_buffers", 32) or 32)
-  pc_words = int(getattr(info, "max_push_constants_size", 128) or 128) // 4
-  return max(4, min(limit, pc_words - 8, 31))
+    """Buffers one kernel may bind: storage-buffer bindings, and one push-constant word per binding for view offsets
+    (8 words are kept for the kernel's integer variables)."""
+    limit = int(getattr(info, "max_storage_buffers", 32) or 32)
+    pc_words = int(getattr(info, "max_push_constants_size", 128) or 128) // 4
+    return max(4, min(limit, pc_words - 8, 31))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # buffers
 # ---------------------------------------------------------------------------------------------------------------------
 
+
 class VKBuffer:
-  """A tinygrad opaque buffer: a pool buffer id, and for views the byte offset into it the kernel must add."""
-  __slots__ = ("pool", "id", "base", "offset", "rem", "nbytes", "is_view", "__weakref__")
+    """A tinygrad opaque buffer: a pool buffer id, and for views the byte offset into it the kernel must add."""
 
-  def __init__(self, pool, buf_id: int, base: int, offset: int, rem: int, nbytes: int, is_view: bool):
-    self.pool, self.id, self.base, self.offset, self.rem, self.nbytes, self.is_view = pool, buf_id, base, offset, rem, nbytes, is_view
+    __slots__ = ("pool", "id", "base", "offset", "rem", "nbytes", "is_view", "__weakref__")
 
-  @suppress_finalizing
-  def __del__(self):
-    # views are never passed to _free by tinygrad: the pool view (which retains its parent) goes with the object
-    if self.is_view: self.pool.release(self.id)
+    def __init__(self, pool, buf_id: int, base: int, offset: int, rem: int, nbytes: int, is_view: bool):
+        self.pool, self.id, self.base, self.offset, self.rem, self.nbytes, self.is_view = (
+            pool,
+            buf_id,
+            base,
+            offset,
+            rem,
+            nbytes,
+            is_view,
+        )
 
-  def __repr__(self): return f"VKBuffer(id={self.id}, base={self.base}, offset={self.offset}, nbytes={self.nbytes})"
+    def __del__(self):
+        # views are never passed to _free by tinygrad: the pool view (which retains its parent) goes with the object
+        if not self.is_view:
+            return
+        try:
+            self.pool.release(self.id)
+        except Exception:
+            if not sys.is_finalizing():
+                raise  # at exit the device may already be closed
+
+    def __repr__(self):
+        return f"VKBuffer(id={self.id}, base={self.base}, offset={self.offset}, nbytes={self.nbytes})"
 
 
 class VKAllocator(LRUAllocator["VKDevice"]):
-  def __init__(self, dev: "VKDevice"):
-    super().__init__(dev)
-    self.pool = dev.vk.memory_pool
-    self.align = max(1, int(dev.vk.info.min_storage_buffer_offset_alignment))
+    def __init__(self, dev: "VKDevice"):
+        super().__init__(dev)
+        self.pool = dev.vk.memory_pool
+        self.align = max(1, int(dev.vk.info.min_storage_buffer_offset_alignment))
 
-  def _alloc(self, size: int, options: BufferSpec) -> VKBuffer:
-    from vkbackend.errors import BackendError, ErrorStatus  # noqa: PLC0415
-    try: buf_id = self.pool.allocate(size)
-    except BackendError as e:
-      if e.status is ErrorStatus.MemoryAllocation: raise MemoryError(str(e)) from e
-      raise
-    if options.zero: self.pool.host_to_pool(bytes(size), buf_id)
-    return VKBuffer(self.pool, buf_id, buf_id, 0, 0, size, False)
+    def _alloc(self, size: int, options: BufferSpec) -> VKBuffer:
+        from vkbackend.errors import BackendError, ErrorStatus  # noqa: PLC0415
 
-  def _free(self, opaque: VKBuffer, options: BufferSpec):
-    if not opaque.is_view: self.pool.release(opaque.id)
+        try:
+            buf_id = self.pool.allocate(size)
+        except BackendError as e:
+            if e.status is ErrorStatus.MemoryAllocation:
+                raise MemoryError(str(e)) from e
+            raise
+        if options.zero:
+            self.pool.host_to_pool(bytes(size), buf_id)
+        return VKBuffer(self.pool, buf_id, buf_id, 0, 0, size, False)
 
-  def _offset(self, buf: VKBuffer, size: int, offset: int) -> VKBuffer:
-    absolute = buf.offset + offset
-    aligned = absolute - absolute % self.align
-    rem = absolute - aligned
-    view_id = self.pool.view(buf.base, aligned, rem + size)
-    return VKBuffer(self.pool, view_id, buf.base, absolute, rem, size, True)
+    def _free(self, opaque: VKBuffer, options: BufferSpec):
+        if not opaque.is_view:
+            self.pool.release(opaque.id)
 
-  def _copyin(self, dest: VKBuffer, src: memoryview):
-    self.pool.host_to_pool(src, dest.id, dest.rem)
+    def _offset(self, buf: VKBuffer, size: int, offset: int) -> VKBuffer:
+        absolute = buf.offset + offset
+        aligned = absolute - absolute % self.align
+        rem = absolute - aligned
+        view_id = self.pool.view(buf.base, aligned, rem + size)
+        return VKBuffer(self.pool, view_id, buf.base, absolute, rem, size, True)
 
-  def _copyout(self, dest: memoryview, src: VKBuffer):
-    self.pool.pool_to_host(src.id, dest, src.rem)
+    def _copyin(self, dest: VKBuffer, src: memoryview):
+        self.pool.host_to_pool(src, dest.id, dest.rem)
 
-  def _transfer(self, dest: VKBuffer, src: VKBuffer, sz: int, src_dev: "VKDevice", dest_dev: "VKDevice"):
-    if dest.rem == 0 and src.rem == 0 and dest.nbytes == src.nbytes == sz:
-      dest_dev.allocator.pool.pool_to_pool(src_dev.allocator.pool, src.id, dest.id)
-    else:  # a view at an unaligned offset: through the host
-      tmp = memoryview(bytearray(sz))
-      src_dev.allocator._copyout(tmp, src)
-      dest_dev.allocator._copyin(dest, tmp)
+    def _copyout(self, dest: memoryview, src: VKBuffer):
+        self.pool.pool_to_host(src.id, dest, src.rem)
+
+    def _transfer(self, dest: VKBuffer, src: VKBuffer, sz: int, src_dev: "VKDevice", dest_dev: "VKDevice"):
+        if dest.rem == 0 and src.rem == 0 and dest.nbytes == src.nbytes == sz:
+            dest_dev.allocator.pool.pool_to_pool(src_dev.allocator.pool, src.id, dest.id)
+        else:  # a view at an unaligned offset: through the host
+            tmp = memoryview(bytearray(sz))
+            src_dev.allocator._copyout(tmp, src)
+            dest_dev.allocator._copyin(dest, tmp)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # programs
 # ---------------------------------------------------------------------------------------------------------------------
 
+
 class VKProgram(Program["VKDevice"]):
-  def __init__(self, dev: "VKDevice", obj: TinyELF):
-    self.dev, self.name = dev, obj.name
-    self.lib = unpack_lib(obj.lib)
-    meta = self.lib.meta
-    self.local = tuple(meta["local"])
-    self.uses_gid = bool(meta["gid"])
-    self.sizes = [tuple(b["sizes"]) for b in meta["bindings"]]
-    self.prog = dev.vk.compile(self.lib.spirv)
-    self.prog_views: int | None = None
+    def __init__(self, dev: "VKDevice", obj: TinyELF):
+        self.dev, self.name = dev, obj.name
+        self.lib = unpack_lib(obj.lib)
+        meta = self.lib.meta
+        self.local = tuple(meta["local"])
+        self.uses_gid = bool(meta["gid"])
+        self.sizes = [tuple(b["sizes"]) for b in meta["bindings"]]
+        self.prog = dev.vk.compile(self.lib.spirv)
+        self.prog_views: int | None = None
 
-  def _views_prog(self) -> int:
-    if self.prog_views is None: self.prog_views = self.dev.vk.compile(compile_variant(self.lib.source, views=True))
-    return self.prog_views
+    def _views_prog(self) -> int:
+        if self.prog_views is None:
+            self.prog_views = self.dev.vk.compile(compile_variant(self.lib.source, views=True))
+        return self.prog_views
 
-  def __call__(self, *bufs: VKBuffer, global_size: tuple = (1, 1, 1), local_size: tuple | None = (1, 1, 1), vals: tuple = (),
-               wait: bool = False, **kw) -> float | None:
-    gs = list(global_size) + [1] * (3 - len(global_size))
-    if self.uses_gid:
-      # kernels on global ids are compiled with a local size of 1: tinygrad's (global, local) split is only a total
-      ls = list(local_size or (1, 1, 1)) + [1] * (3 - len(local_size or ()))
-      grid = [max(0, round(g * l)) for g, l in zip(gs, ls)]
-    else:
-      grid = [int(g) for g in gs]
-    if min(grid) <= 0: return 0.0 if wait else None
-    ids = [b.id for b in bufs]
-    scalars = list(vals)
-    prog = self.prog
-    if any(b.rem for b in bufs):
-      for b, sizes in zip(bufs, self.sizes):
-        if any(b.rem % s for s in sizes):
-          raise RuntimeError(f"{self.name}: a view at byte offset {b.offset} is not aligned to its element size {max(sizes)}")
-      prog = self._views_prog()
-      scalars += [b.rem for b in bufs]
-    if wait: return self.dev.vk.launch_timed(prog, ids, scalars, grid) * 1e-9
-    self.dev.vk.launch(prog, ids, scalars, grid)
-    return None
+    def __call__(
+        self,
+        *bufs: VKBuffer,
+        global_size: tuple = (1, 1, 1),
+        local_size: tuple | None = (1, 1, 1),
+        vals: tuple = (),
+        wait: bool = False,
+        **kw,
+    ) -> float | None:
+        gs = list(global_size) + [1] * (3 - len(global_size))
+        if self.uses_gid:
+            # kernels on global ids are compiled with a local size of 1: tinygrad's (global, local) split is only a total
+            ls = list(local_size or (1, 1, 1)) + [1] * (3 - len(local_size or ()))
+            grid = [max(0, round(g * l)) for g, l in zip(gs, ls)]
+        else:
+            grid = [int(g) for g in gs]
+        if min(grid) <= 0:
+            return 0.0 if wait else None
+        ids = [b.id for b in bufs]
+        scalars = list(vals)
+        prog = self.prog
+        if any(b.rem for b in bufs):
+            for b, sizes in zip(bufs, self.sizes):
+                if any(b.rem % s for s in sizes):
+                    raise RuntimeError(
+                        f"{self.name}: a view at byte offset {b.offset} is not aligned to its element size {max(sizes)}"
+                    )
+            prog = self._views_prog()
+            scalars += [b.rem for b in bufs]
+        if wait:
+            return self.dev.vk.launch_timed(prog, ids, scalars, grid) * 1e-9
+        self.dev.vk.launch(prog, ids, scalars, grid)
+        return None
 
-  @suppress_finalizing
-  def __del__(self):
-    release = getattr(self.dev.vk, "release_program", None)
-    if release is None: return
-    for p in (getattr(self, "prog", None), getattr(self, "prog_views", None)):
-      if p is not None: release(p)
+    def __del__(self):
+        for p in (getattr(self, "prog", None), getattr(self, "prog_views", None)):
+            if p is None:
+                continue
+            try:
+                self.dev.vk.release_program(p)
+            except Exception:
+                if not sys.is_finalizing():
+                    raise  # at exit the device may already be closed
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # the device
 # ---------------------------------------------------------------------------------------------------------------------
 
+
 class VKDevice(Compiled):
-  def __init__(self, device: str):
-    idx = int(device.split(":")[1]) if ":" in device else 0
-    devs = vk_devices()
-    if not devs: raise RuntimeError("vkbackend found no Vulkan device (is a driver such as mesa-vulkan-drivers installed?)")
-    if idx >= len(devs):
-      raise RuntimeError(f"{device}: vkbackend has {len(devs)} Vulkan device(s): {[d.info.name for d in devs]}")
-    self.vk = devs[idx]
-    info = self.vk.info
-    caps = caps_from_info(info)
-    if not caps.i8:
-      raise RuntimeError(f"{info.name}: tinygrad on Vulkan needs 8-bit storage and shaderInt8 (tinygrad's bool is one byte)")
-    # tinygrad splits kernels that would bind more buffers than this (keyed by device name, read at schedule time)
-    from tinygrad.schedule.rangeify import DEVICE_MAX_BUFS  # noqa: PLC0415
-    DEVICE_MAX_BUFS["VK"] = min(DEVICE_MAX_BUFS.get("VK", 1 << 30), max_kernel_buffers(info))
-    super().__init__(device, VKAllocator(self), [VKRenderer], VKProgram, arch=make_arch(caps))
+    def __init__(self, device: str):
+        idx = int(device.split(":")[1]) if ":" in device else 0
+        devs = vk_devices()
+        if not devs:
+            raise RuntimeError("vkbackend found no Vulkan device (is a driver such as mesa-vulkan-drivers installed?)")
+        if idx >= len(devs) and os.environ.get("VKBACKEND_TINYGRAD_VIRTUAL", "1") == "0":
+            raise RuntimeError(f"{device}: vkbackend has {len(devs)} Vulkan device(s): {[d.info.name for d in devs]}")
+        # like tinygrad's CPU:n, VK:n past the last GPU is another tinygrad device on GPU n % count (own buffers, shared queue)
+        self.vk = devs[idx % len(devs)]
+        info = self.vk.info
+        caps = caps_from_info(info)
+        if not caps.i8:
+            raise RuntimeError(
+                f"{info.name}: tinygrad on Vulkan needs 8-bit storage and shaderInt8 (tinygrad's bool is one byte)"
+            )
+        # tinygrad splits kernels that would bind more buffers than this (keyed by device name, read at schedule time)
+        from tinygrad.schedule.rangeify import DEVICE_MAX_BUFS  # noqa: PLC0415
 
-  def synchronize(self): self.vk.sync()
+        DEVICE_MAX_BUFS["VK"] = min(DEVICE_MAX_BUFS.get("VK", 1 << 30), max_kernel_buffers(info))
+        super().__init__(device, VKAllocator(self), [VKRenderer], VKProgram, arch=make_arch(caps))
 
-  def finalize(self):
-    # vkbackend closes its devices at interpreter exit; waiting here makes tinygrad's atexit order harmless
-    try: self.vk.sync()
-    except Exception: pass  # noqa: BLE001 - nothing to report to at exit
+    def synchronize(self):
+        self.vk.sync()
 
+    def finalize(self):
+        # vkbackend closes its devices at interpreter exit; waiting here makes tinygrad's atexit order harmless
+        try:
+            self.vk.sync()
+        except Exception:
+            pass  # noqa: BLE001 - nothing to report to at exit

@@ -1,0 +1,332 @@
+"""tinygrad tensors on ``DEV=VK`` compared with numpy: elementwise, reductions, matmul, casts, views, transfers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tinygrad import Device, Tensor, TinyJit, Variable, dtypes, nn
+from tinygrad.helpers import Context
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _on_vk(vk_device):
+    with Context(DEV="VK"):
+        yield
+
+
+def rand(*shape, dtype=np.float32, lo=-2.0, hi=2.0):
+    return RNG.uniform(lo, hi, size=shape).astype(dtype)
+
+
+def supports(dt) -> bool:
+    return dt in Device["VK"].renderer.supported_dtypes()
+
+
+# ----- elementwise -------------------------------------------------------------------------------------------------
+
+UNARY = {
+    "neg": (lambda t: -t, lambda a: -a, rand(257)),
+    "relu": (lambda t: t.relu(), lambda a: np.maximum(a, 0), rand(257)),
+    "exp": (lambda t: t.exp(), np.exp, rand(257)),
+    "log": (lambda t: t.log(), np.log, rand(257, lo=0.01, hi=100)),
+    "sqrt": (lambda t: t.sqrt(), np.sqrt, rand(257, lo=0, hi=100)),
+    "sin": (lambda t: t.sin(), np.sin, rand(257, lo=-10, hi=10)),
+    "reciprocal": (lambda t: t.reciprocal(), lambda a: 1 / a, rand(257, lo=0.5, hi=3)),
+    "sigmoid": (lambda t: t.sigmoid(), lambda a: 1 / (1 + np.exp(-a)), rand(257)),
+    "trunc": (lambda t: t.trunc(), np.trunc, rand(257, lo=-20, hi=20)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary(name):
+    fn, ref, a = UNARY[name]
+    np.testing.assert_allclose(fn(Tensor(a)).numpy(), ref(a), rtol=1e-5, atol=1e-5)
+
+
+def test_binary_and_where():
+    a, b = rand(33, 65), rand(33, 65)
+    ta, tb = Tensor(a), Tensor(b)
+    np.testing.assert_allclose((ta + tb).numpy(), a + b, rtol=1e-6)
+    np.testing.assert_allclose((ta * tb - ta).numpy(), a * b - a, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose((ta / (tb.abs() + 1)).numpy(), a / (np.abs(b) + 1), rtol=1e-5)
+    np.testing.assert_allclose(ta.maximum(tb).numpy(), np.maximum(a, b))
+    np.testing.assert_allclose((ta < tb).where(ta, tb * 2).numpy(), np.where(a < b, a, b * 2))
+    np.testing.assert_allclose((ta + 1.5).numpy(), a + 1.5, rtol=1e-6)
+
+
+def test_special_values():
+    v = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, 2.0], dtype=np.float32)
+    t = Tensor(v)
+    with np.errstate(all="ignore"):
+        np.testing.assert_equal((t != t).numpy(), np.isnan(v))
+        np.testing.assert_allclose(t.exp2().numpy(), np.exp2(v))
+        np.testing.assert_allclose(t.sqrt().numpy(), np.sqrt(v))
+        np.testing.assert_allclose(t.reciprocal().numpy(), 1 / v)
+        np.testing.assert_allclose(t.log2().numpy()[[0, 1, 2, 3, 4, 5]], np.log2(v)[[0, 1, 2, 3, 4, 5]])
+
+
+@pytest.mark.parametrize(
+    "dt",
+    [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64],
+)
+def test_integer_ops(dt):
+    if not supports(dt):
+        pytest.skip(f"{dt} is not supported by this device")
+    npdt = np.dtype(dt.fmt)
+    info = np.iinfo(npdt)
+    lo, hi = max(info.min, -100), min(info.max, 100)
+    a = RNG.integers(lo, hi, size=129).astype(npdt)
+    b = RNG.integers(1, min(hi, 13), size=129).astype(npdt)
+    if info.min < 0:
+        b = np.where(RNG.random(129) < 0.5, -b, b).astype(npdt)
+    ta, tb = Tensor(a), Tensor(b)
+    np.testing.assert_equal((ta + tb).numpy(), a + b)
+    np.testing.assert_equal((ta * tb).numpy(), a * b)
+    np.testing.assert_equal((ta // tb).numpy(), a // b)  # floor division, like Python and numpy
+    np.testing.assert_equal((ta % tb).numpy(), a % b)  # the trap: glslang's OpSMod has the divisor's sign
+    np.testing.assert_equal((ta & tb).numpy(), a & b)
+    np.testing.assert_equal((ta ^ tb).numpy(), a ^ b)
+    np.testing.assert_equal((ta < tb).numpy(), a < b)
+    np.testing.assert_equal(ta.maximum(tb).numpy(), np.maximum(a, b))
+
+
+def test_bool_ops():
+    a, b = RNG.random(77) < 0.5, RNG.random(77) < 0.5
+    ta, tb = Tensor(a), Tensor(b)
+    np.testing.assert_equal((ta & tb).numpy(), a & b)
+    np.testing.assert_equal((ta | tb).numpy(), a | b)
+    np.testing.assert_equal((ta ^ tb).numpy(), a ^ b)
+    np.testing.assert_equal(ta.logical_not().numpy(), ~a)
+    np.testing.assert_equal((ta < tb).numpy(), a < b)
+    np.testing.assert_equal(ta.where(1, 2).numpy(), np.where(a, 1, 2))
+
+
+def test_float64():
+    if not supports(dtypes.float64):
+        pytest.skip("float64 is not supported by this device")
+    a = rand(100, dtype=np.float64, lo=0.1, hi=3)
+    t = Tensor(a)
+    np.testing.assert_allclose((t * 0.1 + 1e-12).numpy(), a * 0.1 + 1e-12, rtol=1e-15)
+    np.testing.assert_allclose(t.exp().numpy(), np.exp(a), rtol=1e-12)  # software exp2 in double
+    np.testing.assert_allclose(t.log().numpy(), np.log(a), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(t.sin().numpy(), np.sin(a), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(t.sqrt().numpy(), np.sqrt(a), rtol=1e-15)
+
+
+def test_float16():
+    if not supports(dtypes.float16):
+        pytest.skip("float16 is not supported by this device")
+    a, b = rand(64, 32, dtype=np.float16), rand(32, 16, dtype=np.float16)
+    np.testing.assert_allclose(
+        (Tensor(a) @ Tensor(b)).numpy(), a.astype(np.float32) @ b.astype(np.float32), rtol=2e-2, atol=2e-2
+    )
+    np.testing.assert_allclose(Tensor(a).exp().numpy(), np.exp(a.astype(np.float32)).astype(np.float16), rtol=2e-3)
+
+
+# ----- reductions and matmul ---------------------------------------------------------------------------------------
+
+
+def test_reductions():
+    a = rand(37, 129)
+    t = Tensor(a)
+    np.testing.assert_allclose(t.sum().numpy(), a.sum(), rtol=1e-5)
+    np.testing.assert_allclose(t.sum(axis=0).numpy(), a.sum(axis=0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(t.sum(axis=1).numpy(), a.sum(axis=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(t.max(axis=1).numpy(), a.max(axis=1))
+    np.testing.assert_allclose(t.min().numpy(), a.min())
+    np.testing.assert_allclose(t.mean(axis=0).numpy(), a.mean(axis=0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_equal(t.argmax(axis=1).numpy(), a.argmax(axis=1))
+    np.testing.assert_allclose(
+        t.softmax(axis=1).numpy(), np.exp(a) / np.exp(a).sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_big_reduction():
+    a = rand(1 << 18, lo=0, hi=1)
+    np.testing.assert_allclose(Tensor(a).sum().numpy(), a.astype(np.float64).sum(), rtol=1e-4)
+    np.testing.assert_equal(Tensor.ones(100_000, dtype=dtypes.int32).sum().item(), 100_000)
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 64), (33, 17, 65), (1, 256, 128), (128, 1, 3)])
+def test_matmul(shape):
+    m, k, n = shape
+    a, b = rand(m, k), rand(k, n)
+    np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_batched_matmul_and_conv():
+    a, b = rand(4, 16, 24), rand(4, 24, 8)
+    np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    x, w = rand(2, 3, 12, 12), rand(5, 3, 3, 3)
+    out = Tensor(x).conv2d(Tensor(w)).numpy()
+    ref = np.zeros((2, 5, 10, 10), np.float32)
+    for i in range(10):
+        for j in range(10):
+            ref[:, :, i, j] = np.einsum("bchw,ochw->bo", x[:, :, i : i + 3, j : j + 3], w)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+# ----- casts -------------------------------------------------------------------------------------------------------
+
+ALL = [
+    dtypes.bool,
+    dtypes.int8,
+    dtypes.uint8,
+    dtypes.int16,
+    dtypes.uint16,
+    dtypes.int32,
+    dtypes.uint32,
+    dtypes.int64,
+    dtypes.uint64,
+    dtypes.float16,
+    dtypes.float32,
+    dtypes.float64,
+]
+
+
+@pytest.mark.parametrize("src", ALL, ids=str)
+@pytest.mark.parametrize("dst", ALL, ids=str)
+def test_cast(src, dst):
+    if not (supports(src) and supports(dst)):
+        pytest.skip(f"{src} or {dst} is not supported by this device")
+    # values every type holds exactly, so numpy's astype is the reference whatever the pair
+    vals = np.array([0, 1, 2, 3, 7, 42, 100, 127], dtype=np.float64)
+    if src != dtypes.bool and dtypes.is_float(src) and dtypes.is_int(dst):
+        vals = vals + 0.75  # truncation toward zero
+    if (
+        src in (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.float16, dtypes.float32, dtypes.float64)
+        and dst not in dtypes.uints
+        and dst != dtypes.bool
+    ):
+        vals = np.concatenate([vals, -vals])
+    a = vals.astype(src.fmt)
+    np.testing.assert_equal(Tensor(a).cast(dst).numpy(), a.astype(dst.fmt))
+
+
+def test_bitcast():
+    a = rand(64)
+    np.testing.assert_equal(Tensor(a).bitcast(dtypes.uint32).numpy(), a.view(np.uint32))
+    np.testing.assert_equal(Tensor(a.view(np.int32)).bitcast(dtypes.float32).numpy(), a)
+    if supports(dtypes.float16):
+        h = a.astype(np.float16)
+        np.testing.assert_equal(Tensor(h).bitcast(dtypes.int16).numpy(), h.view(np.int16))
+
+
+# ----- views, slices, copies ----------------------------------------------------------------------------------------
+
+
+def test_slices_and_views():
+    a = np.arange(100, dtype=np.float32)
+    t = Tensor(a).realize()
+    for lo, hi in ((0, 10), (3, 7), (1, 100), (17, 31), (64, 65)):
+        np.testing.assert_equal(t[lo:hi].numpy(), a[lo:hi])  # a buffer view at byte offset 4*lo
+        np.testing.assert_equal((t[lo:hi] * 2 + 1).numpy(), a[lo:hi] * 2 + 1)  # a kernel reading the view
+    np.testing.assert_equal(t[::3].numpy(), a[::3])
+    np.testing.assert_equal(t.reshape(10, 10)[2:5, 3:8].numpy(), a.reshape(10, 10)[2:5, 3:8])
+    np.testing.assert_equal(t.reshape(10, 10).T.contiguous().numpy(), a.reshape(10, 10).T)
+
+
+def test_unaligned_byte_views():
+    a = np.arange(64, dtype=np.uint8)
+    t = Tensor(a).realize()
+    for lo in (1, 3, 5, 13):
+        np.testing.assert_equal(t[lo : lo + 9].numpy(), a[lo : lo + 9])
+        np.testing.assert_equal((t[lo : lo + 9] + 1).numpy(), a[lo : lo + 9] + 1)
+
+
+def test_write_into_view():
+    t = Tensor.zeros(16).contiguous().realize()
+    t[3:9] = Tensor.arange(6).float()
+    ref = np.zeros(16, np.float32)
+    ref[3:9] = np.arange(6)
+    np.testing.assert_equal(t.numpy(), ref)
+
+
+def test_to_and_from_cpu():
+    a = rand(1000)
+    t = Tensor(a, device="CPU").to("VK")
+    assert t.device == "VK"
+    back = (t * 3).to("CPU")
+    assert back.device == "CPU"
+    np.testing.assert_allclose(back.numpy(), a * 3, rtol=1e-6)
+    np.testing.assert_equal(Tensor(a).to("CPU").numpy(), a)
+
+
+def test_between_two_vk_devices(vk_devices_count):
+    # with one GPU, VK:1 is a second tinygrad device on the same GPU (like tinygrad's CPU:1): the copy path is the same
+    a = rand(4096)
+    t1 = Tensor(a, device="VK:0").to("VK:1")
+    assert t1.device == "VK:1"
+    np.testing.assert_allclose((t1 + 1).to("VK:0").numpy(), a + 1, rtol=1e-6)
+
+
+# ----- tinygrad features --------------------------------------------------------------------------------------------
+
+
+def test_symbolic_variable():
+    i = Variable("i", 1, 10)
+    t = Tensor.arange(10).float().contiguous().realize()
+    for n in (2, 5, 10):
+        np.testing.assert_equal((t[: i.bind(n)] + 1).contiguous()[:n].numpy(), np.arange(n) + 1)
+        assert (t[: i.bind(n)]).sum().item() == sum(range(n))
+
+
+def test_jit():
+    @TinyJit
+    def f(x: Tensor, y: Tensor) -> Tensor:
+        return (x * y + 1).realize()
+
+    for _ in range(4):
+        a, b = rand(256), rand(256)
+        np.testing.assert_allclose(f(Tensor(a), Tensor(b)).numpy(), a * b + 1, rtol=1e-6)
+
+
+def test_rand_and_arange():
+    r = Tensor.rand(10000).numpy()
+    assert 0 <= r.min() and r.max() < 1 and abs(r.mean() - 0.5) < 0.02
+    np.testing.assert_equal(Tensor.arange(1000).numpy(), np.arange(1000))
+
+
+def test_beam_search_times_kernels():
+    # BEAM times candidate kernels with wait=True, which is Device.launch_timed (GPU seconds)
+    a, b = rand(1024), rand(1024)
+    with Context(BEAM=1, IGNORE_BEAM_CACHE=1):
+        np.testing.assert_allclose((Tensor(a) + Tensor(b)).numpy(), a + b, rtol=1e-6)
+
+
+def test_training_step_loss_falls():
+    Tensor.manual_seed(0)
+    x = Tensor(rand(64, 8))
+    y = Tensor((RNG.random(64) * 3).astype(np.int32))
+    l1, l2 = nn.Linear(8, 32), nn.Linear(32, 3)
+    opt = nn.optim.Adam(nn.state.get_parameters([l1, l2]), lr=0.05)
+    losses = []
+    with Context(TRAINING=1):
+        for _ in range(20):
+            opt.zero_grad()
+            loss = l2(l1(x).relu()).sparse_categorical_crossentropy(y).backward()
+            opt.step()
+            losses.append(loss.item())
+    assert losses[-1] < losses[0] * 0.7, losses
+
+
+def test_pointer_bitcast_view():
+    # a kernel reading a uint32 buffer through a uint64 view that starts at element 1 (byte 4): GLSL has no pointer
+    # casts, so the renderer composes the load from the buffer's own elements
+    from tinygrad.device import Buffer
+    from tinygrad.engine.realize import run_linear
+    from tinygrad.uop.ops import KernelInfo, Ops, UOp, buffers
+
+    val = 0x1122334455667788
+    src, out = UOp.param(0, dtypes.uint32, (4,)), UOp.param(1, dtypes.uint64, (1,))
+    ibuf = Buffer("VK", 4, dtypes.uint32, initial_value=np.array([0, 0x55667788, 0x11223344, 0], np.uint32).tobytes())
+    obuf = Buffer("VK", 1, dtypes.uint64).allocate()
+    buf_uops = [UOp.new_buffer(b.device, b.size, b.dtype) for b in (ibuf, obuf)]
+    for u, b in zip(buf_uops, (ibuf, obuf)):
+        buffers[u] = b
+    store = out.index(0).store(src.shrink(((1, 3),)).bitcast(dtypes.uint64).index(0))
+    run_linear(UOp(Ops.LINEAR, src=(UOp.sink(store, arg=KernelInfo()).call(*buf_uops),)))
+    assert np.frombuffer(obuf.as_memoryview(), dtype=np.uint64)[0] == val

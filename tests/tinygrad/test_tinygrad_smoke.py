@@ -1,0 +1,41 @@
+"""tinygrad's own smoke suite, test/test_tiny.py from the tinygrad 0.14.0 sdist, run with DEV=VK on vkbackend."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tinygrad", reason="tinygrad==0.14.0 not installed (pip install .[tinygrad])")
+SDIST_CACHE = Path(os.environ.get("VKBACKEND_TEST_DOWNLOADS", Path.home() / ".cache" / "vkbackend-tests"))
+
+
+def tinygrad_sdist() -> Path:
+    """The tinygrad 0.14.0 sdist (it has test/test_tiny.py; the wheel does not), downloaded once from PyPI."""
+    found = sorted(SDIST_CACHE.glob("tinygrad-0.14.0.tar.gz"))
+    if found:
+        return found[0]
+    SDIST_CACHE.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
+                    "tinygrad==0.14.0", "-d", str(SDIST_CACHE)], check=True, timeout=300)
+    return SDIST_CACHE / "tinygrad-0.14.0.tar.gz"
+
+
+def test_tinygrad_test_tiny_passes_on_vk(device, tmp_path):
+    if not shutil.which("clang"):
+        pytest.skip("tinygrad's CPU device needs clang (apt-get install clang)")
+    with tarfile.open(tinygrad_sdist()) as sdist:
+        member = sdist.getmember("tinygrad-0.14.0/test/test_tiny.py")
+        (tmp_path / "test_tiny.py").write_bytes(sdist.extractfile(member).read())
+    env = {**os.environ, "DEV": "VK"}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "vkbackend.tinygrad.testing_skips",
+                             "-p", "no:cacheprovider", "test_tiny.py"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=900)
+    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else result.stderr[-2000:]
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in summary and "failed" not in summary, summary
+    print(f"tinygrad test/test_tiny.py on DEV=VK: {summary}")
