@@ -297,7 +297,7 @@ class MemoryPool:
         if worker is None or not self._deferred:
             return False
         try:
-            worker.call(worker.submitter.drain, self.ctx.sync_timeout_ns)
+            worker.drain()
         except BackendError:
             return False
         return True

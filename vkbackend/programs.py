@@ -34,7 +34,7 @@ class Program:
         self.id = prog_id
         self.key = key
         self.info = info
-        self.name = f"{info.entry_point}#{prog_id}[{key[:4].hex()}]"
+        self.name = f"{info.entry_point}#{prog_id}[{key[:8].decode()}]"
         self.n_buffers = len(info.buffers)
         self.n_scalars = len(info.push_constants)
         self.record = struct.Struct(RECORD_HEADER + "I" * self.n_buffers + push_format(info))
@@ -165,7 +165,8 @@ class ProgramCache:
         if not isinstance(spirv, (bytes, bytearray, memoryview)):
             raise BackendError(ErrorStatus.InvalidArgument, f"compile needs SPIR-V bytes, got {type(spirv).__name__}")
         spirv = bytes(spirv)
-        key = hashlib.sha256(spirv + b"\0" + entry_point.encode()).digest()
+        digest = hashlib.sha256(spirv).hexdigest()
+        key = (digest + "\0" + entry_point).encode()
         with self._lock:
             prog = self._by_key.get(key)
             if prog is not None:
@@ -173,7 +174,7 @@ class ProgramCache:
                 return prog.id
         info = reflect(spirv, entry_point, require_code=True)  # truncated modules never reach the driver
         self._check_limits(info)
-        self._validate(spirv)
+        self._validate(spirv, digest)
         with self._create_lock:  # one creation at a time, so threads compiling the same SPIR-V share one program
             with self._lock:
                 prog = self._by_key.get(key)
@@ -188,12 +189,11 @@ class ProgramCache:
                 self._all[prog.id] = prog
         return prog.id
 
-    def _validate(self, spirv: bytes) -> None:
+    def _validate(self, spirv: bytes, digest: str) -> None:
         """spirv-val every module once: invalid SPIR-V can crash a driver. Modules that passed are remembered on disk
         (by hash, beside the pipeline caches), so a warm start validates nothing. VKBACKEND_SPIRV_VALIDATE=0 skips it."""
         if os.environ.get("VKBACKEND_SPIRV_VALIDATE", "1") == "0":
             return
-        digest = hashlib.sha256(spirv).hexdigest()
         if digest in self._validated:
             return
         validate(spirv)

@@ -20,6 +20,7 @@ log = logging.getLogger("vkbackend")
 
 _COPY, _DEFER, _CALL, _FLUSH, _STOP = range(5)
 MIN_QUEUED_WINDOW = 256       # launches worth a submit while another batch runs
+MAX_EARLY_IN_FLIGHT = 2       # an early submit (before the GPU is idle) queues at most this many batches
 BUSY_POLL_NS = 200_000        # while the GPU runs and callers feed us: how long one fence wait may block
 FREE_FLUSH_BYTES = 64 << 20   # released memory a window may hold back before it is submitted
 IDLE_WAIT_NS = 1_000_000      # nothing queued but batches in flight: the longest a new item waits for us
@@ -96,7 +97,7 @@ class Worker:
 
     def sync(self) -> None:
         """A sync point: wait for every queued launch and copy, then raise the first asynchronous error."""
-        self.call(self._drain)
+        self.drain()
         if log.isEnabledFor(logging.DEBUG) and validation_enabled():
             from .discovery import validation_messages  # only with VKBACKEND_DEBUG=1 and VKBACKEND_VALIDATION=1
             messages = validation_messages()
@@ -112,8 +113,9 @@ class Worker:
             self.thread.join()
 
     # ----- the thread ---------------------------------------------------------------------------------------------
-    def _drain(self) -> None:
-        self.submitter.drain(self.ctx.sync_timeout_ns)
+    def drain(self) -> None:
+        """Submit everything queued and wait for the GPU to finish it, within the sync deadline (no error check)."""
+        self.call(self.submitter.drain, self.ctx.sync_timeout_ns)
 
     def _run(self) -> None:
         q, sub = self.queue, self.submitter
@@ -144,7 +146,7 @@ class Worker:
                     # Submit at once when the GPU is idle (a lone launch starts now); while it is busy, keep one more
                     # batch queued behind the running one once the window is worth a submit, so the GPU never waits
                     # for us to notice its fence and record the next window.
-                    if not sub.in_flight or (len(sub.in_flight) < 2 and len(window) >= MIN_QUEUED_WINDOW):
+                    if not sub.in_flight or (len(sub.in_flight) < MAX_EARLY_IN_FLIGHT and len(window) >= MIN_QUEUED_WINDOW):
                         sub.flush()
                         window = sub.window
                     else:
@@ -182,7 +184,7 @@ class Worker:
             if sub.window or sub.window_callbacks:
                 sub.window_callbacks.append(fn)
                 sub.window_free_bytes += nbytes
-                if sub.window_free_bytes >= FREE_FLUSH_BYTES and len(sub.in_flight) < 2:
+                if sub.window_free_bytes >= FREE_FLUSH_BYTES and len(sub.in_flight) < MAX_EARLY_IN_FLIGHT:
                     sub.flush()
             elif sub.in_flight:
                 sub.in_flight[-1].callbacks.append(fn)
