@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent
 DECL = ROOT / "vkbackend" / "decl"
 CSRC = ROOT / "vkbackend" / "csrc"
 DECL_ORDER = ["base.h", "instance.h", "device.h", "memory.h", "pipeline.h", "command.h", "sync.h", "debug.h", "helpers.h"]
-CSRC_ORDER = ["loader.c", "debug.c", "copy.c", "slots.c", "recorder.c"]
+CSRC_ORDER = ["loader.c", "debug.c", "copy.c", "fence.c", "slots.c", "recorder.c"]
 GLOBAL_FUNCTIONS = {"vkCreateInstance", "vkEnumerateInstanceVersion", "vkEnumerateInstanceExtensionProperties",
                     "vkEnumerateInstanceLayerProperties"}
 FUNCTION = re.compile(r"^(VkResult|void)\s+(vk[A-Za-z0-9]+)\s*\(([^;]*)\)\s*;", re.M)

@@ -253,42 +253,34 @@ def test_failed_submit_keeps_released_buffers_until_the_gpu_is_done():
 
 
 # ----- waiting: deadlines and timeouts --------------------------------------------------------------------------
-def test_injected_wait_timeout_is_kernel_sync(device, pool, progs):
-    """A VK_TIMEOUT from the wait a sync point makes means the deadline passed: BackendError(KernelSync), at once."""
+def test_a_wait_that_finds_the_fence_not_ready_keeps_waiting(device, pool, progs):
+    """Fences are polled (csrc/fence.c), so a VK_TIMEOUT from vkWaitForFences means "not yet", not "too late": the
+    wait goes on and the launch's result is right. The deadline itself is tested with a real long kernel below."""
     buf = pool.allocate(N * 4)
     x = np.arange(N, dtype=np.uint32)
     pool.host_to_pool(x, buf)
     device.sync()
     testing.inject("vkWaitForFences", "VK_TIMEOUT")
-    started = time.monotonic()
-    with pytest.raises(BackendError) as info:
-        device.launch_timed(progs["affine"], [buf], [N, 3, 0], groups(N))
-    assert info.value.status is ErrorStatus.KernelSync
-    assert time.monotonic() - started < 5
-    device.sync()  # the launch was submitted and completes; nothing is lost
+    assert device.launch_timed(progs["affine"], [buf], [N, 3, 0], groups(N)) > 0
+    assert not testing.pending()   # the injected result was seen
     np.testing.assert_array_equal(read(pool, buf), x * 3)
     pool.release(buf)
 
 
 def test_injected_wait_timeouts_never_hang_or_lose_launches(device, pool, progs):
-    """Wherever a VK_TIMEOUT lands (a poll of the worker, or a sync point's wait), nothing blocks and every launch
-    runs exactly once."""
+    """Wherever a VK_TIMEOUT lands (a poll of the worker, or a sync point's wait), nothing blocks, nothing fails and
+    every launch runs exactly once."""
     buf = pool.allocate(N * 4)
     x = np.arange(N, dtype=np.uint32)
     pool.host_to_pool(x, buf)
     device.sync()
-    expect, statuses = x.copy(), set()
+    expect = x.copy()
     for round_ in range(20):
         testing.inject("vkWaitForFences", "VK_TIMEOUT", after=round_ % 3)
         for _ in range(10):
             device.launch(progs["affine"], [buf], [N, 1, 3], groups(N))
             expect = expect + np.uint32(3)
-        try:
-            device.sync()
-            statuses.add("ok")
-        except BackendError as error:
-            assert error.status is ErrorStatus.KernelSync
-            statuses.add("KernelSync")
+        device.sync()
     testing.clear()
     device.sync()
     np.testing.assert_array_equal(read(pool, buf), expect)

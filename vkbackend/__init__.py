@@ -13,9 +13,10 @@ from .discovery import DeviceInfo, MemoryHeap
 from .dtypes import DType
 from .errors import BackendError, ErrorStatus
 from .glsl import compile_glsl
+from .graph import LaunchGraph
 from .memory import MemoryPool
 from .spirv import BufferBinding, ProgramInfo, PushMember
 
-__all__ = ["BackendError", "BufferBinding", "DType", "Device", "DeviceInfo", "ErrorStatus", "GridArg", "MemoryHeap",
-           "MemoryPool", "ProgramInfo", "PushMember", "VulkanConfig", "compile_glsl", "devices"]
+__all__ = ["BackendError", "BufferBinding", "DType", "Device", "DeviceInfo", "ErrorStatus", "GridArg", "LaunchGraph",
+           "MemoryHeap", "MemoryPool", "ProgramInfo", "PushMember", "VulkanConfig", "compile_glsl", "devices"]
 __version__ = "0.1.0"

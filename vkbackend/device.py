@@ -12,6 +12,7 @@ from .config import VulkanConfig
 from .context import DeviceContext
 from .discovery import DeviceInfo, Instance, PhysicalDevice, create_device, query_physical_devices
 from .errors import BackendError, ErrorStatus
+from .graph import LaunchGraph
 from .memory import MemoryPool
 from .programs import ProgramCache
 from .spirv import ProgramInfo
@@ -96,9 +97,15 @@ class Device:
         return self._pool
 
     # ----- programs -----------------------------------------------------------------------------------------------
-    def compile(self, spirv: bytes, entry_point: str = "main") -> int:
-        """Compile SPIR-V into a program id; the same SPIR-V and entry point return the cached program."""
-        prog = self._programs.compile(spirv, entry_point)
+    def compile(self, spirv: bytes, entry_point: str = "main", robust: bool = True) -> int:
+        """Compile SPIR-V into a program id; the same SPIR-V and entry point return the cached program.
+
+        Out-of-bounds accesses of a program are harmless by default (robust buffer access: reads give zero, writes are
+        dropped). ``robust=False`` is for kernels whose bounds are proven, such as a compiler's: where the device can
+        choose per program (``info.pipeline_robustness``) they run without the checks, which can cost several times
+        the kernel's time (docs/reliability.md); on other devices the device-wide setting holds.
+        """
+        prog = self._programs.compile(spirv, entry_point, robust)
         if prog not in self._packers:
             self._packers[prog] = self._programs.get(prog).make_packer(self._slot_of, self._max_grid)
         return prog
@@ -124,9 +131,25 @@ class Device:
             record = self._packers[prog](buffers, scalars, grid)
         except (KeyError, ValueError, TypeError, OverflowError, struct.error):
             record = self._pack(prog, buffers, scalars, grid)  # explains the problem, or handles GridArg and short grids
+        self._enqueue(record)
+
+    def graph(self, launches: Sequence[tuple[int, Sequence[int], Sequence, Sequence] | None]) -> LaunchGraph:
+        """A :class:`LaunchGraph` of ``(program, buffers, scalars, grid)`` launches, each checked as ``launch`` checks
+        it, that ``graph.launch()`` queues again in one call (for a framework's JIT replay)."""
+        return LaunchGraph(self, launches)
+
+    def _record(self, prog: int, buffers: Sequence[int], scalars: Sequence, grid: Sequence) -> bytes:
+        """One launch packed for the recorder: the program's generated packer, or the checking slow path."""
+        try:
+            return self._packers[prog](buffers, scalars, grid)
+        except (KeyError, ValueError, TypeError, OverflowError, struct.error):
+            return self._pack(prog, buffers, scalars, grid)
+
+    def _enqueue(self, records: bytes) -> None:
+        """Queue packed records for the worker; returns at once."""
         if not self._ctx.usable:
             self._ctx.ensure_usable()
-        self._queue.append(record)
+        self._queue.append(records)
         worker = self._worker
         if worker.idle:  # only the first launch of a burst pays for the wake-up: clearing idle is ours to do
             worker.idle = False
@@ -166,8 +189,12 @@ class Device:
 
     def launch_timed(self, prog: int, buffers: Sequence[int], scalars: Sequence = (), grid: Sequence = (1, 1, 1)) -> int:
         """Run one launch alone and return its GPU time in nanoseconds (a sync point)."""
-        record = self._pack(prog, buffers, scalars, grid)
-        ns = self._worker.call(self._submitter.timed, record, self._ctx.sync_timeout_ns)
+        return self._run_timed(self._pack(prog, buffers, scalars, grid))
+
+    def _run_timed(self, records: bytes) -> int:
+        """Run packed records alone between two timestamps; GPU nanoseconds (a sync point)."""
+        self._ctx.ensure_usable()
+        ns = self._worker.call(self._submitter.timed, records, self._ctx.sync_timeout_ns)
         self._ctx.raise_pending()
         return ns
 

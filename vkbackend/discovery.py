@@ -15,7 +15,8 @@ log = logging.getLogger("vkbackend")
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 # Device extensions the backend uses when the device lists them.
-WANTED_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_EXT_memory_budget", "VK_KHR_portability_subset", "VK_EXT_robustness2")
+WANTED_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_EXT_memory_budget", "VK_KHR_portability_subset", "VK_EXT_robustness2",
+                     "VK_EXT_pipeline_robustness")
 # Features we enable when offered, by the struct that holds them.
 WANTED_FEATURES = {
     "features": ("shaderInt64", "shaderInt16", "shaderFloat64"),
@@ -64,6 +65,8 @@ class DeviceInfo:
     features: frozenset[str]
     push_descriptors: bool
     robust_buffer_access: bool
+    # Robustness can be turned off per program (Device.compile(robust=False)): VK_EXT_pipeline_robustness is enabled
+    pipeline_robustness: bool
     pipeline_cache_uuid: str
     dtype_capabilities: dict[DType, frozenset[str]] = field(hash=False, compare=False)
 
@@ -83,7 +86,7 @@ def _enumerate(call, ctype: str, *args) -> list:
         if result == lib.VK_INCOMPLETE:
             continue
         check(result, call.__name__, ErrorStatus.Initialization)
-        return [items[i] for i in range(count[0])]
+        return _owned(ctype, items, count[0])
 
 
 class Instance:
@@ -198,6 +201,7 @@ class PhysicalDevice:
     vulkan11_features: object
     vulkan12_features: object
     robustness2_features: object
+    pipeline_robustness_features: object
     extensions: frozenset[str]
     memory_types: list[tuple[int, int]]   # (propertyFlags, heapIndex)
     heaps: list[tuple[int, int]]          # (size, flags)
@@ -238,7 +242,10 @@ def query_physical_devices() -> list[PhysicalDevice]:
         f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES})
         f12 = ffi.new("VkPhysicalDeviceVulkan12Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
         r2 = ffi.new("VkPhysicalDeviceRobustness2FeaturesEXT*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT})
-        _link(feats, [f11, f12] + ([r2] if "VK_EXT_robustness2" in exts else []))
+        pr = ffi.new("VkPhysicalDevicePipelineRobustnessFeaturesEXT*",
+                     {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT})
+        _link(feats, [f11, f12] + ([r2] if "VK_EXT_robustness2" in exts else [])
+              + ([pr] if "VK_EXT_pipeline_robustness" in exts else []))
         lib.vkGetPhysicalDeviceFeatures2(raw, feats)
         mem = ffi.new("VkPhysicalDeviceMemoryProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2})
         lib.vkGetPhysicalDeviceMemoryProperties2(raw, mem)
@@ -247,7 +254,8 @@ def query_physical_devices() -> list[PhysicalDevice]:
             index=len(found), handle=raw, queue_family=family, timestamp_bits=families[family].timestampValidBits,
             properties=props, vulkan11=v11, push_props=push if "VK_KHR_push_descriptor" in exts else None,
             host_props=host if "VK_EXT_external_memory_host" in exts else None,
-            features=feats, vulkan11_features=f11, vulkan12_features=f12, robustness2_features=r2, extensions=exts,
+            features=feats, vulkan11_features=f11, vulkan12_features=f12, robustness2_features=r2,
+            pipeline_robustness_features=pr, extensions=exts,
             memory_types=[(mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex) for i in range(mp.memoryTypeCount)],
             heaps=[(mp.memoryHeaps[i].size, mp.memoryHeaps[i].flags) for i in range(mp.memoryHeapCount)]))
     return found
@@ -268,7 +276,16 @@ def _enumerate_void(call, ctype: str) -> list:
     call(count, ffi.NULL)
     items = ffi.new(f"{ctype}[]", count[0])
     call(count, items)
-    return [items[i] for i in range(count[0])]
+    return _owned(ctype, items, count[0])
+
+
+def _owned(ctype: str, items, count: int) -> list:
+    """The first ``count`` entries of a cdata array as values that outlive it: ``items[i]`` of a struct array is a view
+    into the array's memory, freed with the array, so each struct is copied into memory of its own."""
+    ffi, _ = vulkan()
+    if ffi.typeof(ctype).kind != "struct":
+        return [items[i] for i in range(count)]   # handles and numbers are values already
+    return [ffi.new(f"{ctype}*", items[i]) for i in range(count)]
 
 
 @dataclass
@@ -305,11 +322,17 @@ def create_device(physical: PhysicalDevice, config: VulkanConfig) -> DeviceHandl
     robust2 = robust and bool(physical.robustness2_features.robustBufferAccess2)
     if not robust2 and "VK_EXT_robustness2" in enabled_exts:
         enabled_exts.remove("VK_EXT_robustness2")
+    # Per-pipeline robustness only matters where the device is robust: it lets proven kernels opt out.
+    per_pipeline = robust and bool(physical.pipeline_robustness_features.pipelineRobustness)
+    if not per_pipeline and "VK_EXT_pipeline_robustness" in enabled_exts:
+        enabled_exts.remove("VK_EXT_pipeline_robustness")
     feats = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2})
     f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES})
     f12 = ffi.new("VkPhysicalDeviceVulkan12Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
     r2 = ffi.new("VkPhysicalDeviceRobustness2FeaturesEXT*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT})
-    _link(feats, [f11, f12] + ([r2] if robust2 else []))
+    pr = ffi.new("VkPhysicalDevicePipelineRobustnessFeaturesEXT*",
+                 {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT})
+    _link(feats, [f11, f12] + ([r2] if robust2 else []) + ([pr] if per_pipeline else []))
     enabled: set[str] = set()
     for group, dst, src in (("features", feats.features, physical.features.features),
                             ("vulkan11", f11, physical.vulkan11_features), ("vulkan12", f12, physical.vulkan12_features)):
@@ -323,6 +346,9 @@ def create_device(physical: PhysicalDevice, config: VulkanConfig) -> DeviceHandl
     if robust2:  # bounds checked against each descriptor's range: sub-allocated neighbours are safe too
         r2.robustBufferAccess2 = 1
         enabled.add("robustBufferAccess2")
+    if per_pipeline:
+        pr.pipelineRobustness = 1
+        enabled.add("pipelineRobustness")
     priority = ffi.new("float*", 1.0)
     queue_info = ffi.new("VkDeviceQueueCreateInfo*", {
         "sType": lib.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": physical.queue_family,
@@ -372,5 +398,6 @@ def describe(physical: PhysicalDevice, exts: frozenset[str], features: frozenset
         timestamp_period_ns=float(limits.timestampPeriod), timestamps=physical.timestamp_bits > 0,
         memory_heaps=tuple(heaps), extensions=physical.extensions, features=features,
         push_descriptors=push_descriptors, robust_buffer_access=robust,
+        pipeline_robustness="pipelineRobustness" in features,
         pipeline_cache_uuid=bytes(p.pipelineCacheUUID).hex(),
         dtype_capabilities=dtype_capabilities(features))

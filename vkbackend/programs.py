@@ -28,12 +28,13 @@ class Program:
     """A compiled program: its reflected interface, its pipeline and how to pack one launch of it."""
 
     __slots__ = ("id", "name", "info", "record", "n_buffers", "n_scalars", "refcount", "pipeline", "layout",
-                 "set_layout", "c_program", "access", "key")
+                 "set_layout", "c_program", "access", "key", "robust")
 
-    def __init__(self, prog_id: int, key: bytes, info: ProgramInfo) -> None:
+    def __init__(self, prog_id: int, key: bytes, info: ProgramInfo, robust: bool = True) -> None:
         self.id = prog_id
         self.key = key
         self.info = info
+        self.robust = robust    # False: its pipeline runs without bounds checks (VK_EXT_pipeline_robustness)
         self.name = f"{info.entry_point}#{prog_id}[{key[:8].decode()}]"
         self.n_buffers = len(info.buffers)
         self.n_scalars = len(info.push_constants)
@@ -159,14 +160,19 @@ class ProgramCache:
             log.warning("could not save the pipeline cache to %s: %s", self.cache_path, error)
 
     # ----- compile / release ------------------------------------------------------------------------------------
-    def compile(self, spirv: bytes, entry_point: str = "main") -> int:
-        """The program id for ``spirv``'s ``entry_point``; compiled once, then served from the cache."""
+    def compile(self, spirv: bytes, entry_point: str = "main", robust: bool = True) -> int:
+        """The program id for ``spirv``'s ``entry_point``; compiled once, then served from the cache.
+
+        ``robust=False`` runs the program without bounds checks on its storage buffers where the device can choose per
+        pipeline (``DeviceInfo.pipeline_robustness``); elsewhere the device-wide setting holds.
+        """
         self.ctx.ensure_usable()
         if not isinstance(spirv, (bytes, bytearray, memoryview)):
             raise BackendError(ErrorStatus.InvalidArgument, f"compile needs SPIR-V bytes, got {type(spirv).__name__}")
         spirv = bytes(spirv)
         digest = hashlib.sha256(spirv).hexdigest()
-        key = (digest + "\0" + entry_point).encode()
+        robust = robust or not self.ctx.info.pipeline_robustness   # without the extension there is nothing to choose
+        key = (digest + "\0" + entry_point + ("" if robust else "\0unchecked")).encode()
         with self._lock:
             prog = self._by_key.get(key)
             if prog is not None:
@@ -181,7 +187,7 @@ class ProgramCache:
                 if prog is not None:
                     prog.refcount += 1
                     return prog.id
-                prog = Program(self._take_id(), key, info)  # ids are never reused: a stale id names nothing
+                prog = Program(self._take_id(), key, info, robust)  # ids are never reused: a stale id names nothing
             self.ctx.worker.call(self._create, prog, spirv)
             with self._lock:
                 self._by_key[key] = prog
@@ -266,8 +272,16 @@ class ProgramCache:
                   ErrorStatus.KernelCompilation)
             created.append((lib.vkDestroyPipelineLayout, layout[0]))
             entry = ffi.new("char[]", prog.info.entry_point.encode())
+            unchecked = ffi.NULL
+            if not prog.robust:
+                unchecked = ffi.new("VkPipelineRobustnessCreateInfoEXT*", {
+                    "sType": lib.VK_STRUCTURE_TYPE_PIPELINE_ROBUSTNESS_CREATE_INFO_EXT,
+                    "storageBuffers": lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT,
+                    "uniformBuffers": lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
+                    "vertexInputs": lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
+                    "images": lib.VK_PIPELINE_ROBUSTNESS_IMAGE_BEHAVIOR_DEVICE_DEFAULT_EXT})
             pinfo = ffi.new("VkComputePipelineCreateInfo*", {
-                "sType": lib.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                "sType": lib.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, "pNext": unchecked,
                 "stage": {"sType": lib.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                           "stage": lib.VK_SHADER_STAGE_COMPUTE_BIT, "module": module[0], "pName": entry},
                 "layout": layout[0], "basePipelineIndex": -1})

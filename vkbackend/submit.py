@@ -281,11 +281,12 @@ class BatchSubmitter:
                 return
 
     def wait_oldest(self, timeout_ns: int) -> int:
-        """Wait up to ``timeout_ns`` for the oldest batch (GIL released); the wait's VkResult (0: it completed)."""
+        """Wait up to ``timeout_ns`` for the oldest batch (GIL released); the wait's VkResult (0: it completed).
+
+        The wait polls in C (csrc/fence.c): a blocking vkWaitForFences can oversleep by milliseconds."""
         lib = self.ctx.lib
         batch = self.in_flight[0]
-        self._fence_ptr[0] = batch.fence
-        result = lib.vkWaitForFences(self.ctx.device, 1, self._fence_ptr, 1, timeout_ns)
+        result = lib.vkb_wait_fence(self.ctx.device, batch.fence, timeout_ns)
         if result == 0:
             self._complete(batch)
             self.reap()
@@ -311,17 +312,17 @@ class BatchSubmitter:
                                    f"GPU work on {self.ctx.info.name} did not finish within "
                                    f"{timeout_ns / 1e9:.1f} s (VKBACKEND_SYNC_TIMEOUT_S); it may still be running")
 
-    def timed(self, record: bytes, timeout_ns: int) -> int:
-        """Run one dispatch record alone between two timestamps; GPU nanoseconds (wall clock without timestamps)."""
+    def timed(self, records: bytes, timeout_ns: int) -> int:
+        """Run packed records alone between two timestamps; GPU nanoseconds (wall clock without timestamps)."""
         lib, ffi = self.ctx.lib, self.ctx.ffi
         self.drain(timeout_ns)
         if not self.ctx.info.timestamps:
             start = time.perf_counter_ns()
-            self.window.append(record)
+            self.window.append(records)
             self.drain(timeout_ns)
             return time.perf_counter_ns() - start
         q = lib.VKB_RECORD_RESET_QUERIES, lib.VKB_RECORD_TIMESTAMP
-        self.window += [_words(q[0], 0, 2), _words(q[1], 0), record, _words(q[1], 1)]
+        self.window += [_words(q[0], 0, 2), _words(q[1], 0), records, _words(q[1], 1)]
         self.drain(timeout_ns)
         if self.ctx.lost is not None:
             return 0

@@ -284,6 +284,36 @@ def test_jit():
         np.testing.assert_allclose(f(Tensor(a), Tensor(b)).numpy(), a * b + 1, rtol=1e-6)
 
 
+def test_jit_replays_as_one_graph():
+    # several kernels per call: tinygrad batches them into one VKGraph, replayed with new inputs and variable values
+    from vkbackend.tinygrad.graph import VKGraph
+
+    assert Device["VK"].graph is VKGraph
+
+    @TinyJit
+    def f(x: Tensor, w: Tensor, n: Variable) -> Tensor:
+        h = (x @ w).relu().contiguous()
+        y = (h @ w + 1).contiguous()
+        return (y[:n] * 2).sum(axis=0).realize()
+
+    graphs_before = len([g for g in _graph_runners()])
+    v = Variable("n", 1, 32)
+    for n in (32, 7, 20, 1, 32):
+        x, w = rand(32, 32), rand(32, 32)
+        want = ((np.maximum(x @ w, 0) @ w + 1)[:n] * 2).sum(axis=0)
+        got = f(Tensor(x), Tensor(w), v.bind(n)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    assert len(_graph_runners()) > graphs_before
+
+
+def _graph_runners() -> list:
+    import gc
+
+    from vkbackend.tinygrad.graph import VKGraph
+
+    return [o for o in gc.get_objects() if isinstance(o, VKGraph)]
+
+
 def test_rand_and_arange():
     r = Tensor.rand(10000).numpy()
     assert 0 <= r.min() and r.max() < 1 and abs(r.mean() - 0.5) < 0.02

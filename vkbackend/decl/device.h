@@ -5,6 +5,7 @@
 #define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES ...
 #define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES ...
 #define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT ...
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT ...
 
 typedef struct {
     VkBool32 robustBufferAccess;
@@ -34,6 +35,10 @@ typedef struct {
 typedef struct {
     VkStructureType sType; void *pNext; VkBool32 robustBufferAccess2; VkBool32 robustImageAccess2; VkBool32 nullDescriptor;
 } VkPhysicalDeviceRobustness2FeaturesEXT;
+
+/* VK_EXT_pipeline_robustness: robustness chosen per pipeline, so kernels whose bounds are proven (tinygrad's) can run
+ * without the checks while every other kernel keeps them. */
+typedef struct { VkStructureType sType; void *pNext; VkBool32 pipelineRobustness; } VkPhysicalDevicePipelineRobustnessFeaturesEXT;
 
 typedef struct {
     VkStructureType sType; const void *pNext; VkFlags flags; uint32_t queueFamilyIndex; uint32_t queueCount;

@@ -24,6 +24,9 @@ size_t vkb_debug_take_messages(char *out, size_t capacity);
 /* copy.c: memcpy with the GIL released (cffi releases it around every call), split over threads when large. */
 void vkb_copy(void *dst, const void *src, size_t n, int threads);
 
+/* fence.c: wait for a fence by polling (a blocking vkWaitForFences can oversleep by milliseconds on some drivers). */
+VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns);
+
 /* slots.c: the table of buffer slots that launch records name by number. Written under the memory pool's lock by
  * whichever thread allocates; read by the worker's recorder. Chunks never move, so readers need no lock. */
 typedef struct {

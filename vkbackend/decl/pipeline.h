@@ -13,6 +13,10 @@
 #define VK_DESCRIPTOR_TYPE_STORAGE_BUFFER ...
 #define VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR ...
 #define VK_PIPELINE_BIND_POINT_COMPUTE ...
+#define VK_STRUCTURE_TYPE_PIPELINE_ROBUSTNESS_CREATE_INFO_EXT ...
+#define VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT ...
+#define VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT ...
+#define VK_PIPELINE_ROBUSTNESS_IMAGE_BEHAVIOR_DEVICE_DEFAULT_EXT ...
 
 typedef struct VkSpecializationInfo VkSpecializationInfo;
 typedef struct VkDescriptorImageInfo VkDescriptorImageInfo;
@@ -37,6 +41,13 @@ typedef struct {
     VkStructureType sType; const void *pNext; VkFlags flags; VkPipelineShaderStageCreateInfo stage;
     VkPipelineLayout layout; VkPipeline basePipelineHandle; int32_t basePipelineIndex;
 } VkComputePipelineCreateInfo;
+typedef int... VkPipelineRobustnessBufferBehaviorEXT;
+typedef int... VkPipelineRobustnessImageBehaviorEXT;
+typedef struct {
+    VkStructureType sType; const void *pNext;
+    VkPipelineRobustnessBufferBehaviorEXT storageBuffers; VkPipelineRobustnessBufferBehaviorEXT uniformBuffers;
+    VkPipelineRobustnessBufferBehaviorEXT vertexInputs; VkPipelineRobustnessImageBehaviorEXT images;
+} VkPipelineRobustnessCreateInfoEXT;
 typedef struct { VkStructureType sType; const void *pNext; VkFlags flags; size_t initialDataSize; const void *pInitialData; } VkPipelineCacheCreateInfo;
 typedef struct { VkDescriptorType type; uint32_t descriptorCount; } VkDescriptorPoolSize;
 typedef struct {

@@ -177,12 +177,14 @@ class VKProgram(Program["VKDevice"]):
         self.local = tuple(meta["local"])
         self.uses_gid = bool(meta["gid"])
         self.sizes = [tuple(b["sizes"]) for b in meta["bindings"]]
-        self.prog = dev.vk.compile(self.lib.spirv)
+        # tinygrad proves its kernels' bounds, so they need no robust buffer access (which costs up to several times
+        # a kernel's time on NVIDIA); where the device cannot choose per pipeline, its own setting holds
+        self.prog = dev.vk.compile(self.lib.spirv, robust=False)
         self.prog_views: int | None = None
 
     def _views_prog(self) -> int:
         if self.prog_views is None:
-            self.prog_views = self.dev.vk.compile(compile_variant(self.lib.source, views=True))
+            self.prog_views = self.dev.vk.compile(compile_variant(self.lib.source, views=True), robust=False)
         return self.prog_views
 
     def __call__(
@@ -194,6 +196,16 @@ class VKProgram(Program["VKDevice"]):
         wait: bool = False,
         **kw,
     ) -> float | None:
+        launch = self.launch_args(bufs, global_size, local_size, vals)
+        if launch is None:
+            return 0.0 if wait else None
+        if wait:
+            return self.dev.vk.launch_timed(*launch) * 1e-9
+        self.dev.vk.launch(*launch)
+        return None
+
+    def launch_args(self, bufs, global_size, local_size, vals) -> tuple[int, list[int], list, list[int]] | None:
+        """``(program, buffer ids, scalars, grid)`` for ``vkbackend.Device.launch``; None for an empty grid."""
         gs = list(global_size) + [1] * (3 - len(global_size))
         if self.uses_gid:
             # kernels on global ids are compiled with a local size of 1: tinygrad's (global, local) split is only a total
@@ -202,7 +214,7 @@ class VKProgram(Program["VKDevice"]):
         else:
             grid = [int(g) for g in gs]
         if min(grid) <= 0:
-            return 0.0 if wait else None
+            return None
         ids = [b.id for b in bufs]
         scalars = list(vals)
         prog = self.prog
@@ -214,10 +226,7 @@ class VKProgram(Program["VKDevice"]):
                     )
             prog = self._views_prog()
             scalars += [b.rem for b in bufs]
-        if wait:
-            return self.dev.vk.launch_timed(prog, ids, scalars, grid) * 1e-9
-        self.dev.vk.launch(prog, ids, scalars, grid)
-        return None
+        return prog, ids, scalars, grid
 
     def __del__(self):
         for p in (getattr(self, "prog", None), getattr(self, "prog_views", None)):
@@ -255,7 +264,10 @@ class VKDevice(Compiled):
         from tinygrad.schedule.rangeify import DEVICE_MAX_BUFS  # noqa: PLC0415
 
         DEVICE_MAX_BUFS["VK"] = min(DEVICE_MAX_BUFS.get("VK", 1 << 30), max_kernel_buffers(info))
-        super().__init__(device, VKAllocator(self), [VKRenderer], VKProgram, arch=make_arch(caps))
+        from vkbackend.tinygrad.graph import VKGraph  # noqa: PLC0415 - tinygrad's jit imports this module's package
+
+        graph = None if os.environ.get("VKBACKEND_TINYGRAD_GRAPH", "1") == "0" else VKGraph
+        super().__init__(device, VKAllocator(self), [VKRenderer], VKProgram, graph, arch=make_arch(caps))
 
     def synchronize(self):
         self.vk.sync()

@@ -1,0 +1,142 @@
+"""LaunchGraph: launches packed once and replayed with one call; updates, placeholders, held buffers, errors, timing.
+And per-program robustness (``Device.compile(robust=False)``), whose effect is on speed, so only its contract is
+tested here: it compiles a separate program where the device can choose, and the same one where it cannot."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vkbackend.errors import BackendError, ErrorStatus
+
+N = 256
+GRID = (N // 64, 1, 1)   # the test kernels run 64 invocations per work group
+
+
+def upload(pool, array) -> int:
+    buf = pool.allocate(array.nbytes)
+    pool.host_to_pool(np.ascontiguousarray(array), buf)
+    return buf
+
+
+def download(pool, buf) -> np.ndarray:
+    out = np.empty(N, dtype=np.float32)
+    pool.pool_to_host(buf, out)
+    return out
+
+
+@pytest.fixture
+def chain(pool, kernel):
+    """x -> y = 2x + 1 -> z = 3y - 4: two dependent launches of the affine kernel, and the buffers they use."""
+    affine = kernel("affine")
+    x = upload(pool, np.arange(N, dtype=np.float32))
+    y, z = pool.allocate(4 * N), pool.allocate(4 * N)
+    yield affine, x, y, z
+    for buf in (x, y, z):
+        pool.release(buf)
+
+
+def test_replay_runs_every_launch_in_order(device, pool, chain):
+    affine, x, y, z = chain
+    graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID), (affine, [y, z], [3.0, -4.0, N], GRID)])
+    assert len(graph) == 2
+    for _ in range(3):
+        graph.launch()
+    np.testing.assert_array_equal(download(pool, z), 3 * (2 * np.arange(N, dtype=np.float32) + 1) - 4)
+    graph.close()
+
+
+def test_update_replaces_one_launch(device, pool, chain):
+    affine, x, y, z = chain
+    graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID), (affine, [y, z], [3.0, -4.0, N], GRID)])
+    graph.launch()
+    other = upload(pool, np.full(N, 10, dtype=np.float32))
+    graph.update(0, (affine, [other, y], [1.0, 0.0, N], GRID))
+    graph.launch()
+    np.testing.assert_array_equal(download(pool, z), np.full(N, 26, dtype=np.float32))
+    pool.release(other)   # the graph still holds it
+    graph.launch()
+    np.testing.assert_array_equal(download(pool, z), np.full(N, 26, dtype=np.float32))
+    graph.close()
+
+
+def test_placeholder_queues_nothing_until_filled(device, pool, chain):
+    affine, x, y, z = chain
+    pool.host_to_pool(np.zeros(N, dtype=np.float32), z)
+    graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID), None])
+    graph.launch()
+    np.testing.assert_array_equal(download(pool, z), np.zeros(N, dtype=np.float32))
+    graph.update(1, (affine, [y, z], [1.0, 1.0, N], GRID))
+    graph.launch()
+    np.testing.assert_array_equal(download(pool, z), 2 * np.arange(N, dtype=np.float32) + 2)
+    graph.update(1, None)
+    pool.host_to_pool(np.zeros(N, dtype=np.float32), z)
+    graph.launch()
+    np.testing.assert_array_equal(download(pool, z), np.zeros(N, dtype=np.float32))
+    graph.close()
+
+
+def test_graph_holds_its_buffers_until_closed(device, pool, kernel):
+    affine = kernel("affine")
+    x = upload(pool, np.ones(N, dtype=np.float32))
+    y = pool.allocate(4 * N)
+    graph = device.graph([(affine, [x, y], [5.0, 0.0, N], GRID)])
+    pool.release(x)
+    pool.release(y)
+    graph.launch()          # both ids are still live: the graph holds a reference
+    device.sync()
+    live = pool.stats()["live_buffers"]
+    graph.close()
+    graph.close()           # idempotent
+    with pytest.raises(BackendError, match="not a live buffer"):
+        pool.size_of(x)
+    with pytest.raises(BackendError, match="closed LaunchGraph"):
+        graph.launch()
+    assert pool.stats()["live_buffers"] == live - 2
+
+
+def test_bad_launches_are_rejected_and_leak_nothing(device, pool, chain):
+    affine, x, y, z = chain
+    with pytest.raises(BackendError) as info:
+        device.graph([(affine, [x, y], [2.0, 1.0, N], GRID), (affine, [y], [1.0, 1.0, N], GRID)])
+    assert info.value.status is ErrorStatus.InvalidArgument
+    with pytest.raises(BackendError, match=r"\(program, buffers, scalars, grid\) or None"):
+        device.graph([(affine, [x, y])])
+    graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID)])
+    for index in (1, -1, True, "0"):
+        with pytest.raises(BackendError, match="outside"):
+            graph.update(index, None)
+    with pytest.raises(BackendError):
+        graph.update(0, (affine, [x, 10**9], [2.0, 1.0, N], GRID))
+    graph.launch()          # the failed update left the launch as it was
+    np.testing.assert_array_equal(download(pool, y), 2 * np.arange(N, dtype=np.float32) + 1)
+    graph.close()
+    for buf in (x, y, z):   # every reference the failed graphs took was given back: one release frees each
+        pool.retain(buf)
+        pool.release(buf)
+
+
+def test_launch_timed_returns_gpu_time(device, pool, chain):
+    affine, x, y, z = chain
+    graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID), (affine, [y, z], [3.0, -4.0, N], GRID)])
+    assert graph.launch_timed() > 0
+    np.testing.assert_array_equal(download(pool, z), 3 * (2 * np.arange(N, dtype=np.float32) + 1) - 4)
+    graph.close()
+
+
+def test_unchecked_program_is_separate_only_where_the_device_can_choose(device, pool):
+    import vkbackend
+    source = """#version 450
+    layout(local_size_x = 64) in;
+    layout(std430, binding = 0) buffer X { float x[]; };
+    void main() { x[gl_GlobalInvocationID.x] += 1.0; }
+    """
+    spirv = vkbackend.compile_glsl(source)
+    checked, unchecked = device.compile(spirv), device.compile(spirv, robust=False)
+    assert (checked != unchecked) == device.info.pipeline_robustness
+    x = upload(pool, np.zeros(N, dtype=np.float32))
+    device.launch(unchecked, [x], [], GRID)
+    device.launch(checked, [x], [], GRID)
+    np.testing.assert_array_equal(download(pool, x), np.full(N, 2, dtype=np.float32))
+    pool.release(x)
+    device.release_program(checked)
+    device.release_program(unchecked)

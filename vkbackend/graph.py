@@ -1,0 +1,121 @@
+"""LaunchGraph: a fixed sequence of launches, packed once and queued again with one call.
+
+A framework's JIT replays the same kernels step after step, changing only a few buffers and scalars. Launching them
+one by one costs a Python call each in the framework and here; a graph keeps every launch's packed record and queues
+them all as one item, so a replay costs one call plus the records that changed. The worker records a replay like any
+other launches (hazard barriers, batching), so replays order themselves against launches and copies around them.
+
+A graph holds a reference on every buffer it binds, so a buffer released by its owner cannot be freed, and its slot
+reused by another buffer, while a replay may still name it. Programs are not held: a replay of a released program
+is skipped and reported as ``KernelLaunch`` at the next sync point.
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .errors import BackendError, ErrorStatus
+
+if TYPE_CHECKING:
+    from .device import Device
+
+Launch = tuple[int, Sequence[int], Sequence, Sequence]   # (program, buffers, scalars, grid), as Device.launch takes
+
+
+class LaunchGraph:
+    """Launches of one device, replayed in order by :meth:`launch`; made by :meth:`vkbackend.Device.graph`.
+
+    A launch given as ``None`` is a placeholder that queues nothing until :meth:`update` fills it (a framework's
+    kernel whose grid is empty until a variable is bound).
+    """
+
+    def __init__(self, device: "Device", launches: Sequence[Launch | None]) -> None:
+        self._device = device
+        self._records: list[bytes] | None = []
+        self._held: list[tuple[int, ...]] = []   # per launch, the buffer ids it holds a reference on
+        self._blob: bytes | None = None          # the joined records, rebuilt after an update
+        try:
+            for launch in launches:
+                record, held = self._pack(launch)
+                self._records.append(record)
+                self._held.append(held)
+        except BaseException:
+            self.close()
+            raise
+
+    def __len__(self) -> int:
+        return len(self._records or ())
+
+    def _pack(self, launch: Launch | None) -> tuple[bytes, tuple[int, ...]]:
+        """A launch's record, checked, and the references it takes on its buffers."""
+        if launch is None:
+            return b"", ()
+        try:
+            prog, buffers, scalars, grid = launch
+        except (TypeError, ValueError):
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"a LaunchGraph launch is (program, buffers, scalars, grid) or None, got {launch!r}") from None
+        return self._device._record(prog, buffers, scalars, grid), self._hold(buffers)
+
+    def _hold(self, buffers: Sequence[int]) -> tuple[int, ...]:
+        pool = self._device.memory_pool
+        held: list[int] = []
+        try:
+            for buf in buffers:
+                pool.retain(buf)
+                held.append(buf)
+        except BaseException:
+            for buf in held:
+                pool.release(buf)
+            raise
+        return tuple(held)
+
+    def update(self, index: int, launch: Launch | None) -> None:
+        """Replace launch ``index`` (checked as :meth:`Device.launch` checks it, ``None`` for none); later replays use
+        the new one."""
+        if self._records is None:
+            raise BackendError(ErrorStatus.InvalidArgument, "update of a closed LaunchGraph")
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self._records):
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"LaunchGraph.update: index {index!r} is outside 0..{len(self._records) - 1}")
+        record, held = self._pack(launch)
+        old, self._held[index] = self._held[index], held
+        self._records[index] = record
+        self._blob = None
+        self._release(old)
+
+    def _joined(self) -> bytes:
+        if self._records is None:
+            raise BackendError(ErrorStatus.InvalidArgument, "launch of a closed LaunchGraph")
+        if self._blob is None:
+            self._blob = b"".join(self._records)
+        return self._blob
+
+    def launch(self) -> None:
+        """Queue every launch of the graph, in order; returns at once (errors surface at the next sync point)."""
+        self._device._enqueue(self._joined())
+
+    def launch_timed(self) -> int:
+        """Run the graph alone and return its GPU time in nanoseconds (a sync point)."""
+        return self._device._run_timed(self._joined())
+
+    def _release(self, buffers: tuple[int, ...]) -> None:
+        pool = self._device.memory_pool
+        for buf in buffers:
+            pool.release(buf)
+
+    def close(self) -> None:
+        """Drop the graph's buffer references. Idempotent; also done when the graph is collected."""
+        held, self._held, self._records, self._blob = self._held, [], None, None
+        if not held or self._device._ctx.closed:
+            return
+        for buffers in held:
+            self._release(buffers)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            if not sys.is_finalizing():
+                raise
