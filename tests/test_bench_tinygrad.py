@@ -12,7 +12,7 @@ import shutil
 import pytest
 from _bench import run_bench
 
-from vkbackend.bench.report import table
+from vkbackend.bench.report import plot, table
 from vkbackend.bench.tinygrad_spec import CASE_BY_NAME, CASES, IMPLS, KERNEL_CASE, TgRecord, TgSizes, close
 
 DEVICES = ("VK", "CPU")
@@ -90,7 +90,7 @@ def test_records_have_the_documented_shape(quick_run):
         assert rec["case"] in CASE_BY_NAME or rec["case"] == KERNEL_CASE.name
 
 
-# ----- the driver's pieces, without a device ---------------------------------------------------------------------------
+# ----- the driver's pieces, without a device -------------------------------------------------------------------------
 @needs_tinygrad
 def test_a_disagreeing_checksum_is_reported():
     from vkbackend.bench.tinygrad_runner import check_agreement
@@ -118,10 +118,12 @@ def test_kernel_table_and_selection():
         select(["nope"])
 
 
-def test_record_json_round_trip_and_table():
+def test_record_json_round_trip_table_and_plot(tmp_path):
     rec = TgRecord.of_samples(CASE_BY_NAME["mlp_step"], "VK", [3.0, 1.0, 2.0], 7.5)
     assert (rec.value, rec.min, rec.p90, rec.max, rec.runs) == (2.0, 1.0, 3.0, 3.0, 3)
     assert TgRecord.from_json(rec.to_json()) == rec
     peer = TgRecord.of_samples(CASE_BY_NAME["mlp_step"], "CUDA", [1.0], 7.5)
     text = table([rec, peer], cases=[CASE_BY_NAME["mlp_step"]], impls=IMPLS, ours_label="VK")
     assert "2 [1-3]" in text and "VK/CUDA" in text and "2 worse" in text
+    why_not = plot([rec, peer], tmp_path / "p.png", "test", cases=CASES, impls=IMPLS)
+    assert why_not is None and (tmp_path / "p.png").stat().st_size > 0 or "matplotlib" in why_not

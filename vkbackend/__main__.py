@@ -21,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--tinygrad", action="store_true", help="tinygrad workloads on DEV=VK beside tinygrad's other "
                        "working devices (CUDA; else CPU) and PyTorch, each in its own process")
     bench.add_argument("--cases", nargs="+", metavar="CASE", help="--tinygrad: only these workloads or cases")
+    bench.add_argument("--impls", nargs="+", metavar="IMPL", choices=["VK", "CUDA", "CPU", "torch"],
+                       help="--tinygrad: only these implementations beside VK (default: every one that works)")
     bench.add_argument("--timeout", type=float, metavar="S", help="--tinygrad: seconds per child process "
                        "(default 1200, 300 with --quick)")
     args = parser.parse_args(argv)
@@ -33,9 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.tinygrad:
         from .bench.tinygrad_runner import run as run_tinygrad
         return run_tinygrad(json_path=args.json, plot_path=args.plot, quick=args.quick, cases=args.cases,
-                            timeout_s=args.timeout)
-    if args.cases or args.timeout:
-        parser.error("--cases and --timeout go with --tinygrad")
+                            timeout_s=args.timeout, impls=args.impls)
+    if args.cases or args.timeout or args.impls:
+        parser.error("--cases, --impls and --timeout go with --tinygrad")
     from .bench import run
     return run(device=args.device, json_path=args.json, plot_path=args.plot, quick=args.quick)
 

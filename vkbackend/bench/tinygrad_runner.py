@@ -48,10 +48,13 @@ def importable(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def discover(quick: bool, timeout_s: float) -> list[str]:
-    """The implementations that open and run a tiny kernel here, each probed in a child process."""
+def discover(quick: bool, timeout_s: float, only: Sequence[str] | None = None) -> list[str]:
+    """The implementations (of ``only``, when given) that open and run a tiny kernel here, each probed in a child
+    process."""
     found: list[str] = []
     for impl in candidates():
+        if only and impl not in only:
+            continue
         if impl == "CPU" and "CUDA" in found:
             continue  # tinygrad's CPU device is the reference only where no GPU device is
         result = run_module(CHILD, [impl, "--probe"] + (["--quick"] if quick else []), child_env(impl), timeout_s)
@@ -133,9 +136,9 @@ def kernel_table(records: Sequence[TgRecord], ours: str = OURS) -> str:
     lines.append(f"sum of kernels on {ours}: {total:.4g} us over {len(mine)} kernels")
     if ratios:
         worst, at = max(ratios, key=lambda x: x[0])
+        counts = "" if len(mine) == len(theirs) else f"; kernel counts differ ({len(mine)} vs {len(theirs)})"
         lines.append(f"{ours}/{peer} per kernel: median {statistics.median(v for v, _ in ratios):.3g}, worst "
-                     f"{worst:.3g} (#{at.index} {at.kernel})" + ("" if len(mine) == len(theirs) else
-                                                                 f"; kernel counts differ ({len(mine)} vs {len(theirs)})"))
+                     f"{worst:.3g} (#{at.index} {at.kernel}){counts}")
     return "\n".join(lines)
 
 
@@ -154,11 +157,12 @@ def select(cases: Sequence[str] | None) -> list[str]:
 
 
 def run(json_path: str | None = None, plot_path: str | None = None, quick: bool = False,
-        cases: Sequence[str] | None = None, timeout_s: float | None = None) -> int:
+        cases: Sequence[str] | None = None, timeout_s: float | None = None, impls: Sequence[str] | None = None) -> int:
     """Run the selected workloads on every implementation that works here; print, write JSON and plot.
 
-    Returns 0 when every workload ran on every implementation found (or was skipped by it with a reason) and every
-    checksum agrees; 1 when not; 2 when VK is not among the implementations or the arguments are wrong.
+    ``impls`` limits the implementations tried (VK is always needed). Returns 0 when every workload ran on every
+    implementation found (or was skipped by it with a reason) and every checksum agrees; 1 when not; 2 when VK does
+    not work or the arguments are wrong.
     """
     sizes = TgSizes.quick() if quick else TgSizes.full()
     try:
@@ -167,7 +171,7 @@ def run(json_path: str | None = None, plot_path: str | None = None, quick: bool 
         _log(f"vkbackend bench --tinygrad: {error}")
         return 2
     timeout_s = timeout_s or (300.0 if quick else 1200.0)
-    impls = discover(quick, timeout_s=min(timeout_s, 300.0))
+    impls = discover(quick, min(timeout_s, 300.0), [OURS, *impls] if impls else None)
     if OURS not in impls:
         _log("vkbackend bench --tinygrad: tinygrad's VK device does not work here")
         return 2
