@@ -20,8 +20,9 @@ from .tinygrad_spec import CASE_BY_NAME, CASES, IMPLS, KERNEL_CASE, OURS, WORKLO
 
 CUDA_LIBS = Path("/usr/local/cuda/targets/x86_64-linux/lib")
 CHILD = "vkbackend.bench.tinygrad_child"
-NOTES = ("tinygrad devices: jitted steps (TinyJit); torch: eager PyTorch, TF32 off",
-         "figures: median [min-max] over the timed runs; checksums must agree within each case's tolerance")
+NOTES = ("figures: median [min-max] over the timed runs; checksums must agree within each case's tolerance",
+         "tinygrad devices: jitted steps and operations (TinyJit)")
+TORCH_NOTE = "torch: eager PyTorch, TF32 off (on the CPU only with --quick)"
 
 
 def _log(message: str) -> None:
@@ -185,7 +186,8 @@ def run(json_path: str | None = None, plot_path: str | None = None, quick: bool 
     shown = [case for case in CASES if case.workload in workloads]
     title = f"vkbackend bench --tinygrad{' --quick' if quick else ''}: {', '.join(impls)}"
     print(f"{title}\n{sizes.describe()}\n")
-    print(report.table(records, NOTES, shown, [impl for impl in IMPLS if impl in impls], ours_label=OURS))
+    notes = NOTES + ((TORCH_NOTE,) if "torch" in impls else ())
+    print(report.table(records, notes, shown, [impl for impl in IMPLS if impl in impls], ours_label=OURS))
     kernels = kernel_table(records)
     if kernels:
         print(f"\n{kernels}")
