@@ -30,7 +30,8 @@ def _calls(linear: UOp) -> Iterator[UOp]:
 def kernel_times(jit: _TinyJit, *args: object) -> list[tuple[str, float]]:
     """(kernel name, GPU seconds) for each kernel of ``jit`` (already captured) run on ``args``, in launch order.
 
-    This runs the step once more, kernel by kernel, so it changes what the step changes (weights, optimiser state).
+    This runs the step once more, kernel by kernel, so it changes what the step changes (weights, optimiser state);
+    unlike a JIT call it does not copy inputs the step writes first (a training step's inputs are only read).
     """
     captured = jit.captured
     if captured is None:
