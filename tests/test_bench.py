@@ -4,19 +4,14 @@ Nothing here is about speed: the figures only have to exist, be positive and car
 """
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from _bench import run_bench
 
 from vkbackend.bench.report import plot, table
 from vkbackend.bench.spec import CASES, IMPLS, OURS, Record
 
-ROOT = Path(__file__).resolve().parents[1]
 UNITS = {case.name: case.unit for case in CASES}
 
 
@@ -24,12 +19,7 @@ UNITS = {case.name: case.unit for case in CASES}
 def quick_run(device, tmp_path_factory):
     """One ``--quick`` run in a fresh process (inheriting the suite's validation settings): its exit status,
     output and JSON records."""
-    out = tmp_path_factory.mktemp("bench") / "bench.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-m", "vkbackend", "bench", "--quick", "--json", str(out)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=600, check=False)
-    records = json.loads(out.read_text()) if out.exists() else None
-    return proc, records
+    return run_bench(["--quick"], tmp_path_factory.mktemp("bench") / "bench.json", timeout_s=600)
 
 
 def test_quick_bench_exits_cleanly(quick_run):

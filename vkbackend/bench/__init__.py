@@ -5,6 +5,11 @@ Modules: ``spec`` (the cases, sizes and records), ``timing`` (the one timing loo
 torch, each in a child process, skipped when not importable), ``child`` (running those children), ``report``
 (table, JSON, plot), ``runner`` (the driver). Submodules load on first use, so the children
 (``python -m vkbackend.bench.peers`` / ``.compile_probe``) import only what they need.
+
+``bench --tinygrad`` is ``tinygrad_runner``: ``tinygrad_spec`` (cases, sizes, records), ``tinygrad_protocol`` (seeded
+data, checksums, the timing protocol), ``tinygrad_models`` and ``tinygrad_cases`` (the workloads in tinygrad),
+``torch_twins`` (the same in PyTorch), ``tinygrad_kernels`` (per-kernel GPU times of a captured JIT) and
+``tinygrad_child`` (one implementation and workload per process).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from .spec import CASE_BY_NAME, CASES, IMPLS, OURS, Record
+from .spec import CASES, IMPLS, Case, Record
 
 
 def _index(records: Sequence[Record]) -> dict[tuple[str, str], Record]:
@@ -13,46 +13,50 @@ def _index(records: Sequence[Record]) -> dict[tuple[str, str], Record]:
 
 
 def _figure(record: Record | None) -> str:
-    if record is None:
-        return "-"
-    if record.value is None:
-        return "FAILED"
-    return f"{record.value:.4g}" + ("" if record.correct else " !")
+    return "-" if record is None else record.cell()
 
 
-def ratio(ours: Record | None, peer: Record | None) -> tuple[float, bool] | None:
+def ratio(ours: Record | None, peer: Record | None, higher_is_better: bool) -> tuple[float, bool] | None:
     """ours / peer and whether ours is the better figure (lower time, higher bandwidth); None without both."""
     if ours is None or peer is None or not ours.value or not peer.value:
         return None
     value = ours.value / peer.value
-    higher = CASE_BY_NAME[ours.case].higher_is_better
-    return value, (value > 1) == higher and value != 1
+    return value, (value > 1) == higher_is_better and value != 1
 
 
-def table(records: Sequence[Record], notes: Sequence[str] = ()) -> str:
-    """One row per case: its unit, our figure, and each peer that ran, with our ratio to it."""
+def columns(rows: list[list[str]], left: int) -> list[str]:
+    """``rows`` (the first is the header) as aligned text: the first ``left`` columns flush left, the rest right."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) if i < left else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+def table(records: Sequence[Record], notes: Sequence[str] = (), cases: Sequence[Case] = CASES,
+          impls: Sequence[str] = IMPLS, ours_label: str = "ours") -> str:
+    """One row per case: its unit, our figure (``impls[0]``), and each peer that ran, with our ratio to it."""
     by = _index(records)
-    peers = [impl for impl in IMPLS[1:] if any(r.impl == impl for r in records)]
-    header = ["case", "unit", "better", OURS]
+    ours_impl = impls[0]
+    peers = [impl for impl in impls[1:] if any(r.impl == impl for r in records)]
+    header = ["case", "unit", "better", ours_impl]
     for peer in peers:
-        header += [peer, f"ours/{peer}"]
+        header += [peer, f"{ours_label}/{peer}"]
     rows = [header]
-    for case in CASES:
-        ours = by.get((case.name, OURS))
+    for case in cases:
+        ours = by.get((case.name, ours_impl))
         row = [case.name, case.unit, case.better, _figure(ours)]
         for peer in peers:
             other = by.get((case.name, peer))
-            r = ratio(ours, other)
+            r = ratio(ours, other, case.higher_is_better)
             row += [_figure(other), "-" if r is None else f"{r[0]:.3g} {'better' if r[1] else 'worse'}"]
         rows.append(row)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) if i < 3 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-             for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = columns(rows, 3)
     footer = []
     if peers:
-        footer.append("ours/peer: our figure divided by the peer's; 'better' when ours wins (lower us/ms, higher GB/s)")
-    cold, warm = by.get(("compile_cold", OURS)), by.get(("compile_warm", OURS))
+        footer.append(f"{ours_label}/peer: our figure divided by the peer's; 'better' when ours wins "
+                      "(lower us/ms, higher GB/s, TFLOP/s, tokens/s, images/s)")
+    cold, warm = by.get(("compile_cold", ours_impl)), by.get(("compile_warm", ours_impl))
     if cold and warm and cold.value and warm.value:
         footer.append(f"compile_cold / compile_warm = {cold.value / warm.value:.3g} "
                       "(the speed-up of a filled pipeline cache)")
@@ -62,11 +66,12 @@ def table(records: Sequence[Record], notes: Sequence[str] = ()) -> str:
 
 
 def write_json(records: Sequence[Record], path: str | Path) -> None:
-    """The records as a JSON list of {"case", "impl", "value", "unit", "correct"}."""
+    """The records as a JSON list, each its ``to_json()`` ({"case", "impl", "value", "unit", "correct"}, and more)."""
     Path(path).write_text(json.dumps([r.to_json() for r in records], indent=1) + "\n")
 
 
-def plot(records: Sequence[Record], path: str | Path, title: str) -> str | None:
+def plot(records: Sequence[Record], path: str | Path, title: str, cases: Sequence[Case] = CASES,
+         impls: Sequence[str] = IMPLS) -> str | None:
     """A PNG with one log-scale bar group per case (its own unit and axis); None on success, else why not."""
     try:
         import matplotlib
@@ -76,18 +81,19 @@ def plot(records: Sequence[Record], path: str | Path, title: str) -> str | None:
     except ImportError:
         return "the plot needs matplotlib (pip install matplotlib); no plot written"
     by = _index(records)
-    impls = [impl for impl in IMPLS if any(r.impl == impl for r in records)]
-    colours = dict(zip(IMPLS, ("#1b7837", "#2166ac", "#d6604d")))
+    ours_impl = impls[0]
+    colours = dict(zip(impls, ("#1b7837", "#2166ac", "#d6604d", "#8073ac", "#e08214")))
+    impls = [impl for impl in impls if any(r.impl == impl for r in records)]
     cols = 4
-    rows = -(-len(CASES) // cols)
+    rows = -(-len(cases) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.6 * rows), squeeze=False)
-    for ax, case in zip(axes.flat, CASES):
+    for ax, case in zip(axes.flat, cases):
         ran = [(impl, by[(case.name, impl)]) for impl in impls if by.get((case.name, impl)) is not None]
         shown = [(impl, r) for impl, r in ran if r.value]
-        ours = by.get((case.name, OURS))
+        ours = by.get((case.name, ours_impl))
         labels = []
         for impl, r in shown:
-            vs = ratio(ours, r) if impl != OURS else None
+            vs = ratio(ours, r, case.higher_is_better) if impl != ours_impl else None
             labels.append(impl if vs is None else
                           f"{impl}\nours {max(vs[0], 1 / vs[0]):.2g}x {'better' if vs[1] else 'worse'}")
         bars = ax.bar(labels, [r.value for _, r in shown], color=[colours[impl] for impl, _ in shown])
@@ -105,7 +111,7 @@ def plot(records: Sequence[Record], path: str | Path, title: str) -> str | None:
         ax.tick_params(axis="x", labelsize=9)
         if not shown:
             ax.text(0.5, 0.5, "no figure", ha="center", va="center", transform=ax.transAxes)
-    for ax in list(axes.flat)[len(CASES):]:
+    for ax in list(axes.flat)[len(cases):]:
         ax.axis("off")
     if any(not r.correct for r in records):
         title += "\n! = the correctness check failed"

@@ -89,5 +89,11 @@ class Record:
             value, correct = None, False
         return cls(case, impl, value, CASE_BY_NAME[case].unit, bool(correct))
 
+    def cell(self) -> str:
+        """The figure as the table shows it: 4 significant digits, " !" when the check failed, FAILED for none."""
+        if self.value is None:
+            return "FAILED"
+        return f"{self.value:.4g}" + ("" if self.correct else " !")
+
     def to_json(self) -> dict:
         return {"case": self.case, "impl": self.impl, "value": self.value, "unit": self.unit, "correct": self.correct}

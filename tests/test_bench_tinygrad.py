@@ -1,0 +1,129 @@
+"""``python -m vkbackend bench --tinygrad --quick`` on lavapipe: every workload runs on tinygrad's VK and CPU devices
+(and on PyTorch's CPU where torch is installed), and every case's checksums agree. Nothing here is about speed.
+
+Skipped without tinygrad 0.14.0, without a Vulkan device, and without clang (tinygrad's CPU device compiles with it).
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import math
+import shutil
+
+import pytest
+from _bench import run_bench
+
+from vkbackend.bench.report import plot, table
+from vkbackend.bench.tinygrad_spec import CASE_BY_NAME, CASES, IMPLS, KERNEL_CASE, TgRecord, TgSizes, close
+
+DEVICES = ("VK", "CPU")
+
+
+def _tinygrad_version() -> str | None:
+    try:
+        return importlib.metadata.version("tinygrad")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+needs_tinygrad = pytest.mark.skipif(_tinygrad_version() != "0.14.0", reason="needs tinygrad 0.14.0 "
+                                    "(pip install 'vkbackend[tinygrad]')")
+
+
+@pytest.fixture(scope="module")
+def quick_run(device, tmp_path_factory):
+    """One ``--tinygrad --quick`` run in a fresh process (inheriting the suite's validation settings)."""
+    if _tinygrad_version() != "0.14.0":
+        pytest.skip("needs tinygrad 0.14.0 (pip install 'vkbackend[tinygrad]')")
+    if shutil.which("clang") is None:
+        pytest.skip("tinygrad's CPU device needs clang (apt-get install clang)")
+    return run_bench(["--tinygrad", "--quick"], tmp_path_factory.mktemp("bench-tinygrad") / "bench.json",
+                     timeout_s=900)
+
+
+def test_quick_run_exits_cleanly(quick_run):
+    proc, records = quick_run
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-6000:]}"
+    assert records is not None
+    for case in CASES:
+        assert case.name in proc.stdout
+    assert "checksum mismatch" not in proc.stdout
+
+
+def test_every_case_ran_on_vk_and_cpu(quick_run):
+    _, records = quick_run
+    got = {(r["case"], r["impl"]): r for r in records}
+    for case in CASES:
+        for impl in DEVICES:
+            rec = got.get((case.name, impl))
+            assert rec is not None, f"{case.name} did not run on {impl}"
+            assert rec["correct"] and isinstance(rec["value"], float) and rec["value"] > 0, rec
+            assert rec["unit"] == case.unit and rec["runs"] == TgSizes.quick().runs
+            assert rec["min"] <= rec["value"] <= rec["p90"] <= rec["max"], rec
+
+
+def test_checksums_agree_across_implementations(quick_run):
+    _, records = quick_run
+    for case in CASES:
+        sums = {r["impl"]: r["checksum"] for r in records if r["case"] == case.name and r["value"] is not None}
+        assert set(DEVICES) <= set(sums), (case.name, sums)
+        assert all(math.isfinite(v) and v > 0 for v in sums.values()), (case.name, sums)
+        reference = sums["CPU"]
+        assert all(close(v, reference, case.rtol) for v in sums.values()), (case.name, sums)
+
+
+def test_mlp_kernels_timed_on_both_devices(quick_run):
+    _, records = quick_run
+    kernels = {impl: sorted((r for r in records if r["case"] == KERNEL_CASE.name and r["impl"] == impl),
+                            key=lambda r: r["index"]) for impl in DEVICES}
+    assert kernels["VK"] and len(kernels["VK"]) == len(kernels["CPU"])
+    for impl, recs in kernels.items():
+        assert [r["index"] for r in recs] == list(range(len(recs)))
+        assert all(r["kernel"] and r["value"] > 0 and r["unit"] == "us" for r in recs), impl
+
+
+def test_records_have_the_documented_shape(quick_run):
+    _, records = quick_run
+    fields = {"case", "impl", "value", "unit", "correct", "checksum", "min", "p90", "max", "runs"}
+    for rec in records:
+        assert fields <= set(rec), rec
+        assert rec["impl"] in IMPLS
+        assert rec["case"] in CASE_BY_NAME or rec["case"] == KERNEL_CASE.name
+
+
+# ----- the driver's pieces, without a device -------------------------------------------------------------------------
+@needs_tinygrad
+def test_a_disagreeing_checksum_is_reported():
+    from vkbackend.bench.tinygrad_runner import check_agreement
+    case = CASE_BY_NAME["matmul_f16"]
+    records = [TgRecord.of_samples(case, impl, [1.0, 2.0, 3.0], check)
+               for impl, check in (("VK", 100.0), ("CUDA", 100.5), ("torch", 120.0))]
+    problems = check_agreement(records)
+    assert [r.correct for r in records] == [True, True, False]  # within float16's 1e-2 of CUDA; torch is not
+    assert len(problems) == 1 and "torch" in problems[0] and "matmul_f16" in problems[0]
+
+
+@needs_tinygrad
+def test_kernel_table_and_selection():
+    from vkbackend.bench.tinygrad_runner import kernel_table, select
+    recs = []
+    for impl, times in (("VK", [10.0, 40.0]), ("CUDA", [5.0, 10.0])):
+        for i, t in enumerate(times):
+            rec = TgRecord.of_samples(KERNEL_CASE, impl, [t], None)
+            rec.kernel, rec.index = f"k{i}", i
+            recs.append(rec)
+    text = kernel_table(recs)
+    assert "VK/CUDA per kernel: median 3, worst 4 (#1 k1)" in text
+    assert select(["matmul_f16", "mlp_step", "mlp"]) == ["matmul_f16", "mlp"]
+    with pytest.raises(ValueError):
+        select(["nope"])
+
+
+def test_record_json_round_trip_table_and_plot(tmp_path):
+    rec = TgRecord.of_samples(CASE_BY_NAME["mlp_step"], "VK", [3.0, 1.0, 2.0], 7.5)
+    assert (rec.value, rec.min, rec.p90, rec.max, rec.runs) == (2.0, 1.0, 3.0, 3.0, 3)
+    assert TgRecord.from_json(rec.to_json()) == rec
+    peer = TgRecord.of_samples(CASE_BY_NAME["mlp_step"], "CUDA", [1.0], 7.5)
+    text = table([rec, peer], cases=[CASE_BY_NAME["mlp_step"]], impls=IMPLS, ours_label="VK")
+    assert "2 [1-3]" in text and "VK/CUDA" in text and "2 worse" in text
+    why_not = plot([rec, peer], tmp_path / "p.png", "test", cases=CASES, impls=IMPLS)
+    assert why_not is None and (tmp_path / "p.png").stat().st_size > 0 or "matplotlib" in why_not

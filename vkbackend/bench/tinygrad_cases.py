@@ -1,0 +1,104 @@
+"""The tinygrad bench's workloads on one tinygrad device: the default device (``DEV``) of this process.
+
+``tinygrad_protocol.Workloads`` runs, times and checks them; this module builds them with tinygrad: jitted
+training steps (Adam / AdamW under ``Context(TRAINING=1)``), a jitted decode step on a symbolic position, a jitted
+ResNet forward, and the MLP step's per-kernel GPU times (``tinygrad_kernels``).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from tinygrad import Context, Device, Tensor, TinyJit, UOp, dtypes, nn
+from tinygrad.nn.optim import Adam, AdamW, Optimizer
+
+from .tinygrad_kernels import kernel_times
+from .tinygrad_models import MLP, GPT2Decoder, ResNet, TransformerStack, load_seeded
+from .tinygrad_protocol import SEED, Workloads, seeded_inputs
+from .tinygrad_spec import KERNEL_CASE, TgRecord, TgSizes
+
+
+class TinygradWorkloads(Workloads):
+    """The workloads on tinygrad device ``device``, which must be tinygrad's default device (the child sets ``DEV``
+    before importing tinygrad), since models create their weights there."""
+
+    def __init__(self, device: str, sizes: TgSizes) -> None:
+        super().__init__(device, sizes)
+        self.dev = Device[device]
+        self._kernels: Callable[[], list[TgRecord]] = list
+
+    def sync(self) -> None:
+        self.dev.synchronize()
+
+    def tensor(self, array: np.ndarray) -> Tensor:
+        return Tensor(array).realize()
+
+    def numpy(self, tensor: Tensor) -> np.ndarray:
+        return tensor.numpy()
+
+    def jit(self, fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+        return TinyJit(lambda *args: fn(*args).realize())
+
+    def _train_step(self, model: object, opt: Optimizer, loss_fn: Callable[..., Tensor],
+                    *inputs: Tensor) -> tuple[TinyJit, Callable[[], Tensor]]:
+        """The jitted step (loss, backward, optimiser in one schedule) and a call of it on ``inputs``."""
+        @TinyJit
+        def step(*args: Tensor) -> Tensor:
+            with Context(TRAINING=1):
+                opt.zero_grad()
+                loss = loss_fn(*args)
+                loss.backward()
+                return loss.realize(*opt.schedule_step())
+        return step, lambda: step(*inputs)
+
+    def mlp_step(self) -> Callable[[], Tensor]:
+        s, data = self.s, seeded_inputs("mlp", self.s)
+        model = MLP(s.mlp_widths)
+        load_seeded(model, SEED)
+        x, y = self.tensor(data["x"]), self.tensor(data["y"])
+        step, call = self._train_step(model, Adam(nn.state.get_parameters(model), lr=1e-3),
+                                      lambda a, b: model(a).sparse_categorical_crossentropy(b), x, y)
+        self._kernels = lambda: self._kernel_records(step, x, y)
+        return call
+
+    def transformer_step(self) -> Callable[[], Tensor]:
+        s, data = self.s, seeded_inputs("transformer", self.s)
+        model = TransformerStack(s.tf_layers, s.tf_dim, s.tf_heads)
+        load_seeded(model, SEED)
+        return self._train_step(model, AdamW(nn.state.get_parameters(model), lr=1e-4),
+                                lambda a, b: (model(a) - b).square().mean(),
+                                self.tensor(data["x"]), self.tensor(data["y"]))[1]
+
+    def gpt2_decode(self) -> Callable[[], float]:
+        """Teacher-forced: the seeded tokens go in one at a time (the position is a bound symbolic variable, so one
+        captured JIT serves every position) and each step's [argmax, max logit] comes back to the host, as a real
+        decoder reads every token back."""
+        s = self.s
+        tokens = seeded_inputs("gpt2", s)["tokens"].tolist()
+        model = GPT2Decoder(s.gpt2_layers, s.gpt2_dim, s.gpt2_heads, s.gpt2_vocab, s.gpt2_positions, s.gpt2_tokens)
+        load_seeded(model, SEED)
+        step = TinyJit(lambda tok, pos: model(tok, pos).realize())
+        pos = UOp.variable("pos", 0, s.gpt2_tokens - 1)
+        return lambda: sum(step(Tensor([[t]], dtype=dtypes.int32), pos.bind(i)).tolist()[1]
+                           for i, t in enumerate(tokens))
+
+    def resnet_forward(self) -> Callable[[], Tensor]:
+        s = self.s
+        model = ResNet(s.resnet_layers, s.resnet_classes, s.resnet_width)
+        load_seeded(model, SEED)
+        x = self.tensor(seeded_inputs("resnet50", s)["x"])
+        forward = TinyJit(lambda a: model(a).realize())
+        return lambda: forward(x)
+
+    def kernel_records(self) -> list[TgRecord]:
+        return self._kernels()
+
+    def _kernel_records(self, step: TinyJit, *inputs: Tensor) -> list[TgRecord]:
+        """One ``mlp_kernel`` record per kernel of the captured step: the median of ``kernel_reps`` timed passes."""
+        passes = [kernel_times(step, *inputs) for _ in range(self.s.kernel_reps)]
+        records = []
+        for index, (name, _) in enumerate(passes[0]):
+            record = TgRecord.of_samples(KERNEL_CASE, self.impl, [p[index][1] * 1e6 for p in passes], None)
+            record.kernel, record.index = name, index
+            records.append(record)
+        return records
