@@ -337,3 +337,28 @@ def test_half8_is_two_f16vec4(monkeypatch):
     assert "float16_t[8] val0 = VK_V1_8(" in src and "f16vec4 data1_1024[]" in usual, src
     assert "#define VK_S0_8(i, v) { float16_t[8] vk_t = (v); data0_1024[(i)>>2] = f16vec4(" in usual, usual
     _val_both(src)
+
+
+# ----- kernels on global ids (NOLOCALS) ------------------------------------------------------------------------------
+
+
+def test_global_id_kernels_take_their_local_size_from_spec_constants():
+    from vkbackend.spirv import reflect
+    from vkbackend.tinygrad.compiler import with_local_size
+
+    a = Tensor.ones(37, 91, device=DEV).contiguous()
+    with Context(NOLOCALS=1):
+        libs = kernels(lambda: (a * 2 + 1).sum(1).realize())
+    gid = [lib for lib in libs if lib.meta["gid"]]
+    assert gid, [lib.source for lib in libs]
+    for lib in gid:
+        assert "layout(local_size_x_id=0, local_size_y_id=1, local_size_z_id=2) in;" in lib.source
+        assert "gl_GlobalInvocationID" in body(lib)
+        assert reflect(lib.spirv).local_size == (1, 1, 1)
+        for local in ((37, 1, 1), (8, 4, 2)):
+            spv = with_local_size(lib.spirv, local)
+            assert reflect(spv).local_size == local
+            spirv_val(spv)
+    usual = kernels(lambda: (Tensor.ones(64, device=DEV).contiguous() * 5).realize())[-1]
+    with pytest.raises(ValueError):  # a literal local size is not rewritten
+        with_local_size(usual.spirv, (2, 1, 1))

@@ -396,3 +396,28 @@ def test_half8_vectors(monkeypatch):
     a = rand(1024).astype(np.float16)
     got = _run_with_opts(Tensor(a) * 2 + 1, (Opt(OptOps.UPCAST, 0, 8),))
     np.testing.assert_equal(got, a * 2 + 1)
+
+
+# ----- kernels on global ids ----------------------------------------------------------------------------------------
+
+
+def test_fit_local_size():
+    from vkbackend.tinygrad.ops_vk import VKProgram
+
+    fit = VKProgram.fit_local_size
+    assert fit((256, 1, 1), (64, 1, 1), (1024, 1024, 64), 1024) == (64, 1, 1)  # divides: as asked
+    assert fit((3367, 1, 1), (256, 1, 1), (1024, 1024, 64), 1024) == (91, 1, 1)  # 3367 = 7*13*37: the largest below
+    assert fit((1009, 1, 1), (32, 1, 1), (1024, 1024, 64), 1024) == (1, 1, 1)  # a prime
+    assert fit((4, 8, 128), (1, 1, 128), (1024, 1024, 64), 1024) == (1, 1, 64)  # the device's z limit
+    assert fit((64, 64, 1), (64, 64, 1), (1024, 1024, 64), 1024) == (32, 32, 1)  # at most max_threads invocations
+
+
+def test_global_id_kernels():
+    # NOLOCALS: kernels on gl_GlobalInvocationID; tinygrad times candidate local sizes, each a variant of one module
+    a, m, n = rand(37, 91), rand(64, 48), rand(48, 80)
+    p = rand(1009)
+    with Context(NOLOCALS=1):
+        np.testing.assert_allclose((Tensor(a) * 2 + 1).numpy(), a * 2 + 1, rtol=1e-6)
+        np.testing.assert_allclose(Tensor(a).sum(1).numpy(), a.sum(1), rtol=1e-5)
+        np.testing.assert_allclose((Tensor(m) @ Tensor(n)).numpy(), m @ n, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose((Tensor(p) - 1).numpy(), p - 1, rtol=1e-6)  # a prime number of invocations

@@ -12,7 +12,8 @@ GLSL 450 for Vulkan (compiled to SPIR-V by :mod:`vkbackend.tinygrad.compiler`). 
   remainder is passed per binding as extra push-constant words; the source is compiled twice (``VK_VIEWS`` 0 and 1)
   so that the common case pays nothing for it;
 * workgroup / local ids from ``gl_WorkGroupID`` / ``gl_LocalInvocationID``, the local size baked in with
-  ``layout(local_size_x=...)``; shared memory declared at file scope, ``barrier()`` between phases;
+  ``layout(local_size_x=...)``; shared memory declared at file scope, ``barrier()`` between phases; kernels on global
+  ids (``NOLOCALS``) take their local size from specialization constants 0-2, set per launch size by the program;
 * bool buffers are stored as ``uint8_t`` (tinygrad's bool is one byte), 8/16/64-bit types come from the
   ``GL_EXT_shader_explicit_arithmetic_types`` / ``8bit_storage`` / ``16bit_storage`` extensions.
 
@@ -771,7 +772,11 @@ class VKRenderer(CStyleLanguage):
             "#ifndef VK_VIEWS",
             "#define VK_VIEWS 0",
             "#endif",
-            f"layout(local_size_x={local[0]}, local_size_y={local[1]}, local_size_z={local[2]}) in;",
+            # kernels on global ids get their size at launch (tinygrad times candidates): specialization constants 0-2,
+            # whose defaults VKProgram rewrites per size (compiler.with_local_size)
+            "layout(local_size_x_id=0, local_size_y_id=1, local_size_z_id=2) in;"
+            if uses_gid
+            else f"layout(local_size_x={local[0]}, local_size_y={local[1]}, local_size_z={local[2]}) in;",
         ]
 
         bindings = []
