@@ -362,3 +362,32 @@ def test_global_id_kernels_take_their_local_size_from_spec_constants():
     usual = kernels(lambda: (Tensor.ones(64, device=DEV).contiguous() * 5).realize())[-1]
     with pytest.raises(ValueError):  # a literal local size is not rewritten
         with_local_size(usual.spirv, (2, 1, 1))
+
+
+def test_where_is_a_select():
+    # glslang makes ``c ? a : b`` a branch unless both sides are plain variables; tinygrad's WHERE on computed values
+    # (relu, masks, max) is rendered mix(b, a, c), an OpSelect
+    x = Tensor.ones(256, device=DEV).contiguous()
+    libs = kernels(lambda: ((x * 3 - 1).relu() + (x < 2).where(x * 5, x - 7)).realize())
+    src = body(libs[-1])
+    assert "mix(" in src and "?" not in src, src
+    spirv_val(libs[-1].spirv)
+    dis = _disassemble(libs[-1].spirv)
+    if dis is not None:
+        assert "OpSelect" in dis and "OpBranchConditional" not in dis, dis
+
+
+def test_gated_loads_stay_branches():
+    # a padded convolution's out-of-range reads must not happen: ``gate ? load : 0`` stays a conditional
+    x, w = Tensor.ones(1, 4, 8, 8, device=DEV).contiguous(), Tensor.ones(4, 4, 3, 3, device=DEV).contiguous()
+    libs = kernels(lambda: x.conv2d(w, padding=1).realize())
+    assert any(re.search(r"\(\(?\w+(&&\w+)*\)?\?(data\d+_\d+\[|VK_V)", body(lib)) for lib in libs), [body(l) for l in libs]
+
+
+def _disassemble(spirv: bytes) -> str | None:
+    if shutil.which("spirv-dis") is None:
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".spv") as f:
+        f.write(spirv)
+        f.flush()
+        return subprocess.run(["spirv-dis", f.name], capture_output=True, text=True, check=True).stdout

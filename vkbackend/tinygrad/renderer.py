@@ -32,7 +32,7 @@ from tinygrad.codegen.decomp.transcendental import xexp2, xlog2, xsin
 from tinygrad.dtype import AddrSpace, DType, dtypes, float_to_bf16
 from tinygrad.helpers import Target, strip_parens
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite, create_non_native_float_pats, pm_manual_bf16_cast
-from tinygrad.uop.ops import Ops, PatternMatcher, UOp, UPat
+from tinygrad.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 
 __all__ = ["VKRenderer", "DeviceCaps", "make_arch", "parse_arch", "META_PREFIX"]
 
@@ -278,6 +278,39 @@ def _is_bool(u: UOp) -> bool:
     return u.dtype == dtypes.bool
 
 
+# ops whose value the renderer may write inline into a parent expression (see CStyleLanguage._render); anything else is
+# a variable by the time a parent reads it
+_INLINABLE = {*GroupOp.ALU, Ops.CAST, Ops.BITCAST, Ops.STACK, Ops.INDEX, Ops.LOAD}
+
+
+def _speculation_safe(u: UOp, budget: int = 256) -> bool:
+    """True when evaluating ``u`` (and what the renderer inlines into it) where it is not used is harmless: no
+    register-array or vector lane read at a computed index (out of range where the other branch was meant), and small
+    enough to check.  Loads from global or shared memory are never inlined, so they are variables here."""
+    seen: set[UOp] = set()
+    todo = [u]
+    while todo:
+        v = todo.pop()
+        if v in seen or v.op not in _INLINABLE:
+            continue
+        if v.op is Ops.LOAD and v.src[0].addrspace is not AddrSpace.REG:
+            continue  # a variable
+        if v.op is Ops.INDEX and (len(v.src) != 2 or _const_index(v.src[1]) is None):
+            return False
+        seen.add(v)
+        if len(seen) > budget:
+            return False
+        todo.extend(v.src)
+    return True
+
+
+def _const_index(i: UOp) -> int | None:
+    """The value of a constant index (tinygrad writes it CAST(CONST)), else None."""
+    while i.op is Ops.CAST:
+        i = i.src[0]
+    return i.arg if i.op is Ops.CONST and isinstance(i.arg, int) else None
+
+
 def _render_alu(ctx: "VKRenderer", x: UOp) -> str | None:
     # like C's, flatten chains of one associative op: ((a&&b)&&c) -> (a&&b&&c)
     srcs = [
@@ -296,6 +329,11 @@ def _render_alu(ctx: "VKRenderer", x: UOp) -> str | None:
             Ops.ADD: f"({a}||{b})",
             Ops.MUL: f"({a}&&{b})",
         }[x.op]
+    if x.op is Ops.WHERE and _speculation_safe(x.src[1]) and _speculation_safe(x.src[2]):
+        # glslang turns ``c ? a : b`` into a branch unless both sides are plain variables or constants; GLSL 4.50's
+        # mix(b, a, bool) is an OpSelect: both sides evaluated, the unselected one ignored (NaNs do not leak)
+        c, a, b = srcs
+        return f"mix({b},{a},{c})"
     if x.op is Ops.CMOD and sdt in dtypes.sints:
         a, b = srcs  # glslang lowers signed % to OpSMod (sign of the divisor); C truncates toward zero
         return f"({a}-{b}*({a}/{b}))"
