@@ -544,8 +544,7 @@ def _render_vector_load(ctx: "VKRenderer", mop: UOp) -> str:
     if _is_local_buffer(buf):
         dw = ctx._declared.get(buf, 1)
         return compose_load(buf.dtype, w, dw, lambda p: f"{ctx[buf]}[{_piece_index(i, dw, p)}]")
-    if _is_ptr_view(buf):
-        return compose_load(buf.dtype, w, 1, lambda p: _view_load_at(ctx, buf, _piece_index(i, 1, p)))
+    # (tinygrad's UOp spec has no SHRINK of a pointer bitcast: views are read element by element)
     raise RuntimeError(f"VK renderer: vector load from {buf.op} {buf.addrspace}")
 
 
@@ -558,10 +557,6 @@ def _render_vector_store(ctx: "VKRenderer", mop: UOp, var: UOp) -> str:
     if _is_local_buffer(buf):
         dw = ctx._declared.get(buf, 1)
         return compose_store(buf.dtype, w, dw, lambda p: f"{ctx[buf]}[{_piece_index(i, dw, p)}]", ctx[var])
-    if _is_ptr_view(buf):
-        out = [f"{{ {_value_type(buf.dtype, w)} vk_v = {ctx[var]};"]
-        out += [_view_store_at(ctx, buf, _piece_index(i, 1, p), f"vk_v[{p}]") for p in range(w)]
-        return "\n".join(out) + " }"
     raise RuntimeError(f"VK renderer: vector store to {buf.op} {buf.addrspace}")
 
 
