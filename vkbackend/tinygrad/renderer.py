@@ -379,18 +379,18 @@ def _as_uint(dt: DType, val: str) -> str:
     return _bitcast(_UINT[dt.itemsize], dt, val) if dt != dtypes.bool else f"uint8_t({val}?1u:0u)"
 
 
-def _view_access(ctx: "VKRenderer", param: UOp, start: UOp | None):
-    """(element expression for the buffer's element index ``e``, S, start string)."""
+def _view_access(ctx: "VKRenderer", param: UOp, start: UOp | None, idx: UOp):
+    """(element expression for the buffer's element index ``e``, S, start string, idx string)."""
     sdt = _storage_dtype(param.dtype)
     key = ctx._global_keys[ctx[param]]
-    return (lambda e: f"{ctx[param]}[VK_I{key}(int({e}))]"), sdt, ("0" if start is None else ctx[start])
+    return (lambda e: f"{ctx[param]}[VK_I{key}(int({e}))]"), sdt, ("0" if start is None else ctx[start]), ctx[idx]
 
 
-def _view_load_at(ctx: "VKRenderer", bc: UOp, i: str) -> str:
-    """A load of element ``i`` of the pointer bitcast ``bc``, composed from the buffer's own elements."""
-    param, start = _bitcast_param(bc)
-    tdt = bc.dtype
-    elem, sdt, st = _view_access(ctx, param, start)
+def _render_view_load(ctx: "VKRenderer", bidx: UOp) -> str | None:
+    if (pv := _ptr_view(bidx)) is None:
+        return None
+    param, start, idx, tdt = pv
+    elem, sdt, st, i = _view_access(ctx, param, start, idx)
     ut = _UINT[tdt.itemsize]
     if tdt.itemsize >= sdt.itemsize:
         k = tdt.itemsize // sdt.itemsize
@@ -403,34 +403,22 @@ def _view_load_at(ctx: "VKRenderer", bc: UOp, i: str) -> str:
     return _bitcast(tdt, ut, f"{TYPE_MAP[ut]}({word}>>((({i})%{k})*{tdt.itemsize * 8}))")
 
 
-def _view_store_at(ctx: "VKRenderer", bc: UOp, i: str, val: str) -> str:
-    """A store of ``val`` to element ``i`` of the pointer bitcast ``bc``, split into the buffer's own elements."""
-    param, start = _bitcast_param(bc)
-    tdt = bc.dtype
-    elem, sdt, st = _view_access(ctx, param, start)
+def _render_view_store(ctx: "VKRenderer", bidx: UOp, var: UOp) -> str | None:
+    if (pv := _ptr_view(bidx)) is None:
+        return None
+    param, start, idx, tdt = pv
+    elem, sdt, st, i = _view_access(ctx, param, start, idx)
     if tdt.itemsize < sdt.itemsize:
         raise RuntimeError(
             f"VK renderer: a store through a {tdt} view of a {sdt} buffer would race with its neighbours"
         )
     k, ut, us = tdt.itemsize // sdt.itemsize, _UINT[tdt.itemsize], _UINT[sdt.itemsize]
-    lines = [f"{{ {TYPE_MAP[ut]} vk_bits = {_as_uint(tdt, val)};"]
+    lines = [f"{{ {TYPE_MAP[ut]} vk_bits = {_as_uint(tdt, ctx[var])};"]
     for j in range(k):
         lines.append(
             f"  {elem(f'{st}+({i})*{k}+{j}')} = {_bitcast(sdt, us, f'{TYPE_MAP[us]}(vk_bits>>{j * sdt.itemsize * 8})')}; "
         )
     return "\n".join(lines) + "}"
-
-
-def _render_view_load(ctx: "VKRenderer", bidx: UOp) -> str | None:
-    if _ptr_view(bidx) is None:
-        return None
-    return _view_load_at(ctx, bidx.src[0], ctx[bidx.src[1]])
-
-
-def _render_view_store(ctx: "VKRenderer", bidx: UOp, var: UOp) -> str | None:
-    if _ptr_view(bidx) is None:
-        return None
-    return _view_store_at(ctx, bidx.src[0], ctx[bidx.src[1]], ctx[var])
 
 
 # ---------------------------------------------------------------------------------------------------------------------
