@@ -60,7 +60,7 @@ _OP_SPEC_CONSTANT, _OP_DECORATE, _DEC_SPEC_ID = 50, 71, 1
 
 
 def with_local_size(spirv: bytes, local: tuple[int, int, int]) -> bytes:
-    """``spirv`` with the default values of specialization constants 0, 1, 2 (``local_size_{x,y,z}_id``) set to ``local``.
+    """``spirv`` with the defaults of specialization constants 0, 1, 2 (``local_size_{x,y,z}_id``) set to ``local``.
 
     This stands in for a specialization API: the driver sees one module per size, as it would see one pipeline per
     specialization.  The literal LocalSize execution mode is rewritten too (the WorkgroupSize built-in overrides it,
