@@ -105,8 +105,9 @@ def test_elementwise_layout():
     meta = read_meta(add.source)
     assert add.meta == meta and meta["nvars"] == 0 and not meta["gid"]
     assert f"local_size_x={meta['local'][0]}" in add.source
-    assert len(re.findall(r"layout\(set=0, binding=\d, std430\)", add.source)) == 3
-    assert add.source.count("readonly buffer") == 2  # inputs are NonWritable, the output is not
+    # one declaration per binding and variant (a vec4 array in the usual one, scalar in the VK_VIEWS one)
+    assert sorted(set(re.findall(r"layout\(set=0, binding=(\d), std430\)", add.source))) == ["0", "1", "2"]
+    assert len(re.findall(r"readonly buffer VKB1 ", add.source)) >= 1 and "readonly buffer VKB0 " not in add.source
     assert "gl_WorkGroupID" in add.source or "gl_LocalInvocationID" in add.source
     for lib in libs:
         spirv_val(lib.spirv)
@@ -233,3 +234,161 @@ def test_views_variant_compiles():
     assert spv != lib.spirv
     spirv_val(spv)
     assert "vk_off0" in lib.source and "#if VK_VIEWS" in lib.source
+
+
+# ----- vector loads and stores (supports_float4) ---------------------------------------------------------------------
+
+
+def _both_variants(lib):
+    """spirv-val the kernel as tinygrad compiled it and its VK_VIEWS=1 variant."""
+    from vkbackend.tinygrad.compiler import compile_variant
+
+    spirv_val(lib.spirv)
+    spirv_val(compile_variant(lib.source, views=True))
+
+
+def _variant(src: str, views: bool) -> str:
+    """The declarations and macros of one variant (``#if VK_VIEWS`` ... ``#else`` ... ``#endif`` resolved by hand)."""
+    out, stack = [], []
+    for ln in src.split("\n"):
+        if ln == "#if VK_VIEWS":
+            stack.append(views)
+        elif ln == "#else" and stack:
+            stack[-1] = not stack[-1]
+        elif ln == "#endif" and stack:
+            stack.pop()
+        elif all(stack):
+            out.append(ln)
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("dt,vec", [(dtypes.float32, "vec4"), (dtypes.float16, "f16vec4"), (dtypes.int32, "ivec4")])
+def test_vector_loads_and_stores(dt, vec):
+    a = Tensor.ones(1024, dtype=dt, device=DEV).contiguous()
+    libs = kernels(lambda: (a * 3 + a).realize())
+    lib = libs[-1]
+    usual, views = _variant(lib.source, False), _variant(lib.source, True)
+    # the usual variant declares every buffer as an array of vectors and reads/writes whole vectors
+    assert re.search(rf"buffer VKB1 {{ {vec} data1_1024\[\]; }}", usual), usual
+    assert re.search(rf"#define VK_V1_4\(i\) \(data1_1024\[\(i\)>>2\]\)", usual), usual
+    assert re.search(r"#define VK_S0_4\(i, v\) data0_1024\[\(i\)>>2\] = \(v\);", usual), usual
+    # the views variant (per-binding offsets that need not be multiples of 4 elements) composes them from scalars
+    assert re.search(rf"buffer VKB1 {{ {TYPE[dt]} data1_1024\[\]; }}", views), views
+    assert re.search(rf"#define VK_V1_4\(i\) \({vec}\(data1_1024\[VK_I1_\d\(i\)\], ", views), views
+    assert f"{vec} val" in body(lib) and "VK_S0_4(" in body(lib)
+    _both_variants(lib)
+
+
+TYPE = {dtypes.float32: "float", dtypes.float16: "float16_t", dtypes.int32: "int"}
+
+
+def test_mixed_widths_compose_vectors():
+    # a padded 3x3 convolution reads its input both 4 and 1 element at a time: declared scalar, vectors composed
+    x, w = Tensor.ones(1, 8, 32, 32, device=DEV).contiguous(), Tensor.ones(16, 8, 3, 3, device=DEV).contiguous()
+    libs = kernels(lambda: x.conv2d(w, padding=1).realize())
+    conv = [lib for lib in libs if "VK_V" in body(lib)]
+    assert conv, [lib.source for lib in libs]
+    for lib in conv:
+        usual = _variant(lib.source, False)
+        for m in re.finditer(r"#define VK_V(\d+)_(\d)\(i\) \((.*)\)$", usual, re.M):
+            decl = re.search(rf"binding=\d+, std430\) readonly buffer VKB\d+ {{ (\w+) data{m[1]}_", usual)
+            if decl and decl[1] == "float":  # scalar declaration: the vector is composed of scalar reads
+                assert m[3].startswith("vec4(") and m[3].count("VK_I") == 4, m[0]
+        _both_variants(lib)
+
+
+def _with_opts(out: Tensor, opts: tuple) -> str:
+    """The GLSL of the last kernel of ``out`` with tinygrad's optimizations replaced by ``opts``."""
+    from dataclasses import replace
+
+    from tinygrad import Device
+    from tinygrad.codegen import to_program
+
+    ast = out.schedule_linear().src[-1].src[0]
+    return to_program(ast.replace(arg=replace(ast.arg, opts_to_apply=opts)), renderer=Device[DEV].renderer).src[2].arg
+
+
+def _val_both(src: str):
+    from vkbackend.tinygrad.compiler import compile_variant
+
+    spirv_val(compile_variant(src, views=False))
+    spirv_val(compile_variant(src, views=True))
+
+
+def test_shared_memory_vectors():
+    from tinygrad.codegen.opt import Opt, OptOps
+
+    x, y = Tensor.ones(1, 128, device=DEV).contiguous(), Tensor.ones(128, 128, device=DEV).contiguous()
+    src = _with_opts((x @ y).relu(), (Opt(OptOps.GROUP, 0, 8), Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.UPCAST, 0, 4)))
+    assert re.search(r"^shared vec4 buf\d+\[\d+\];$", src, re.M), src  # partial sums go through shared memory as vec4
+    assert re.search(r"buf\d+\[.*>>2\] = vec4\(", src), src
+    _val_both(src)
+
+
+def test_half8_is_two_f16vec4(monkeypatch):
+    # ALLOW_HALF8=1 makes tinygrad group 8 halves; GLSL has no 8-lane vector: an array value, two f16vec4 accesses
+    from tinygrad.codegen.late import coalesce
+    from tinygrad.codegen.opt import Opt, OptOps
+
+    monkeypatch.setattr(coalesce, "getenv", lambda k, d=0: 1 if k == "ALLOW_HALF8" else d)
+    a = Tensor.ones(1024, dtype=dtypes.float16, device=DEV).contiguous()
+    src = _with_opts(a + 1, (Opt(OptOps.UPCAST, 0, 8),))
+    usual = _variant(src, False)
+    assert "float16_t[8] val0 = VK_V1_8(" in src and "f16vec4 data1_1024[]" in usual, src
+    assert "#define VK_S0_8(i, v) { float16_t[8] vk_t = (v); data0_1024[(i)>>2] = f16vec4(" in usual, usual
+    _val_both(src)
+
+
+# ----- kernels on global ids (NOLOCALS) ------------------------------------------------------------------------------
+
+
+def test_global_id_kernels_take_their_local_size_from_spec_constants():
+    from vkbackend.spirv import reflect
+    from vkbackend.tinygrad.compiler import with_local_size
+
+    a = Tensor.ones(37, 91, device=DEV).contiguous()
+    with Context(NOLOCALS=1):
+        libs = kernels(lambda: (a * 2 + 1).sum(1).realize())
+    gid = [lib for lib in libs if lib.meta["gid"]]
+    assert gid, [lib.source for lib in libs]
+    for lib in gid:
+        assert "layout(local_size_x_id=0, local_size_y_id=1, local_size_z_id=2) in;" in lib.source
+        assert "gl_GlobalInvocationID" in body(lib)
+        assert reflect(lib.spirv).local_size == (1, 1, 1)
+        for local in ((37, 1, 1), (8, 4, 2)):
+            spv = with_local_size(lib.spirv, local)
+            assert reflect(spv).local_size == local
+            spirv_val(spv)
+    usual = kernels(lambda: (Tensor.ones(64, device=DEV).contiguous() * 5).realize())[-1]
+    with pytest.raises(ValueError):  # a literal local size is not rewritten
+        with_local_size(usual.spirv, (2, 1, 1))
+
+
+def test_where_is_a_select():
+    # glslang makes ``c ? a : b`` a branch unless both sides are plain variables; tinygrad's WHERE on computed values
+    # (relu, masks, max) is rendered mix(b, a, c), an OpSelect
+    x = Tensor.ones(256, device=DEV).contiguous()
+    libs = kernels(lambda: ((x * 3 - 1).relu() + (x < 2).where(x * 5, x - 7)).realize())
+    src = body(libs[-1])
+    assert "mix(" in src and "?" not in src, src
+    spirv_val(libs[-1].spirv)
+    dis = _disassemble(libs[-1].spirv)
+    if dis is not None:
+        assert "OpSelect" in dis and "OpBranchConditional" not in dis, dis
+
+
+def test_gated_loads_stay_branches():
+    # a padded convolution's out-of-range reads must not happen: ``gate ? load : 0`` stays a conditional
+    x, w = Tensor.ones(1, 4, 8, 8, device=DEV).contiguous(), Tensor.ones(4, 4, 3, 3, device=DEV).contiguous()
+    libs = kernels(lambda: x.conv2d(w, padding=1).realize())
+    gated = r"\(\(?\w+(&&\w+)*\)?\?(data\d+_\d+\[|VK_V)"
+    assert any(re.search(gated, body(lib)) for lib in libs), [body(lib) for lib in libs]
+
+
+def _disassemble(spirv: bytes) -> str | None:
+    if shutil.which("spirv-dis") is None:
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".spv") as f:
+        f.write(spirv)
+        f.flush()
+        return subprocess.run(["spirv-dis", f.name], capture_output=True, text=True, check=True).stdout

@@ -360,3 +360,94 @@ def test_pointer_bitcast_view():
     store = out.index(0).store(src.shrink(((1, 3),)).bitcast(dtypes.uint64).index(0))
     run_linear(UOp(Ops.LINEAR, src=(UOp.sink(store, arg=KernelInfo()).call(*buf_uops),)))
     assert np.frombuffer(obuf.as_memoryview(), dtype=np.uint64)[0] == val
+
+
+# ----- vector loads and stores --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int32])
+def test_vector_access_on_views(dt):
+    # a realized contiguous slice is a view of its base buffer; kernels read and write it 4 elements at a time: through
+    # vec4 arrays when the view is 16-byte aligned, composed from scalars (the VK_VIEWS variant) otherwise
+    if dt == np.float16 and not supports(dtypes.float16):
+        pytest.skip("no float16")
+    a = np.arange(256).astype(dt)
+    for lo in (0, 1, 2, 3, 4, 16, 33):
+        t = Tensor(a).realize()
+        v = t[lo : lo + 128].contiguous().realize()
+        np.testing.assert_equal((v * 2 + 1).numpy(), a[lo : lo + 128] * 2 + 1)
+        v.assign(v * 3).realize()  # a store into the view
+        np.testing.assert_equal(v.numpy(), a[lo : lo + 128] * 3)
+        whole = t.numpy()  # the neighbours of the view are untouched
+        np.testing.assert_equal(whole[:lo], a[:lo])
+        np.testing.assert_equal(whole[lo + 128 :], a[lo + 128 :])
+
+
+def _run_with_opts(out: Tensor, opts: tuple) -> np.ndarray:
+    """Realize ``out`` with tinygrad's optimizations of its last kernel replaced by ``opts``."""
+    from dataclasses import replace
+
+    from tinygrad.device import Buffer
+    from tinygrad.dtype import _to_np_dtype
+    from tinygrad.engine.realize import run_linear
+    from tinygrad.uop.ops import Ops, UOp, buffers
+
+    linear, var_vals = Tensor.linear_with_vars(out)
+    run_linear(UOp(Ops.LINEAR, src=linear.src[:-1]), var_vals)
+    last = linear.src[-1]
+    ast = last.src[0]
+    bufs = [s.buffer for s in last.src[1:] if not s.is_bound_var]
+    bufs = [Buffer(b.device, b.size, b.dtype).allocate() if i < len(ast.src) else b for i, b in enumerate(bufs)]
+    buf_uops = [UOp.new_buffer(b.device, b.size, b.dtype) for b in bufs]
+    for u, b in zip(buf_uops, bufs):
+        b.ensure_allocated()
+        buffers[u] = b
+    ast = ast.replace(arg=replace(ast.arg, opts_to_apply=tuple(opts)))
+    run_linear(UOp(Ops.LINEAR, src=(ast.call(*buf_uops),)))
+    return np.frombuffer(bufs[0].as_memoryview(), _to_np_dtype(bufs[0].dtype)).copy()
+
+
+def test_shared_memory_vectors():
+    from tinygrad.codegen.opt import Opt, OptOps
+
+    x, y = rand(1, 128), rand(128, 128)
+    opts = (Opt(OptOps.GROUP, 0, 8), Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.UPCAST, 0, 4))  # vec4 partial sums in shared
+    got = _run_with_opts((Tensor(x) @ Tensor(y)).relu(), opts)
+    np.testing.assert_allclose(got, np.maximum(x @ y, 0).ravel(), rtol=1e-5, atol=1e-5)
+
+
+def test_half8_vectors(monkeypatch):
+    from tinygrad.codegen.late import coalesce
+    from tinygrad.codegen.opt import Opt, OptOps
+
+    if not supports(dtypes.float16):
+        pytest.skip("no float16")
+    monkeypatch.setattr(coalesce, "getenv", lambda k, d=0: 1 if k == "ALLOW_HALF8" else d)  # 8 halves at a time
+    a = rand(1024).astype(np.float16)
+    got = _run_with_opts(Tensor(a) * 2 + 1, (Opt(OptOps.UPCAST, 0, 8),))
+    np.testing.assert_equal(got, a * 2 + 1)
+
+
+# ----- kernels on global ids ----------------------------------------------------------------------------------------
+
+
+def test_fit_local_size():
+    from vkbackend.tinygrad.ops_vk import VKProgram
+
+    fit = VKProgram.fit_local_size
+    assert fit((256, 1, 1), (64, 1, 1), (1024, 1024, 64), 1024) == (64, 1, 1)  # divides: as asked
+    assert fit((3367, 1, 1), (256, 1, 1), (1024, 1024, 64), 1024) == (91, 1, 1)  # 3367 = 7*13*37: the largest below
+    assert fit((1009, 1, 1), (32, 1, 1), (1024, 1024, 64), 1024) == (1, 1, 1)  # a prime
+    assert fit((4, 8, 128), (1, 1, 128), (1024, 1024, 64), 1024) == (1, 1, 64)  # the device's z limit
+    assert fit((64, 64, 1), (64, 64, 1), (1024, 1024, 64), 1024) == (32, 32, 1)  # at most max_threads invocations
+
+
+def test_global_id_kernels():
+    # NOLOCALS: kernels on gl_GlobalInvocationID; tinygrad times candidate local sizes, each a variant of one module
+    a, m, n = rand(37, 91), rand(64, 48), rand(48, 80)
+    p = rand(1009)
+    with Context(NOLOCALS=1):
+        np.testing.assert_allclose((Tensor(a) * 2 + 1).numpy(), a * 2 + 1, rtol=1e-6)
+        np.testing.assert_allclose(Tensor(a).sum(1).numpy(), a.sum(1), rtol=1e-5)
+        np.testing.assert_allclose((Tensor(m) @ Tensor(n)).numpy(), m @ n, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose((Tensor(p) - 1).numpy(), p - 1, rtol=1e-6)  # a prime number of invocations

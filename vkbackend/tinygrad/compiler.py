@@ -3,6 +3,9 @@
 The "binary" tinygrad caches and hands to :class:`vkbackend.tinygrad.ops_vk.VKProgram` is a small container: the
 kernel's metadata (local size, bindings, number of variables), the SPIR-V of the common variant (``VK_VIEWS=0``: no
 per-binding offsets), and the GLSL source, from which the rarely needed ``VK_VIEWS=1`` variant is compiled on first use.
+
+Kernels on global ids (tinygrad's ``NOLOCALS``) take their work-group size from specialization constants 0-2;
+:func:`with_local_size` writes a size into their defaults, so one compiled module serves every size tinygrad tries.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from tinygrad.device import CompileError, Compiler
 
 from vkbackend.tinygrad.renderer import read_meta
 
-__all__ = ["VKCompiler", "VKLib", "pack_lib", "unpack_lib", "compile_variant"]
+__all__ = ["VKCompiler", "VKLib", "pack_lib", "unpack_lib", "compile_variant", "with_local_size"]
 
 MAGIC = b"VKTG\x01"
 CACHE_KEY = "compile_vk_glsl_v1"
@@ -50,6 +53,33 @@ def compile_variant(source: str, views: bool) -> bytes:
         return compile_glsl(source, {"VK_VIEWS": "1" if views else "0"})
     except BackendError as e:
         raise CompileError(f"GLSL compilation failed: {e}\n{source}") from e
+
+
+_OP_EXECUTION_MODE, _MODE_LOCAL_SIZE = 16, 17
+_OP_SPEC_CONSTANT, _OP_DECORATE, _DEC_SPEC_ID = 50, 71, 1
+
+
+def with_local_size(spirv: bytes, local: tuple[int, int, int]) -> bytes:
+    """``spirv`` with the defaults of specialization constants 0, 1, 2 (``local_size_{x,y,z}_id``) set to ``local``.
+
+    This stands in for a specialization API: the driver sees one module per size, as it would see one pipeline per
+    specialization.  The literal LocalSize execution mode is rewritten too (the WorkgroupSize built-in overrides it,
+    but tools that read only the mode then agree)."""
+    words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
+    spec_ids: dict[int, int] = {}  # result id -> SpecId
+    pos = 5
+    while pos < len(words):
+        opcode, count = words[pos] & 0xFFFF, words[pos] >> 16
+        if opcode == _OP_DECORATE and count == 4 and words[pos + 2] == _DEC_SPEC_ID and words[pos + 3] < 3:
+            spec_ids[words[pos + 1]] = words[pos + 3]
+        elif opcode == _OP_EXECUTION_MODE and count == 6 and words[pos + 2] == _MODE_LOCAL_SIZE:
+            words[pos + 3 : pos + 6] = local
+        elif opcode == _OP_SPEC_CONSTANT and count == 4 and words[pos + 2] in spec_ids:
+            words[pos + 3] = local[spec_ids[words[pos + 2]]]
+        pos += max(count, 1)
+    if len(spec_ids) != 3:
+        raise ValueError("not a kernel whose work-group size is set by specialization constants 0-2")
+    return struct.pack(f"<{len(words)}I", *words)
 
 
 class VKCompiler(Compiler):

@@ -9,19 +9,22 @@ touching tinygrad.  ``VK`` (or ``VK:0``) is ``vkbackend.devices()[0]``, ``VK:n``
   buffer and reaching the kernel as a push-constant word (see the renderer); copies between ``VK`` devices through
   ``pool_to_pool``.
 * :class:`VKProgram`: every launch is ``Device.launch`` (batched, hazard-tracked, asynchronous); ``wait=True`` is
-  ``Device.launch_timed`` (GPU time, in seconds).
+  ``Device.launch_timed`` (GPU time, in seconds).  Kernels on global ids run with the local size tinygrad asks for
+  where it divides the global size (``VKProgram.fit_local_size``), one compiled variant per size.
 * :class:`VKDevice`: ``synchronize`` is ``Device.sync``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
+from collections.abc import Sequence
 
 from tinygrad.device import BufferSpec, Compiled, LRUAllocator, Program, TinyELF
 
-from vkbackend.tinygrad.compiler import compile_variant, unpack_lib
+from vkbackend.tinygrad.compiler import compile_variant, unpack_lib, with_local_size
 from vkbackend.tinygrad.renderer import DeviceCaps, VKRenderer, make_arch
 
 __all__ = ["VKDevice", "VKAllocator", "VKProgram", "VKBuffer", "VKRenderer", "vk_devices", "caps_from_info"]
@@ -177,15 +180,54 @@ class VKProgram(Program["VKDevice"]):
         self.local = tuple(meta["local"])
         self.uses_gid = bool(meta["gid"])
         self.sizes = [tuple(b["sizes"]) for b in meta["bindings"]]
+        info = dev.vk.info
+        self.local_max = tuple(int(x) for x in info.max_local_work_dims)
+        self.max_threads = int(info.max_local_threads)
+        # compiled variants: (VK_VIEWS, work-group size of a kernel on global ids, else None) -> program
+        self.variants: dict[tuple[bool, tuple[int, int, int] | None], int] = {}
+        self._views_spirv: bytes | None = None
+        self.prog = self._program(False, (1, 1, 1) if self.uses_gid else None)
+
+    @staticmethod
+    def fit_local_size(
+        total: Sequence[int], wanted: Sequence[int], max_dims: Sequence[int], max_threads: int
+    ) -> tuple[int, int, int]:
+        """The work-group size for a kernel on global ids: ``wanted`` where it divides the ``total`` invocations of each
+        dimension, else the largest size below it that does, within the device's limits.
+
+        tinygrad renders such kernels without a bounds check (CUDA fails the launch when the sizes do not divide, and
+        tinygrad's local-size search skips that candidate), so every invocation must be a real one."""
+        local = []
+        for t, w, m in zip(total, wanted, max_dims):
+            size = max(1, min(int(w), int(m), int(t)))
+            while t % size:
+                size -= 1
+            local.append(size)
+        while math.prod(local) > max_threads:
+            i = local.index(max(local))
+            size = local[i] - 1
+            while total[i] % size:
+                size -= 1
+            local[i] = size
+        return (local[0], local[1], local[2])
+
+    def _program(self, views: bool, local: tuple[int, int, int] | None) -> int:
+        """The program of one variant, compiled on first use: per-binding view offsets or not (``VK_VIEWS``), and for
+        a kernel on global ids its work-group size (see :func:`vkbackend.tinygrad.compiler.with_local_size`)."""
+        if (prog := self.variants.get((views, local))) is not None:
+            return prog
+        if views:
+            if self._views_spirv is None:
+                self._views_spirv = compile_variant(self.lib.source, views=True)
+            spirv = self._views_spirv
+        else:
+            spirv = self.lib.spirv
+        if local is not None:
+            spirv = with_local_size(spirv, local)
         # tinygrad proves its kernels' bounds, so they need no robust buffer access (which costs up to several times
         # a kernel's time on NVIDIA); where the device cannot choose per pipeline, its own setting holds
-        self.prog = dev.vk.compile(self.lib.spirv, robust=False)
-        self.prog_views: int | None = None
-
-    def _views_prog(self) -> int:
-        if self.prog_views is None:
-            self.prog_views = self.dev.vk.compile(compile_variant(self.lib.source, views=True), robust=False)
-        return self.prog_views
+        prog = self.variants[(views, local)] = self.dev.vk.compile(spirv, robust=False)
+        return prog
 
     def __call__(
         self,
@@ -207,31 +249,32 @@ class VKProgram(Program["VKDevice"]):
     def launch_args(self, bufs, global_size, local_size, vals) -> tuple[int, list[int], list, list[int]] | None:
         """``(program, buffer ids, scalars, grid)`` for ``vkbackend.Device.launch``; None for an empty grid."""
         gs = list(global_size) + [1] * (3 - len(global_size))
+        local = None
         if self.uses_gid:
-            # kernels on global ids are compiled with a local size of 1: tinygrad's (global, local) split is only a total
+            # tinygrad's global size is total/local (a fraction when local does not divide the total): launch the
+            # total as whole work groups of a size that divides it
             ls = list(local_size or (1, 1, 1)) + [1] * (3 - len(local_size or ()))
-            grid = [max(0, round(g * l)) for g, l in zip(gs, ls)]
+            total = [max(0, round(g * l)) for g, l in zip(gs, ls)]
+            local = self.fit_local_size(total, ls, self.local_max, self.max_threads)
+            grid = [t // l for t, l in zip(total, local)]
         else:
             grid = [int(g) for g in gs]
         if min(grid) <= 0:
             return None
         ids = [b.id for b in bufs]
         scalars = list(vals)
-        prog = self.prog
-        if any(b.rem for b in bufs):
+        views = any(b.rem for b in bufs)
+        if views:
             for b, sizes in zip(bufs, self.sizes):
                 if any(b.rem % s for s in sizes):
                     raise RuntimeError(
                         f"{self.name}: a view at byte offset {b.offset} is not aligned to its element size {max(sizes)}"
                     )
-            prog = self._views_prog()
             scalars += [b.rem for b in bufs]
-        return prog, ids, scalars, grid
+        return self._program(views, local), ids, scalars, grid
 
     def __del__(self):
-        for p in (getattr(self, "prog", None), getattr(self, "prog_views", None)):
-            if p is None:
-                continue
+        for p in getattr(self, "variants", {}).values():
             try:
                 self.dev.vk.release_program(p)
             except Exception:

@@ -5,12 +5,15 @@ GLSL 450 for Vulkan (compiled to SPIR-V by :mod:`vkbackend.tinygrad.compiler`). 
 
 * one storage buffer per global argument, bound in argument-slot order (set 0, binding 0..n-1); an access through a
   pointer bitcast of an argument is composed from (or split into) the argument's own elements;
+* vector loads and stores (tinygrad's ``supports_float4``): a buffer accessed only n elements at a time is declared as
+  an array of ``vecN``/``f16vecN``/``ivecN``... (see "vector accesses" below);
 * integer variables (symbolic shapes) in a push-constant block, in slot order;
 * when a launch binds a *view* whose byte offset is not a multiple of ``minStorageBufferOffsetAlignment``, the
   remainder is passed per binding as extra push-constant words; the source is compiled twice (``VK_VIEWS`` 0 and 1)
   so that the common case pays nothing for it;
 * workgroup / local ids from ``gl_WorkGroupID`` / ``gl_LocalInvocationID``, the local size baked in with
-  ``layout(local_size_x=...)``; shared memory declared at file scope, ``barrier()`` between phases;
+  ``layout(local_size_x=...)``; shared memory declared at file scope, ``barrier()`` between phases; kernels on global
+  ids (``NOLOCALS``) take their local size from specialization constants 0-2, set per launch size by the program;
 * bool buffers are stored as ``uint8_t`` (tinygrad's bool is one byte), 8/16/64-bit types come from the
   ``GL_EXT_shader_explicit_arithmetic_types`` / ``8bit_storage`` / ``16bit_storage`` extensions.
 
@@ -29,7 +32,7 @@ from tinygrad.codegen.decomp.transcendental import xexp2, xlog2, xsin
 from tinygrad.dtype import AddrSpace, DType, dtypes, float_to_bf16
 from tinygrad.helpers import Target, strip_parens
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite, create_non_native_float_pats, pm_manual_bf16_cast
-from tinygrad.uop.ops import Ops, PatternMatcher, UOp, UPat
+from tinygrad.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 
 __all__ = ["VKRenderer", "DeviceCaps", "make_arch", "parse_arch", "META_PREFIX"]
 
@@ -128,6 +131,35 @@ _U2F = {
     dtypes.float64: ("uint64BitsToDouble", dtypes.uint64),
 }
 _UINT = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+
+# GLSL's vector type prefix per scalar type (``vec4``, ``f16vec4``, ``ivec2``...): 2-4 lanes; wider values are arrays
+_VEC_PREFIX: dict[DType, str] = {
+    dtypes.bool: "b",
+    dtypes.int8: "i8",
+    dtypes.uint8: "u8",
+    dtypes.int16: "i16",
+    dtypes.uint16: "u16",
+    dtypes.int32: "i",
+    dtypes.uint32: "u",
+    dtypes.int64: "i64",
+    dtypes.uint64: "u64",
+    dtypes.float16: "f16",
+    dtypes.float32: "",
+    dtypes.float64: "d",
+    dtypes.bfloat16: "u16",
+}
+
+
+def _vec_type(dt: DType, n: int) -> str | None:
+    """GLSL's ``n``-lane vector type of ``dt`` (``vec4``, ``f16vec2``...), or None where GLSL has none."""
+    return f"{_VEC_PREFIX[dt]}vec{n}" if 2 <= n <= 4 and dt in _VEC_PREFIX else None
+
+
+def _value_type(dt: DType, n: int) -> str:
+    """The GLSL type of an ``n``-lane value: the scalar, a vector of 2-4 lanes, else an array (e.g. 8 halves)."""
+    if n == 1:
+        return TYPE_MAP[dt]
+    return _vec_type(dt, n) or f"{TYPE_MAP[dt]}[{n}]"
 
 
 def _storage_dtype(dt: DType) -> DType:
@@ -246,6 +278,39 @@ def _is_bool(u: UOp) -> bool:
     return u.dtype == dtypes.bool
 
 
+# ops whose value the renderer may write inline into a parent expression (see CStyleLanguage._render); anything else is
+# a variable by the time a parent reads it
+_INLINABLE = {*GroupOp.ALU, Ops.CAST, Ops.BITCAST, Ops.STACK, Ops.INDEX, Ops.LOAD}
+
+
+def _speculation_safe(u: UOp, budget: int = 256) -> bool:
+    """True when evaluating ``u`` (and what the renderer inlines into it) where it is not used is harmless: no
+    register-array or vector lane read at a computed index (out of range where the other branch was meant), and small
+    enough to check.  Loads from global or shared memory are never inlined, so they are variables here."""
+    seen: set[UOp] = set()
+    todo = [u]
+    while todo:
+        v = todo.pop()
+        if v in seen or v.op not in _INLINABLE:
+            continue
+        if v.op is Ops.LOAD and v.src[0].addrspace is not AddrSpace.REG:
+            continue  # a variable
+        if v.op is Ops.INDEX and (len(v.src) != 2 or _const_index(v.src[1]) is None):
+            return False
+        seen.add(v)
+        if len(seen) > budget:
+            return False
+        todo.extend(v.src)
+    return True
+
+
+def _const_index(i: UOp) -> int | None:
+    """The value of a constant index (tinygrad writes it CAST(CONST)), else None."""
+    while i.op is Ops.CAST:
+        i = i.src[0]
+    return i.arg if i.op is Ops.CONST and isinstance(i.arg, int) else None
+
+
 def _render_alu(ctx: "VKRenderer", x: UOp) -> str | None:
     # like C's, flatten chains of one associative op: ((a&&b)&&c) -> (a&&b&&c)
     srcs = [
@@ -264,6 +329,11 @@ def _render_alu(ctx: "VKRenderer", x: UOp) -> str | None:
             Ops.ADD: f"({a}||{b})",
             Ops.MUL: f"({a}&&{b})",
         }[x.op]
+    if x.op is Ops.WHERE and _speculation_safe(x.src[1]) and _speculation_safe(x.src[2]):
+        # glslang turns ``c ? a : b`` into a branch unless both sides are plain variables or constants; GLSL 4.50's
+        # mix(b, a, bool) is an OpSelect: both sides evaluated, the unselected one ignored (NaNs do not leak)
+        c, a, b = srcs
+        return f"mix({b},{a},{c})"
     if x.op is Ops.CMOD and sdt in dtypes.sints:
         a, b = srcs  # glslang lowers signed % to OpSMod (sign of the divisor); C truncates toward zero
         return f"({a}-{b}*({a}/{b}))"
@@ -278,23 +348,30 @@ def _render_alu(ctx: "VKRenderer", x: UOp) -> str | None:
     return None
 
 
+def _bitcast_param(bc: UOp) -> tuple[UOp, UOp | None]:
+    """``BITCAST(PARAM | SHRINK(PARAM, start, n))`` (through AFTERs) -> (param, start or None)."""
+    src, start = _base_buffer(bc.src[0]), None
+    if src.op is Ops.SHRINK:
+        src, start = _base_buffer(src.src[0]), src.src[1]
+    if src.op is not Ops.PARAM:
+        raise RuntimeError(f"VK renderer: pointer bitcast of {src.op} is not supported")
+    return src, start
+
+
+def _is_ptr_view(buf: UOp) -> bool:
+    """A pointer bitcast of a global argument (a view of it as another element type)."""
+    return buf.op is Ops.BITCAST and buf.addrspace is AddrSpace.GLOBAL
+
+
 def _ptr_view(bidx: UOp):
     """``INDEX(BITCAST(PARAM | SHRINK(PARAM, start, n)), idx)`` -> (param, start, idx, view dtype); else None.
 
     GLSL has no pointer casts, and an aliased declaration of the binding cannot express a view whose start is not a
     multiple of the new element size, so such accesses are composed from (or split into) the buffer's own elements."""
-    if bidx.op is not Ops.INDEX or (bc := bidx.src[0]).op is not Ops.BITCAST or bc.addrspace is not AddrSpace.GLOBAL:
+    if bidx.op is not Ops.INDEX or not _is_ptr_view(bc := bidx.src[0]):
         return None
-    src, start = bc.src[0], None
-    while src.op is Ops.AFTER:
-        src = src.src[0]
-    if src.op is Ops.SHRINK:
-        src, start = src.src[0], src.src[1]
-    while src.op is Ops.AFTER:
-        src = src.src[0]
-    if src.op is not Ops.PARAM:
-        raise RuntimeError(f"VK renderer: pointer bitcast of {src.op} is not supported")
-    return src, start, bidx.src[1], bc.dtype
+    param, start = _bitcast_param(bc)
+    return param, start, bidx.src[1], bc.dtype
 
 
 def _as_uint(dt: DType, val: str) -> str:
@@ -344,13 +421,143 @@ def _render_view_store(ctx: "VKRenderer", bidx: UOp, var: UOp) -> str | None:
     return "\n".join(lines) + "}"
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# vector accesses
+# ---------------------------------------------------------------------------------------------------------------------
+# With ``supports_float4`` tinygrad's memory coalescing (codegen/late/coalesce.py) turns runs of 2 or 4 consecutive
+# float/half/int/uint accesses (8 halves with ALLOW_HALF8) into LOAD/STORE of SHRINK(buffer, idx, n), with idx a
+# multiple of n counted from the start of the buffer, and reads lanes back with INDEX(vector, lane).  GLSL has no
+# pointer casts, and vkbackend refuses two declarations of one binding, so every buffer is declared once, with the
+# widest element every access to it in the kernel can use (its *declared width*): a buffer only ever accessed 4 at a
+# time is a ``vec4`` array; one also accessed 2 at a time a ``vec2`` array (a 4-wide access is then two ``vec2``); one
+# also accessed element-wise stays scalar, and its vector accesses are composed lane by lane.  A kernel's VK_VIEWS=1
+# variant (a view at an unaligned byte offset, where idx + offset is no longer a multiple of n) declares every global
+# buffer scalar.  Global vector accesses go through macros (``VK_V<slot>_<n>`` loads, ``VK_S<slot>_<n>`` stores)
+# that differ between the two variants.
+
+
+def _base_buffer(u: UOp) -> UOp:
+    while u.op is Ops.AFTER:
+        u = u.src[0]
+    return u
+
+
+def _is_global_param(buf: UOp) -> bool:
+    return buf.op is Ops.PARAM and buf.addrspace is AddrSpace.GLOBAL
+
+
+def _is_local_buffer(buf: UOp) -> bool:
+    return buf.op is Ops.BUFFER and buf.addrspace is AddrSpace.LOCAL
+
+
+def _declared_width(buf: UOp, widths: set[int]) -> int:
+    """The element width (in lanes) ``buf`` is declared with, given the widths of all its accesses (see above)."""
+    dw = min(widths)
+    if dw == 1 or any(w % dw for w in widths):
+        return 1
+    dw = min(dw, 4)  # GLSL vectors have 2-4 lanes: 8 halves are two f16vec4
+    dt = _storage_dtype(buf.dtype)
+    if dt == dtypes.bool or _vec_type(dt, dw) is None or (_is_local_buffer(buf) and buf.max_numel() % dw):
+        return 1
+    return dw
+
+
+def plan_vector_widths(uops: list[UOp]) -> dict[UOp, int]:
+    """Declared width of every global argument and local buffer that a LOAD or STORE reads or writes (1: scalar)."""
+    widths: dict[UOp, set[int]] = {}
+    for u in uops:
+        if u.op not in (Ops.LOAD, Ops.STORE) or u.src[0].op not in (Ops.INDEX, Ops.SHRINK):
+            continue
+        mop = u.src[0]
+        buf = _base_buffer(mop.src[0])
+        if _is_ptr_view(buf):
+            widths.setdefault(_bitcast_param(buf)[0], set()).add(1)  # composed from the buffer's own elements
+        elif _is_global_param(buf) or _is_local_buffer(buf):
+            widths.setdefault(buf, set()).add(mop.max_numel() if mop.op is Ops.SHRINK else 1)
+    return {buf: _declared_width(buf, ws) for buf, ws in widths.items()}
+
+
+def _piece_index(i: str, dw: int, p: int) -> str:
+    """Index of the ``p``-th ``dw``-lane element of an access starting at lane index ``i`` (a multiple of ``dw``)."""
+    if dw == 1:
+        return f"({i})+{p}" if p else i
+    base = f"({i})>>{int(math.log2(dw))}"
+    return f"({base})+{p}" if p else base
+
+
+def compose_load(dt: DType, w: int, dw: int, piece) -> str:
+    """A ``w``-lane value read as ``w/dw`` pieces of ``dw`` lanes; ``piece(p)`` is the expression of the p-th."""
+    if w == dw:
+        return piece(0)
+    if _vec_type(dt, w) is not None:  # vector constructors take vectors and scalars alike: vec4(vec2, vec2)
+        return f"{_value_type(dt, w)}({', '.join(piece(p) for p in range(w // dw))})"
+    lanes = [piece(e) if dw == 1 else f"{piece(e // dw)}[{e % dw}]" for e in range(w)]
+    return f"{_value_type(dt, w)}({', '.join(lanes)})"
+
+
+def compose_store(dt: DType, w: int, dw: int, piece, val: str) -> str:
+    """A store of the ``w``-lane value ``val`` as ``w/dw`` pieces of ``dw`` lanes; ``piece(p)`` is the p-th lvalue."""
+    if w == dw:
+        return f"{piece(0)} = {val};"
+    out = [f"{{ {_value_type(dt, w)} vk_t = {val};"]
+    for p in range(w // dw):
+        lanes = [f"vk_t[{p * dw + j}]" for j in range(dw)]
+        out.append(f" {piece(p)} = {lanes[0] if dw == 1 else _value_type(dt, dw) + '(' + ', '.join(lanes) + ')'};")
+    return "".join(out) + " }"
+
+
+def _global_vector_macros(name: str, key: str, slot: int, dt: DType, dw: int, w: int, store: bool) -> list[str]:
+    """``#define`` lines of the load (or store) macro of ``w`` lanes of one global argument, for both variants."""
+
+    def define(dwv: int) -> str:
+        if dwv == 1:  # scalar declaration: the index macro adds the view offset in the VK_VIEWS=1 variant
+            piece = lambda p: f"{name}[VK_I{key}({_piece_index('i', 1, p)})]"  # noqa: E731
+        else:
+            piece = lambda p: f"{name}[{_piece_index('i', dwv, p)}]"  # noqa: E731
+        if store:
+            return f"#define VK_S{slot}_{w}(i, v) {compose_store(dt, w, dwv, piece, '(v)')}"
+        return f"#define VK_V{slot}_{w}(i) ({compose_load(dt, w, dwv, piece)})"
+
+    if dw == 1:
+        return [define(1)]
+    return ["#if VK_VIEWS", define(1), "#else", define(dw), "#endif"]
+
+
+def _render_vector_load(ctx: "VKRenderer", mop: UOp) -> str:
+    """LOAD(SHRINK(buffer, idx, n)): ``n`` lanes from element ``idx`` on."""
+    buf, w, i = _base_buffer(mop.src[0]), mop.max_numel(), _index_str(ctx, mop.src[1])
+    if _is_global_param(buf):
+        ctx._vector_macros.add((buf, w, False))
+        return f"VK_V{buf.arg.slot}_{w}({i})"
+    if _is_local_buffer(buf):
+        dw = ctx._declared.get(buf, 1)
+        return compose_load(buf.dtype, w, dw, lambda p: f"{ctx[buf]}[{_piece_index(i, dw, p)}]")
+    # (tinygrad's UOp spec has no SHRINK of a pointer bitcast: views are read element by element)
+    raise RuntimeError(f"VK renderer: vector load from {buf.op} {buf.addrspace}")
+
+
+def _render_vector_store(ctx: "VKRenderer", mop: UOp, var: UOp) -> str:
+    """STORE(SHRINK(buffer, idx, n), value): ``n`` lanes from element ``idx`` on."""
+    buf, w, i = _base_buffer(mop.src[0]), mop.max_numel(), _index_str(ctx, mop.src[1])
+    if _is_global_param(buf):
+        ctx._vector_macros.add((buf, w, True))
+        return f"VK_S{buf.arg.slot}_{w}({i}, {ctx[var]});"
+    if _is_local_buffer(buf):
+        dw = ctx._declared.get(buf, 1)
+        return compose_store(buf.dtype, w, dw, lambda p: f"{ctx[buf]}[{_piece_index(i, dw, p)}]", ctx[var])
+    raise RuntimeError(f"VK renderer: vector store to {buf.op} {buf.addrspace}")
+
+
+def _index_str(ctx: "VKRenderer", idx: UOp) -> str:
+    """An index expression; GLSL indexes with 32-bit integers only (tinygrad may index with int64 from loaded data)."""
+    i = strip_parens(ctx[idx])
+    return i if idx.dtype in (dtypes.int32, dtypes.uint32) else f"int({i})"
+
+
 def _render_index(ctx: "VKRenderer", buf: UOp, idx: UOp) -> str:
     if buf.op is Ops.BITCAST and buf.addrspace is AddrSpace.GLOBAL:
         return "/* pointer bitcast */"  # see _ptr_view
-    name, i = ctx[buf], strip_parens(ctx[idx])
-    # GLSL indexes with 32-bit integers only; tinygrad may index with int64 (an index computed from loaded data)
-    if idx.dtype not in (dtypes.int32, dtypes.uint32):
-        i = f"int({i})"
+    name, i = ctx[buf], _index_str(ctx, idx)
     if buf.addrspace is AddrSpace.GLOBAL:
         key = ctx._global_keys.get(name)
         if key is not None:
@@ -359,6 +566,10 @@ def _render_index(ctx: "VKRenderer", buf: UOp, idx: UOp) -> str:
 
 
 def _render_load(ctx: "VKRenderer", bidx: UOp) -> str:
+    if bidx.op is Ops.SHRINK:
+        return _render_vector_load(ctx, bidx)
+    if (view := _render_view_load(ctx, bidx)) is not None:
+        return view
     acc = ctx[bidx]
     if bidx.dtype == dtypes.bool and bidx.addrspace is AddrSpace.GLOBAL:
         return f"(uint({acc})!=0u)"
@@ -366,6 +577,10 @@ def _render_load(ctx: "VKRenderer", bidx: UOp) -> str:
 
 
 def _render_store(ctx: "VKRenderer", bidx: UOp, var: UOp) -> str:
+    if bidx.op is Ops.SHRINK:
+        return _render_vector_store(ctx, bidx, var)
+    if (view := _render_view_store(ctx, bidx, var)) is not None:
+        return view
     val = ctx[var]
     if var.dtype == dtypes.bool and bidx.addrspace is AddrSpace.GLOBAL:
         val = f"uint8_t({val}?1u:0u)"
@@ -415,19 +630,19 @@ vk_string_rewrite = (
             ),
             (
                 UPat(Ops.LOAD, src=(UPat.var("bidx"),)),
-                lambda ctx, bidx: _render_view_load(ctx, bidx) or _render_load(ctx, bidx),
+                lambda ctx, bidx: _render_load(ctx, bidx),
             ),
             (
                 UPat(Ops.LOAD, src=(UPat.var("bidx"), UPat.var("var"), UPat.var("gate"))),
                 lambda ctx, bidx, var, gate: (
-                    f"({ctx[gate]}?{_render_view_load(ctx, bidx) or _render_load(ctx, bidx)}:{ctx[var]})"
+                    f"({ctx[gate]}?{_render_load(ctx, bidx)}:{ctx[var]})"
                 ),
             ),
             (
                 UPat(Ops.STORE, src=(UPat.var("bidx"), UPat.var("var"))),
-                lambda ctx, bidx, var: _render_view_store(ctx, bidx, var) or _render_store(ctx, bidx, var),
+                lambda ctx, bidx, var: _render_store(ctx, bidx, var),
             ),
-            # vectors (rare without float4): GLSL arrays
+            # vectors: GLSL vectors of 2-4 lanes, else arrays (see _value_type)
             (UPat(Ops.STACK, name="x"), lambda ctx, x: f"{ctx.render_type(x)}({','.join(ctx[y] for y in x.src)})"),
             # ALU ops whose GLSL spelling differs from C
             (UPat(set(CStyleLanguage.code_for_op.keys()), name="x"), _render_alu),
@@ -444,7 +659,7 @@ class VKRenderer(CStyleLanguage):
     suffix = "GLSL"
     has_local = True
     has_shared = True
-    supports_float4 = False
+    supports_float4 = True  # vector loads/stores of 2 and 4 lanes (see "vector accesses" above)
     barrier = "barrier();"
     infinity = "uintBitsToFloat(0x7f800000u)"
     nan = "uintBitsToFloat(0x7fc00000u)"
@@ -491,7 +706,10 @@ class VKRenderer(CStyleLanguage):
         return f"{base}[{sz}]" if sz > 1 else base
 
     def render_type(self, u: UOp) -> str:
-        return self._render_dtype(u.dtype, u.max_numel() if u.addrspace is AddrSpace.REG or u.op is Ops.STACK else 1)
+        n = u.max_numel()
+        if n > 1 and u.addrspace is AddrSpace.REG:
+            return self._render_dtype(u.dtype, n)  # register arrays
+        return _value_type(u.dtype, n)  # scalars, GLSL vectors of 2-4 lanes, arrays of more
 
     def render_cast(self, u: UOp, val: str) -> str:
         return f"{TYPE_MAP[u.dtype]}({val})"
@@ -499,7 +717,8 @@ class VKRenderer(CStyleLanguage):
     def render_buffer(self, x: UOp) -> str:
         ty = TYPE_MAP[x.dtype]
         if x.addrspace is AddrSpace.LOCAL:
-            return f"shared {ty} {self[x]}[{x.max_numel()}];"
+            dw = self._declared.get(x, 1)  # shared memory accessed only n lanes at a time is an array of vectors
+            return f"shared {_value_type(x.dtype, dw)} {self[x]}[{x.max_numel() // dw}];"
         return f"{ty} {self[x]}[{x.max_numel()}];"
 
     # ----- the kernel ---------------------------------------------------------------------------------------------
@@ -510,7 +729,20 @@ class VKRenderer(CStyleLanguage):
             if u.op is Ops.PARAM and u.addrspace is AddrSpace.GLOBAL:
                 name = f"data{u.arg.slot}_" + "_".join(str(x) for x in u.shape)
                 self._global_keys[name] = f"{u.arg.slot}_{_storage_dtype(u.dtype).itemsize}"
+        self._declared = plan_vector_widths(uops)
+        self._vector_macros: set[tuple[UOp, int, bool]] = set()  # (global argument, lanes, store) used by the kernel
         return self.render_kernel(*self._render(uops), uops)
+
+    @staticmethod
+    def _declare_global(binding: int, name: str, dt: DType, qual: str, dw: int) -> list[str]:
+        """The storage-buffer declaration of one argument: elements of ``dw`` lanes, scalar in the VK_VIEWS variant."""
+
+        def decl(ty: str) -> str:
+            return f"layout(set=0, binding={binding}, std430) {qual}buffer VKB{binding} {{ {ty} {name}[]; }};"
+
+        if dw == 1:
+            return [decl(TYPE_MAP[dt])]
+        return ["#if VK_VIEWS", decl(TYPE_MAP[dt]), "#else", decl(_value_type(dt, dw)), "#endif"]
 
     def render_kernel(
         self,
@@ -561,16 +793,17 @@ class VKRenderer(CStyleLanguage):
             "#ifndef VK_VIEWS",
             "#define VK_VIEWS 0",
             "#endif",
-            f"layout(local_size_x={local[0]}, local_size_y={local[1]}, local_size_z={local[2]}) in;",
+            # kernels on global ids get their size at launch (tinygrad times candidates): specialization constants 0-2,
+            # whose defaults VKProgram rewrites per size (compiler.with_local_size)
+            "layout(local_size_x_id=0, local_size_y_id=1, local_size_z_id=2) in;"
+            if uses_gid
+            else f"layout(local_size_x={local[0]}, local_size_y={local[1]}, local_size_z={local[2]}) in;",
         ]
 
         bindings = []
         for binding, (slot, name, u, mut) in enumerate(globals_):
             dt = _storage_dtype(u.dtype)
-            qual = "" if mut else "readonly "
-            lines.append(
-                f"layout(set=0, binding={binding}, std430) {qual}buffer VKB{binding} {{ {TYPE_MAP[dt]} {name}[]; }};"
-            )
+            lines += self._declare_global(binding, name, dt, "" if mut else "readonly ", self._declared.get(u, 1))
             bindings.append({"slot": slot, "sizes": [dt.itemsize]})
 
         pc_vars = [f"{TYPE_MAP[u.dtype]} {name};" for _, name, u in vars_]
@@ -588,6 +821,11 @@ class VKRenderer(CStyleLanguage):
             for sz in bindings[b]["sizes"]:
                 lines.append(f"#define VK_I{slot}_{sz}(i) (i)")
         lines.append("#endif")
+        names = {u: name for _, name, u, _ in globals_}
+        for buf, w, store in sorted(self._vector_macros, key=lambda m: (m[0].arg.slot, m[1], m[2])):
+            dt = _storage_dtype(buf.dtype)
+            key = f"{buf.arg.slot}_{dt.itemsize}"
+            lines += _global_vector_macros(names[buf], key, buf.arg.slot, dt, self._declared.get(buf, 1), w, store)
         lines += shared
         if any("vk_exp2m(" in ln for ln in body):
             lines.append("float vk_exp2m(float a, float b) { precise float t = a*b; return exp2(t); }")
