@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         from .cli import info
         return info()
     if args.command == "demo":
-        from .cli import demo
-        return demo(args.device)
+        from . import cli
+        return cli.demo(args.device)
     if args.tinygrad:
         from .bench.tinygrad_runner import run as run_tinygrad
         return run_tinygrad(json_path=args.json, plot_path=args.plot, quick=args.quick, cases=args.cases,

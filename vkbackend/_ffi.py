@@ -10,6 +10,8 @@ import threading
 
 from .errors import BackendError, ErrorStatus, register_result_codes
 
+__all__ = ["ffi", "function_index", "handle", "lib", "vulkan"]
+
 try:
     from ._vulkan import ffi, lib
 except ImportError as exc:  # pragma: no cover - only on a broken install

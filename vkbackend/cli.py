@@ -117,7 +117,7 @@ def demo(index: int = 0, n: int | None = None) -> int:
     saxpy, reduce, matmul = (dev.compile(compile_glsl(src)) for src in (SAXPY, REDUCE, MATMUL))
     ok = True
 
-    def check(name: str, got, want, rtol: float = 1e-4) -> None:
+    def check(name: str, got: np.ndarray | np.floating, want: np.ndarray | np.floating, rtol: float = 1e-4) -> None:
         nonlocal ok
         good = np.allclose(got, want, rtol=rtol, atol=1e-3)
         ok &= bool(good)

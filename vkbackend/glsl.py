@@ -56,7 +56,7 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *, en
 
 def _normalize_defines(defines: Mapping[str, object]) -> _Defines:
     """Checks the defines and turns them into a hashable, order-independent cache key."""
-    normalized = []
+    normalized: list[tuple[str, str | None]] = []
     for name, value in defines.items():
         if not isinstance(name, str) or not _IDENTIFIER.match(name):
             raise BackendError(ErrorStatus.InvalidArgument,
