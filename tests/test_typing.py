@@ -73,7 +73,8 @@ def test_typed_usage_runs(device):
     finally:
         sys.path.remove(str(ROOT / "tests"))
     assert typecheck_usage.exercise(device) == 5.0   # y[1] = 2 + 2 + 0.5 + 0.5
-    assert [message.split(":")[0] for message in typecheck_usage.errors()] == ["InvalidArgument"]
+    assert [message.split(":")[0] for message in typecheck_usage.errors(device)] == [
+        "InvalidArgument", "MemoryAllocationError", "InvalidArgumentTypeError", "KernelSyncError", "8"]
 
 
 def test_stats_match_their_typed_dicts(device):

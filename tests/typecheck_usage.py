@@ -12,7 +12,9 @@ import numpy as np
 from typing_extensions import assert_type
 
 import vkbackend
-from vkbackend import (BackendError, BufferBinding, Device, DeviceInfo, DType, ErrorStatus, GridArg, LaunchGraph,
+from vkbackend import (BackendError, BufferBinding, Device, DeviceInfo, DeviceLostError, DType, DyLibNotFoundError,
+                       ErrorStatus, GridArg, InitializationError, InvalidArgumentError, InvalidArgumentTypeError,
+                       KernelCompilationError, KernelLaunchError, KernelSyncError, LaunchGraph, MemoryAllocationError,
                        MemoryHeap, MemoryPool, ProgramInfo, PushMember, VulkanConfig, compile_glsl, devices)
 from vkbackend.types import DeviceStats, HostBuffer, PoolStats, Scalar
 
@@ -80,14 +82,26 @@ def exercise(dev: Device, n: int = 256) -> float:
     return float(memoryview(out).cast("f")[1])
 
 
-def errors() -> list[str]:
-    """Every error is a BackendError with a status; the configuration is a plain dataclass."""
+def errors(dev: Device) -> list[str]:
+    """Errors carry a status and are caught by their subclass or the built-in type they also are."""
     seen: list[str] = []
     try:
         assert_type(devices(VulkanConfig(device_ids=[1 << 20])), list[Device])
-    except BackendError as error:
+    except InvalidArgumentError as error:
         status = assert_type(error.status, ErrorStatus)
         seen.append(f"{status.value}: {assert_type(error.context, str)}")
+    try:
+        dev.memory_pool.allocate(1 << 62)
+    except MemoryError as error:
+        seen.append(type(error).__name__)
+    try:
+        compile_glsl(b"not a str")  # type: ignore[arg-type]  # the mistake this checks at run time
+    except TypeError as error:
+        seen.append(type(error).__name__)
+    families: tuple[type[BackendError], ...] = (
+        DyLibNotFoundError, InitializationError, MemoryAllocationError, KernelCompilationError, KernelLaunchError,
+        KernelSyncError, DeviceLostError, InvalidArgumentTypeError)
+    seen += [BackendError(ErrorStatus.KernelSync, "x").__class__.__name__, str(len(families))]
     return seen
 
 

@@ -42,8 +42,9 @@ def vulkan() -> tuple:
                 tried = override or "libvulkan.so.1, libvulkan.so"
                 raise BackendError(ErrorStatus.DyLibNotFound,
                                    f"could not load the Vulkan loader ({tried}): {ffi.string(err).decode(errors='replace')}. "
-                                   "Install it (Debian/Ubuntu: apt-get install libvulkan1 mesa-vulkan-drivers) or point "
-                                   "VKBACKEND_VULKAN_LIBRARY at libvulkan.so.1")
+                                   "Install it with a driver: your GPU vendor's Vulkan driver, or on a machine without "
+                                   "a GPU Mesa's software device (Debian/Ubuntu: apt-get install libvulkan1 "
+                                   "mesa-vulkan-drivers); or point VKBACKEND_VULKAN_LIBRARY at a libvulkan.so.1")
     return ffi, lib
 
 

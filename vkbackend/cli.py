@@ -4,7 +4,8 @@ from __future__ import annotations
 import sys
 import time
 
-from .errors import BackendError
+from .config import VulkanConfig
+from .errors import NO_DEVICE_HINT, BackendError
 
 
 def _gib(n: int) -> str:
@@ -20,7 +21,11 @@ def info() -> int:
         print(f"vkbackend: {error}", file=sys.stderr)
         return 1
     if not found:
-        print("no Vulkan compute device (VKBACKEND_DEVICE_IDS may configure them out)")
+        if VulkanConfig.from_env().device_ids == []:
+            print("vkbackend: VKBACKEND_DEVICE_IDS is empty, which configures every device out; unset it or name "
+                  "devices (VKBACKEND_DEVICE_IDS=0)", file=sys.stderr)
+        else:
+            print(f"vkbackend: no Vulkan device: {NO_DEVICE_HINT}", file=sys.stderr)
         return 1
     for dev in found:
         i = dev.info

@@ -11,7 +11,7 @@ from ._ffi import vulkan
 from .config import VulkanConfig
 from .context import DeviceContext
 from .discovery import DeviceInfo, Instance, PhysicalDevice, create_device, query_physical_devices
-from .errors import BackendError, ErrorStatus
+from .errors import NO_DEVICE_HINT, BackendError, ErrorStatus
 from .graph import Launch, LaunchGraph
 from .memory import MemoryPool
 from .programs import ProgramCache
@@ -327,7 +327,8 @@ def devices(config: VulkanConfig | None = None) -> list[Device]:
         for index in wanted:
             if not isinstance(index, int) or not 0 <= index < len(physicals):
                 raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"device id {index!r} does not exist: {len(physicals)} Vulkan device(s) found")
+                                   f"device id {index!r} does not exist: {len(physicals)} Vulkan device(s) found"
+                                   + ("" if physicals else f"; {NO_DEVICE_HINT}"))
             device = _open_devices.get(index)
             if device is None:
                 device = Device(physicals[index], config)

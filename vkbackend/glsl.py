@@ -18,7 +18,7 @@ import sys
 import tempfile
 from typing import Mapping, Optional, Tuple
 
-from vkbackend.errors import BackendError, ErrorStatus
+from vkbackend.errors import BackendError, ErrorStatus, InvalidArgumentTypeError
 
 __all__ = ["compile_glsl"]
 
@@ -40,15 +40,18 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *, en
     ``entry_point``. Results are cached in-process, so repeated calls with the same arguments are free and return the
     same ``bytes`` object.
 
-    Raises ``BackendError(KernelCompilation)`` when glslangValidator is missing (install glslang-tools, or
-    ``pip install vkbackend[glsl]``) or the source
-    does not compile (the message carries glslang's error lines), and ``BackendError(InvalidArgument)`` for a define
-    or entry point that cannot be passed on glslang's command line.
+    Raises ``KernelCompilationError`` when glslangValidator is missing (install glslang-tools, or
+    ``pip install vkbackend[glsl]``) or the source does not compile (the message carries glslang's error lines),
+    ``InvalidArgumentError`` (a ``ValueError``) for a define or entry point that cannot be passed on glslang's command
+    line, and ``InvalidArgumentTypeError`` (also a ``TypeError``) for arguments of the wrong type.
     """
     if not isinstance(source, str):
-        raise BackendError(ErrorStatus.InvalidArgument,
-                           f"GLSL source must be a str, not {type(source).__name__}")
-    if not isinstance(entry_point, str) or not _IDENTIFIER.match(entry_point):
+        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
+                                       f"GLSL source must be a str, not {type(source).__name__}")
+    if not isinstance(entry_point, str):
+        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
+                                       f"entry point must be a str, not {type(entry_point).__name__}")
+    if not _IDENTIFIER.match(entry_point):
         raise BackendError(ErrorStatus.InvalidArgument,
                            f"entry point {entry_point!r} is not a valid identifier; use letters, digits and '_'")
     return _compile_cached(source, _normalize_defines(defines or {}), entry_point)
@@ -58,7 +61,10 @@ def _normalize_defines(defines: Mapping[str, object]) -> _Defines:
     """Checks the defines and turns them into a hashable, order-independent cache key."""
     normalized: list[tuple[str, str | None]] = []
     for name, value in defines.items():
-        if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        if not isinstance(name, str):
+            raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
+                                           f"define names must be str, got {name!r} ({type(name).__name__})")
+        if not _IDENTIFIER.match(name):
             raise BackendError(ErrorStatus.InvalidArgument,
                                f"define name {name!r} is not a valid preprocessor identifier")
         if value is None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from .context import DeviceContext
 from .discovery import memory_budget
-from .errors import BackendError, ErrorStatus, check
+from .errors import BackendError, ErrorStatus, InvalidArgumentTypeError, check
 from .types import HostBuffer, PoolStats
 
 log = logging.getLogger("vkbackend")
@@ -588,8 +588,8 @@ def _bytes_view(obj, writable: bool) -> memoryview:
     try:
         view = memoryview(obj)
     except TypeError:
-        raise BackendError(ErrorStatus.InvalidArgument,
-                           f"expected a buffer-protocol object (bytes, bytearray, numpy array), got {type(obj).__name__}") from None
+        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
+                                       f"expected a buffer-protocol object (bytes, bytearray, numpy array), got {type(obj).__name__}") from None
     if not view.c_contiguous:
         raise BackendError(ErrorStatus.InvalidArgument, "the host buffer must be C-contiguous (use numpy.ascontiguousarray)")
     if writable and view.readonly:
