@@ -134,7 +134,9 @@ def test_sdist_installs_into_a_fresh_venv_and_runs(dist, device, tmp_path):
 
 def test_wheel_installs_into_a_fresh_venv_and_runs(dist, device, tmp_path):
     python = _venv_with(_wheel(dist), tmp_path)
-    demo = _run([python.parent / "vkbackend", "demo"], cwd=tmp_path)
+    script = python.parent / "vkbackend"
+    assert _run([script, "--version"], cwd=tmp_path).stdout == f"vkbackend {VERSION}\n"
+    demo = _run([script, "demo"], cwd=tmp_path)
     assert "demo: all results match numpy" in demo.stdout
     site = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"], cwd=tmp_path).stdout
     assert (Path(site.strip()) / "vkbackend-tinygrad.pth").is_file(), "the tinygrad hook's .pth is not in site-packages"
