@@ -4,12 +4,17 @@ The cdef is vkbackend/decl/*.h joined in a fixed order; the C source is the real
 nothing links against libvulkan), a generated dispatch table with one small wrapper per declared vk* function, and
 vkbackend/csrc/*.c. Because cffi checks every declared struct field and constant against the header, a wrong
 declaration fails the build instead of corrupting memory at run time.
+
+The module is compiled against CPython's stable ABI of 3.10 (``Py_LIMITED_API``; cffi's generated code needs nothing
+else), so one ``_vulkan.abi3.so`` serves every CPython from 3.10 on; setup.py tags the wheel to match. Importing this
+file is cheap: setuptools calls :func:`make_builder` only when it builds the module.
 """
 from __future__ import annotations
 
 import os
 import re
 import sys
+import sysconfig
 from pathlib import Path
 
 from cffi import FFI
@@ -21,7 +26,15 @@ DECL_ORDER = ["base.h", "instance.h", "device.h", "memory.h", "pipeline.h", "com
 CSRC_ORDER = ["loader.c", "debug.c", "copy.c", "fence.c", "slots.c", "recorder.c"]
 GLOBAL_FUNCTIONS = {"vkCreateInstance", "vkEnumerateInstanceVersion", "vkEnumerateInstanceExtensionProperties",
                     "vkEnumerateInstanceLayerProperties"}
+# The oldest CPython the module runs on, as bdist_wheel's py_limited_api tag and as the Py_LIMITED_API value.
+LIMITED_API = "cp310"
+LIMITED_API_HEX = "0x030A0000"
 FUNCTION = re.compile(r"^(VkResult|void)\s+(vk[A-Za-z0-9]+)\s*\(([^;]*)\)\s*;", re.M)
+
+
+def limited_api_supported() -> bool:
+    """False on debug and free-threaded interpreters, which have no stable ABI (cffi then builds a regular module)."""
+    return not hasattr(sys, "gettotalrefcount") and not sysconfig.get_config_var("Py_GIL_DISABLED")
 
 
 def find_vulkan_header() -> Path:
@@ -84,6 +97,7 @@ def generated_dispatch(cdef: str) -> str:
 
 
 def make_builder() -> FFI:
+    """The FFI builder of ``vkbackend._vulkan`` (setup.py's ``cffi_modules`` entry)."""
     include = find_vulkan_header()
     cdef = "\n".join((DECL / name).read_text() for name in DECL_ORDER)
     result_codes = vk_result_names(include)
@@ -101,12 +115,13 @@ def make_builder() -> FFI:
         generated_dispatch(cdef),
         *((CSRC / name).read_text() for name in CSRC_ORDER),
     ])
+    limited = limited_api_supported()
+    # An explicit version pins the API to 3.10's (cffi alone would define Py_LIMITED_API without one, i.e. 3.2's).
     ffi.set_source("vkbackend._vulkan", source, include_dirs=[str(include)], libraries=["dl", "pthread"],
-                   extra_compile_args=["-O2", "-std=gnu11", "-Wno-unused-function"])
+                   extra_compile_args=["-O2", "-std=gnu11", "-Wno-unused-function"], py_limited_api=limited,
+                   define_macros=[("Py_LIMITED_API", LIMITED_API_HEX)] if limited else [])
     return ffi
 
 
-ffibuilder = make_builder()
-
 if __name__ == "__main__":
-    ffibuilder.compile(tmpdir=str(ROOT), verbose=True)
+    make_builder().compile(tmpdir=str(ROOT), verbose=True)

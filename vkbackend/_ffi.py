@@ -10,6 +10,8 @@ import threading
 
 from .errors import BackendError, ErrorStatus, register_result_codes
 
+__all__ = ["ffi", "function_index", "handle", "lib", "vulkan"]
+
 try:
     from ._vulkan import ffi, lib
 except ImportError as exc:  # pragma: no cover - only on a broken install
@@ -40,8 +42,9 @@ def vulkan() -> tuple:
                 tried = override or "libvulkan.so.1, libvulkan.so"
                 raise BackendError(ErrorStatus.DyLibNotFound,
                                    f"could not load the Vulkan loader ({tried}): {ffi.string(err).decode(errors='replace')}. "
-                                   "Install it (Debian/Ubuntu: apt-get install libvulkan1 mesa-vulkan-drivers) or point "
-                                   "VKBACKEND_VULKAN_LIBRARY at libvulkan.so.1")
+                                   "Install it with a driver: your GPU vendor's Vulkan driver, or on a machine without "
+                                   "a GPU Mesa's software device (Debian/Ubuntu: apt-get install libvulkan1 "
+                                   "mesa-vulkan-drivers); or point VKBACKEND_VULKAN_LIBRARY at a libvulkan.so.1")
     return ffi, lib
 
 

@@ -1,18 +1,30 @@
-"""``python -m vkbackend info`` and ``demo``."""
+"""``python -m vkbackend info`` and ``demo``, and the checks of the outputs ``bench`` is asked to write.
+
+Conventions: results go to stdout, errors to stderr with the exit status 1 (2 when an argument is wrong, as argparse
+does); ``--json`` writes machine-readable output.
+"""
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import json
+import os
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
-from .errors import BackendError
+from .config import VulkanConfig
+from .errors import NO_DEVICE_HINT, BackendError
 
 
 def _gib(n: int) -> str:
     return f"{n / (1 << 30):.1f} GiB"
 
 
-def info() -> int:
-    """Print every device with its key limits, memory heaps and dtype support."""
+def info(as_json: bool = False) -> int:
+    """Print every device with its key limits, memory heaps and dtype support; ``as_json``: as a JSON list with one
+    object per device (``index``, ``free_bytes`` and every field of :class:`~vkbackend.DeviceInfo`)."""
     from . import devices
     try:
         found = devices()
@@ -20,8 +32,16 @@ def info() -> int:
         print(f"vkbackend: {error}", file=sys.stderr)
         return 1
     if not found:
-        print("no Vulkan compute device (VKBACKEND_DEVICE_IDS may configure them out)")
+        if VulkanConfig.from_env().device_ids == []:
+            print("vkbackend: VKBACKEND_DEVICE_IDS is empty, which configures every device out; unset it or name "
+                  "devices (VKBACKEND_DEVICE_IDS=0)", file=sys.stderr)
+        else:
+            print(f"vkbackend: no Vulkan device: {NO_DEVICE_HINT}", file=sys.stderr)
         return 1
+    if as_json:
+        print(json.dumps([{"index": dev.index, **_jsonable(dev.info), "free_bytes": dev.memory_pool.free_bytes}
+                          for dev in found], indent=1))
+        return 0
     for dev in found:
         i = dev.info
         print(f"device {dev.index}: {i.name} ({i.device_type}, vendor {i.vendor_id:#06x}, device {i.device_id:#06x})")
@@ -48,6 +68,19 @@ def info() -> int:
             print(f"  limited: {'; '.join(limited)}")
         print(f"  features: {', '.join(sorted(i.features))}")
     return 0
+
+
+def _jsonable(value: Any) -> Any:
+    """A DeviceInfo (or a part of one) as JSON values: dataclasses as objects, sets sorted, DType keys by name."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {getattr(k, "name", k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (frozenset, set)):
+        return sorted(value)
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    return value
 
 
 def _missing(ops: frozenset[str]) -> set[str]:
@@ -103,21 +136,25 @@ void main() {
 
 
 def demo(index: int = 0, n: int | None = None) -> int:
-    """Compile GLSL kernels, run a dependent chain of launches, check every result against numpy, print speed."""
+    """Compile GLSL kernels, run a dependent chain of launches, check every result against numpy, print speed.
+
+    ``index`` is the device's number as ``info`` lists it. Returns 0 when every result matches, 1 when one does not
+    or the device cannot be opened, 2 when there is no device ``index``.
+    """
     import numpy as np
     from . import compile_glsl, devices
     try:
-        dev = devices()[index]
-    except (BackendError, IndexError) as error:
-        print(f"vkbackend demo: no device {index}: {error}", file=sys.stderr)
-        return 1
+        dev = devices(dataclasses.replace(VulkanConfig.from_env(), device_ids=[index]))[0]
+    except BackendError as error:
+        print(f"vkbackend demo: cannot open device {index}: {error}", file=sys.stderr)
+        return 2 if isinstance(error, ValueError) else 1   # InvalidArgument: there is no such device
     pool = dev.memory_pool
     print(f"device {index}: {dev.info.name}")
     rng = np.random.default_rng(0)
     saxpy, reduce, matmul = (dev.compile(compile_glsl(src)) for src in (SAXPY, REDUCE, MATMUL))
     ok = True
 
-    def check(name: str, got, want, rtol: float = 1e-4) -> None:
+    def check(name: str, got: np.ndarray | np.floating, want: np.ndarray | np.floating, rtol: float = 1e-4) -> None:
         nonlocal ok
         good = np.allclose(got, want, rtol=rtol, atol=1e-3)
         ok &= bool(good)
@@ -175,3 +212,45 @@ def demo(index: int = 0, n: int | None = None) -> int:
     print(f"  matmul GPU time: {ns / 1e3:.1f} us ({2 * m ** 3 / ns:.1f} GFLOP/s)")
     print("demo: all results match numpy" if ok else "demo: MISMATCH")
     return 0 if ok else 1
+
+
+def unwritable_outputs(outputs: dict[str, str | None]) -> list[str]:
+    """Why each requested output file (``{option: path}``, None where not asked for) cannot be written, checked before
+    a long run rather than after it: a missing directory, a directory in the way, no permission, and for ``--plot``
+    no matplotlib."""
+    problems = []
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        target = Path(path)
+        parent = target.parent
+        if target.is_dir():
+            problems.append(f"{option} {path} is a directory")
+        elif not parent.is_dir():
+            problems.append(f"{option} {path}: the directory {parent} does not exist")
+        elif not os.access(target if target.exists() else parent, os.W_OK):
+            problems.append(f"{option} {path}: no permission to write there")
+        elif option == "--plot":
+            try:
+                importlib.import_module("matplotlib")
+            except ImportError:
+                problems.append(f"{option} {path}: the plot needs matplotlib (pip install 'vkbackend[bench]')")
+    return problems
+
+
+def output_stamps(outputs: dict[str, str | None]) -> dict[str, tuple[int, int] | None]:
+    """Each requested output file's (mtime in ns, size) before a run, or None where it does not exist yet."""
+    stamps: dict[str, tuple[int, int] | None] = {}
+    for path in outputs.values():
+        if path is not None:
+            stamps[path] = (os.stat(path).st_mtime_ns, os.stat(path).st_size) if os.path.isfile(path) else None
+    return stamps
+
+
+def unwritten_outputs(outputs: dict[str, str | None], before: dict[str, tuple[int, int] | None]) -> list[str]:
+    """The requested output files that a run did not write: still missing, or as they were (``output_stamps``)."""
+    unwritten = []
+    for option, path in outputs.items():
+        if path is not None and (not os.path.isfile(path) or output_stamps({option: path})[path] == before[path]):
+            unwritten.append(f"{option} {path} was not written")
+    return unwritten

@@ -11,12 +11,13 @@ from ._ffi import vulkan
 from .config import VulkanConfig
 from .context import DeviceContext
 from .discovery import DeviceInfo, Instance, PhysicalDevice, create_device, query_physical_devices
-from .errors import BackendError, ErrorStatus
-from .graph import LaunchGraph
+from .errors import NO_DEVICE_HINT, BackendError, ErrorStatus
+from .graph import Launch, LaunchGraph
 from .memory import MemoryPool
 from .programs import ProgramCache
 from .spirv import ProgramInfo
 from .submit import BatchSubmitter
+from .types import DeviceStats, Grid, Scalar
 from .worker import Worker
 
 log = logging.getLogger("vkbackend")
@@ -121,7 +122,7 @@ class Device:
             self._packers.pop(prog, None)
 
     # ----- launches -----------------------------------------------------------------------------------------------
-    def launch(self, prog: int, buffers: Sequence[int], scalars: Sequence = (), grid: Sequence = (1, 1, 1)) -> None:
+    def launch(self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar] = (), grid: Grid = (1, 1, 1)) -> None:
         """Queue one dispatch of ``grid`` work groups; returns at once.
 
         ``buffers`` bind to the program's storage buffers in binding order, ``scalars`` fill its push-constant members
@@ -133,7 +134,7 @@ class Device:
             record = self._pack(prog, buffers, scalars, grid)  # explains the problem, or handles GridArg and short grids
         self._enqueue(record)
 
-    def graph(self, launches: Sequence[tuple[int, Sequence[int], Sequence, Sequence] | None]) -> LaunchGraph:
+    def graph(self, launches: Sequence[Launch | None]) -> LaunchGraph:
         """A :class:`LaunchGraph` of ``(program, buffers, scalars, grid)`` launches, each checked as ``launch`` checks
         it, that ``graph.launch()`` queues again in one call (for a framework's JIT replay)."""
         return LaunchGraph(self, launches)
@@ -187,7 +188,7 @@ class Device:
             self._ctx.ensure_usable()
         return record
 
-    def launch_timed(self, prog: int, buffers: Sequence[int], scalars: Sequence = (), grid: Sequence = (1, 1, 1)) -> int:
+    def launch_timed(self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar] = (), grid: Grid = (1, 1, 1)) -> int:
         """Run one launch alone and return its GPU time in nanoseconds (a sync point)."""
         return self._run_timed(self._pack(prog, buffers, scalars, grid))
 
@@ -265,7 +266,7 @@ class Device:
         self._ctx.ensure_usable()
         self._worker.sync()
 
-    def stats(self) -> dict:
+    def stats(self) -> DeviceStats:
         """Counters: batches, dispatches, barriers and copies submitted; this pool's usage; and the Vulkan objects
         alive in the process, from the native layer's count of successful create and destroy calls."""
         ffi, lib = self._ctx.ffi, self._ctx.lib
@@ -326,7 +327,8 @@ def devices(config: VulkanConfig | None = None) -> list[Device]:
         for index in wanted:
             if not isinstance(index, int) or not 0 <= index < len(physicals):
                 raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"device id {index!r} does not exist: {len(physicals)} Vulkan device(s) found")
+                                   f"device id {index!r} does not exist: {len(physicals)} Vulkan device(s) found"
+                                   + ("" if physicals else f"; {NO_DEVICE_HINT}"))
             device = _open_devices.get(index)
             if device is None:
                 device = Device(physicals[index], config)

@@ -1,6 +1,7 @@
 """Data types and what each device can do with them."""
 from __future__ import annotations
 
+import builtins
 import enum
 
 
@@ -27,7 +28,7 @@ class DType(enum.Enum):
         return self.value[0]
 
     @property
-    def is_float(self) -> bool:
+    def is_float(self) -> builtins.bool:  # plain `bool` here would name the member DType.bool
         """True for the floating-point types."""
         return self.name.startswith(("float", "bfloat"))
 

@@ -25,12 +25,95 @@ class BackendError(Exception):
     """An error from the backend.
 
     ``status`` says what kind of failure it is (an :class:`ErrorStatus`), ``context`` says where and what to do.
+    ``BackendError(status, context)`` constructs the subclass of that status, so that the built-in exception types
+    catch what they should: out of memory is also a ``MemoryError`` (:class:`MemoryAllocationError`), a bad argument
+    also a ``ValueError`` (:class:`InvalidArgumentError`; a wrong type also a ``TypeError``), while ``except
+    BackendError`` and ``.status`` work as before. A subclass is constructed the same way, with its status first.
     """
+
+    status: ErrorStatus
+    context: str
+
+    def __new__(cls, status: ErrorStatus, context: str) -> BackendError:
+        if cls is BackendError:
+            cls = _CLASS_OF_STATUS.get(status, BackendError)
+        # Exception.__new__, not super(): MemoryError's own __new__ refuses subclasses that have another base first.
+        return Exception.__new__(cls, status, context)
 
     def __init__(self, status: ErrorStatus, context: str) -> None:
         super().__init__(f"{status.value}: {context}")
         self.status = status
         self.context = context
+
+    def __reduce__(self) -> tuple[type[BackendError], tuple[ErrorStatus, str]]:
+        # Pickled by its constructor's arguments (the default would pass only the message), so an error crosses
+        # process boundaries (multiprocessing, tinygrad's compile workers) as the same class with the same status.
+        return type(self), (self.status, self.context)
+
+
+class DyLibNotFoundError(BackendError):
+    """No Vulkan loader (libvulkan) could be opened. Status ``DyLibNotFound``."""
+
+
+class InitializationError(BackendError):
+    """Instance or device creation failed: no driver, no device, a missing feature or layer. Status
+    ``Initialization``."""
+
+
+class MemoryAllocationError(BackendError, MemoryError):
+    """Out of device or host memory, or past an allocation limit; also a ``MemoryError``. Status
+    ``MemoryAllocation``."""
+
+
+class KernelCompilationError(BackendError):
+    """GLSL or SPIR-V that does not compile, or a kernel interface the backend cannot bind. Status
+    ``KernelCompilation``."""
+
+
+class KernelLaunchError(BackendError):
+    """A launch or submission failed on the worker (raised at the next sync point). Status ``KernelLaunch``."""
+
+
+class KernelSyncError(BackendError):
+    """Waiting for the GPU failed or passed its deadline. Status ``KernelSync``."""
+
+
+class DeviceLostError(BackendError):
+    """The device is gone; every later call on it fails fast. Status ``DeviceLost``."""
+
+
+class InvalidArgumentError(BackendError, ValueError):
+    """The caller passed something wrong; also a ``ValueError``. Status ``InvalidArgument``."""
+
+
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of the wrong type; also a ``TypeError`` (and a ``ValueError``, as every InvalidArgument is).
+    Status ``InvalidArgument``; raised by name (``InvalidArgumentTypeError(ErrorStatus.InvalidArgument, ...)``)."""
+
+
+_CLASS_OF_STATUS: dict[ErrorStatus, type[BackendError]] = {
+    ErrorStatus.DyLibNotFound: DyLibNotFoundError,
+    ErrorStatus.Initialization: InitializationError,
+    ErrorStatus.MemoryAllocation: MemoryAllocationError,
+    ErrorStatus.KernelCompilation: KernelCompilationError,
+    ErrorStatus.KernelLaunch: KernelLaunchError,
+    ErrorStatus.KernelSync: KernelSyncError,
+    ErrorStatus.DeviceLost: DeviceLostError,
+    ErrorStatus.InvalidArgument: InvalidArgumentError,
+}
+
+# What to do when no driver or no device answers, for messages here and in the command line.
+NO_DRIVER_HINT = (
+    "the Vulkan loader found no driver (ICD) for Vulkan 1.2. Install your GPU vendor's Vulkan driver, or Mesa's "
+    "software device lavapipe on a machine without a GPU (Debian/Ubuntu: apt-get install mesa-vulkan-drivers). A "
+    "driver installed where the loader does not look is named by VK_DRIVER_FILES (VK_ICD_FILENAMES for loaders "
+    "before 1.3.207), the path of its JSON manifest such as /usr/share/vulkan/icd.d/lvp_icd.x86_64.json; when "
+    "those are set, check that they name manifests that exist")
+NO_DEVICE_HINT = (
+    "the installed Vulkan drivers found no device with Vulkan 1.2 and a compute queue (a GPU driver on a machine "
+    "without its GPU, or no GPU at all). Install your GPU's Vulkan driver, or Mesa's software device lavapipe "
+    "(Debian/Ubuntu: apt-get install mesa-vulkan-drivers); when VK_DRIVER_FILES or VK_ICD_FILENAMES are set, the "
+    "loader uses only the drivers they name")
 
 
 # VkResult codes that are failures, by name, and the status each becomes. Names rather than numbers keep this
@@ -85,6 +168,12 @@ _NON_SUCCESS_STATUS: dict[str, ErrorStatus] = {
     "VK_INCOMPLETE": ErrorStatus.Initialization,
 }
 
+# Hints for failures whose (function, result) says what went wrong, appended by check().
+_HINTS: dict[tuple[str, str], str] = {
+    ("vkCreateInstance", "VK_ERROR_INCOMPATIBLE_DRIVER"): NO_DRIVER_HINT,
+    ("vkEnumeratePhysicalDevices", "VK_ERROR_INITIALIZATION_FAILED"): NO_DEVICE_HINT,
+}
+
 _by_value: dict[int, tuple[str, ErrorStatus]] = {}
 
 
@@ -119,13 +208,15 @@ def result_name(result: int) -> str:
 def check(result: int, what: str, status: ErrorStatus | None = None) -> None:
     """Raise a :class:`BackendError` unless ``result`` is ``VK_SUCCESS`` (0).
 
-    ``what`` names the call and what it was for; ``status`` overrides the status for failures where the caller knows
-    better (a ``VK_ERROR_OUT_OF_DEVICE_MEMORY`` from pipeline creation is still a compilation failure to the user),
-    except that a lost device always reports ``DeviceLost``.
+    ``what`` names the call (its first word: the function) and what it was for; ``status`` overrides the status for
+    failures where the caller knows better (a ``VK_ERROR_OUT_OF_DEVICE_MEMORY`` from pipeline creation is still a
+    compilation failure to the user), except that a lost device always reports ``DeviceLost``. Where the function and
+    result say what to do (no driver, no device), the message says it too.
     """
     if result == 0:
         return
     name, mapped = _by_value.get(result, (f"VkResult({result})", ErrorStatus.KernelLaunch))
     if status is not None and mapped is not ErrorStatus.DeviceLost:
         mapped = status
-    raise BackendError(mapped, f"{what} failed with {name}")
+    hint = _HINTS.get((what.split(" ", 1)[0], name))
+    raise BackendError(mapped, f"{what} failed with {name}" + (f": {hint}" if hint else ""))

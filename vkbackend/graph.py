@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .errors import BackendError, ErrorStatus
+from .types import Grid, Scalar
 
 if TYPE_CHECKING:
     from .device import Device
 
-Launch = tuple[int, Sequence[int], Sequence, Sequence]   # (program, buffers, scalars, grid), as Device.launch takes
+Launch = tuple[int, Sequence[int], Sequence[Scalar], Grid]   # (program, buffers, scalars, grid), as Device.launch takes
 
 
 class LaunchGraph:

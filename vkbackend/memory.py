@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from .context import DeviceContext
 from .discovery import memory_budget
-from .errors import BackendError, ErrorStatus, check
+from .errors import BackendError, ErrorStatus, InvalidArgumentTypeError, check
+from .types import HostBuffer, PoolStats
 
 log = logging.getLogger("vkbackend")
 
@@ -438,7 +439,7 @@ class MemoryPool:
                                f"{what}: {nbytes} bytes at offset {offset!r} do not fit in buffer {entry.id} "
                                f"of {entry.size} bytes")
 
-    def host_to_pool(self, src, dst: int, offset: int = 0) -> None:
+    def host_to_pool(self, src: HostBuffer, dst: int, offset: int = 0) -> None:
         """Copy a host buffer (any buffer-protocol object) into ``dst`` at byte ``offset``.
 
         Ordered after every earlier launch and copy on this device. ``src`` may be reused as soon as this returns.
@@ -463,7 +464,7 @@ class MemoryPool:
             pos += n
         del src_ptr  # the last memcpy is done: the caller may reuse src
 
-    def pool_to_host(self, src: int, dst, offset: int = 0) -> None:
+    def pool_to_host(self, src: int, dst: HostBuffer, offset: int = 0) -> None:
         """Copy ``len(dst)`` bytes of ``src`` from byte ``offset`` into the writable host buffer ``dst``.
 
         A sync point: it waits for every earlier launch and copy, and raises the first asynchronous error since the
@@ -551,7 +552,7 @@ class MemoryPool:
             self._chunks = kept
         return freed
 
-    def stats(self) -> dict:
+    def stats(self) -> PoolStats:
         """Counters for tests and the soak: live buffers, memory objects and bytes held."""
         with self._lock:
             return {"live_buffers": len(self._entries), "memory_objects": self._allocations, "held_bytes": self._held,
@@ -587,8 +588,8 @@ def _bytes_view(obj, writable: bool) -> memoryview:
     try:
         view = memoryview(obj)
     except TypeError:
-        raise BackendError(ErrorStatus.InvalidArgument,
-                           f"expected a buffer-protocol object (bytes, bytearray, numpy array), got {type(obj).__name__}") from None
+        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
+                                       f"expected a buffer-protocol object (bytes, bytearray, numpy array), got {type(obj).__name__}") from None
     if not view.c_contiguous:
         raise BackendError(ErrorStatus.InvalidArgument, "the host buffer must be C-contiguous (use numpy.ascontiguousarray)")
     if writable and view.readonly:

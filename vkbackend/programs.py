@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .config import cache_dir
 from .context import DeviceContext
-from .errors import BackendError, ErrorStatus, check
+from .errors import BackendError, ErrorStatus, InvalidArgumentTypeError, check
 from .spirv import ProgramInfo, reflect, validate
 
 log = logging.getLogger("vkbackend")
@@ -168,7 +168,7 @@ class ProgramCache:
         """
         self.ctx.ensure_usable()
         if not isinstance(spirv, (bytes, bytearray, memoryview)):
-            raise BackendError(ErrorStatus.InvalidArgument, f"compile needs SPIR-V bytes, got {type(spirv).__name__}")
+            raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument, f"compile needs SPIR-V bytes, got {type(spirv).__name__}")
         spirv = bytes(spirv)
         digest = hashlib.sha256(spirv).hexdigest()
         robust = robust or not self.ctx.info.pipeline_robustness   # without the extension there is nothing to choose

@@ -1,0 +1,126 @@
+"""Command-line conventions of ``python -m vkbackend``: ``--version``, ``info --json``, help for every option, a clean
+message and exit status for a device that does not exist or an output that cannot be written, and no traceback when
+the reader of stdout goes away (``| head``). Each runs the command in a fresh process."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+import vkbackend
+from vkbackend import cli
+from vkbackend.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **env}
+    return subprocess.run([sys.executable, "-m", "vkbackend", *args], capture_output=True, text=True, env=full,
+                          cwd=ROOT, timeout=300)
+
+
+def test_version():
+    result = run("--version")
+    assert result.returncode == 0 and result.stdout == f"vkbackend {vkbackend.__version__}\n"
+
+
+class _Parsed(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The parser ``main`` builds, caught as it parses."""
+    seen: list[argparse.ArgumentParser] = []
+
+    def catch(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        seen.append(self)
+        raise _Parsed
+
+    with mock.patch.object(argparse.ArgumentParser, "parse_args", catch), pytest.raises(_Parsed):
+        main(["info"])
+    return seen[0]
+
+
+def test_every_command_and_option_has_help():
+    parser = _parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert {c.dest for c in commands._choices_actions if c.help} == set(commands.choices) == {"info", "demo", "bench"}
+    for name, sub in [("", parser), *commands.choices.items()]:
+        bare = [a.option_strings for a in sub._actions if a.option_strings and not a.help]
+        assert not bare, f"options of '{name}' without help: {bare}"
+    for name in commands.choices:   # and --help itself works
+        result = run(name, "--help")
+        assert result.returncode == 0 and "usage:" in result.stdout, result.stderr
+
+
+def test_info_json(device):
+    result = run("info", "--json")
+    assert result.returncode == 0, result.stderr
+    (first, *_) = json.loads(result.stdout)
+    fields = {f.name for f in dataclasses.fields(vkbackend.DeviceInfo)}
+    assert set(first) == fields | {"index", "free_bytes"}
+    assert first["index"] == device.index and first["name"] == device.info.name
+    assert first["max_local_work_dims"] == list(device.info.max_local_work_dims)
+    assert first["dtype_capabilities"]["float32"] == sorted(device.info.dtype_capabilities[vkbackend.DType.float32])
+    assert first["memory_heaps"][0].keys() == {"size", "device_local", "budget"}
+
+
+def test_demo_on_a_device_that_does_not_exist(device):
+    result = run("demo", "--device", "5")
+    assert result.returncode == 2
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert "cannot open device 5" in result.stderr and "device id 5 does not exist" in result.stderr
+
+
+def test_bench_refuses_an_output_it_cannot_write_before_it_runs(tmp_path):
+    result = run("bench", "--quick", "--json", str(tmp_path / "missing" / "bench.json"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"the directory {tmp_path / 'missing'} does not exist" in result.stderr
+    result = run("bench", "--quick", "--json", str(tmp_path))
+    assert result.returncode == 2 and "is a directory" in result.stderr
+
+
+def test_bench_plot_without_matplotlib_fails_before_it_runs(tmp_path):
+    """With a matplotlib that cannot be imported shadowing any real one."""
+    fake = tmp_path / "site" / "matplotlib"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no matplotlib in this test')\n")
+    result = run("bench", "--quick", "--plot", str(tmp_path / "bench.png"),
+                 PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "pip install 'vkbackend[bench]'" in result.stderr
+    assert not (tmp_path / "bench.png").exists()
+
+
+def test_an_output_the_run_did_not_write_is_reported(tmp_path):
+    written, stale, missing = tmp_path / "written.json", tmp_path / "stale.png", tmp_path / "missing.png"
+    stale.write_text("from an earlier run")
+    outputs = {"--json": str(written), "--plot": str(stale)}
+    before = cli.output_stamps(outputs)
+    written.write_text("[]")
+    assert cli.unwritten_outputs(outputs, before) == [f"--plot {stale} was not written"]
+    assert cli.unwritten_outputs({"--plot": str(missing)}, cli.output_stamps({"--plot": str(missing)})) == [
+        f"--plot {missing} was not written"]
+    assert cli.unwritten_outputs({"--json": None}, {}) == []
+
+
+@pytest.mark.parametrize("args", [["info"], ["info", "--json"], ["demo"]])
+def test_no_traceback_when_the_reader_goes_away(device, args):
+    """Like ``python -m vkbackend info | head -1``: the pipe is closed before anything is written, so every write
+    fails; the command ends quietly with status 1."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "vkbackend", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, cwd=ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr

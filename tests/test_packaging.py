@@ -1,0 +1,142 @@
+"""Release packaging: the sdist holds everything its build needs, ``pip install`` of the sdist and of the wheel built
+from it work in fresh virtual environments, run from outside the source tree, and the wheel's tag matches its module.
+
+Slow (about a minute: two builds of the native module, two venvs); ``pytest -m "not packaging"`` leaves it out. The
+builds are isolated, so they fetch setuptools, wheel and cffi from the package index (PyPI, or pip's configuration).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import vkbackend
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("build_vulkan", ROOT / "build_vulkan.py")
+assert _spec is not None and _spec.loader is not None
+build_vulkan = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_vulkan)  # setup.py's own ABI setting (importing it builds nothing)
+LIMITED_API, limited_api_supported = build_vulkan.LIMITED_API, build_vulkan.limited_api_supported
+VERSION = vkbackend.__version__
+
+pytestmark = [
+    pytest.mark.packaging,
+    pytest.mark.skipif(importlib.util.find_spec("build") is None,
+                       reason="needs the 'build' package (pip install build; it is in the test extra)"),
+    pytest.mark.skipif(importlib.util.find_spec("ensurepip") is None,
+                       reason="python3 -m venv cannot install pip here (Debian/Ubuntu: apt-get install python3-venv)"),
+]
+
+# What a build from the sdist reads, besides the Python sources.
+BUILD_INPUTS = ["build_vulkan.py", "setup.py", "pyproject.toml", "README.md", "LICENSE", "vkbackend/py.typed",
+                "vkbackend/tinygrad/vkbackend-tinygrad.pth",
+                *(f"vkbackend/decl/{p.name}" for p in (ROOT / "vkbackend" / "decl").glob("*.h")),
+                *(f"vkbackend/csrc/{p.name}" for p in (ROOT / "vkbackend" / "csrc").iterdir())]
+
+
+def _env() -> dict[str, str]:
+    """The suite's environment without PYTHONPATH, so a venv imports what was installed into it, not this checkout."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+
+
+def _run(command: list, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(c) for c in command], cwd=cwd, env=_env(), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    assert proc.returncode == 0, f"{command} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    """The sdist, as a release makes it (``python -m build --sdist``), and the wheel ``pip wheel`` builds from it."""
+    out = tmp_path_factory.mktemp("dist")
+    _run([sys.executable, "-m", "build", "--sdist", "--outdir", out, ROOT], cwd=out)
+    (sdist,) = out.glob("vkbackend-*.tar.gz")
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", out, sdist], cwd=out)
+    return out
+
+
+def _sdist(dist: Path) -> Path:
+    return next(dist.glob("vkbackend-*.tar.gz"))
+
+
+def _wheel(dist: Path) -> Path:
+    return next(dist.glob("vkbackend-*.whl"))
+
+
+def _venv_with(artifact: Path, where: Path) -> Path:
+    """A fresh venv (no system site-packages) with ``artifact`` and its dependencies installed; its python."""
+    _run([sys.executable, "-m", "venv", where / "venv"], cwd=where)
+    python = where / "venv" / "bin" / "python"
+    _run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", artifact], cwd=where, timeout=600)
+    return python
+
+
+def test_sdist_holds_what_the_build_needs(dist):
+    with tarfile.open(_sdist(dist)) as tar:
+        names = tar.getnames()
+    top = names[0].split("/")[0]
+    members = {name.partition("/")[2] for name in names}
+    missing = [path for path in BUILD_INPUTS if path not in members]
+    assert not missing, f"the sdist {top} lacks {missing}"
+    built = [m for m in members if m.endswith((".so", ".o", ".pyc")) or m == "vkbackend/_vulkan.c"]
+    assert not built, f"the sdist carries build outputs: {built}"
+
+
+def test_wheel_is_tagged_for_the_abi_its_module_uses(dist):
+    wheel = _wheel(dist)
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        tags = [line.split(": ", 1)[1] for line in zf.read(f"vkbackend-{VERSION}.dist-info/WHEEL").decode().splitlines()
+                if line.startswith("Tag: ")]
+    if limited_api_supported():
+        assert "vkbackend/_vulkan.abi3.so" in names, sorted(names)
+        assert wheel.name.startswith(f"vkbackend-{VERSION}-{LIMITED_API}-abi3-"), wheel.name
+        assert all(tag.startswith(f"{LIMITED_API}-abi3-") for tag in tags), tags
+    else:  # a debug or free-threaded interpreter: a module and wheel of this interpreter only
+        assert not any(name.endswith(".abi3.so") for name in names)
+        assert "-abi3-" not in wheel.name
+    assert {"vkbackend/py.typed", "vkbackend-tinygrad.pth", f"vkbackend-{VERSION}.dist-info/licenses/LICENSE"} <= names
+
+
+@pytest.mark.skipif(not limited_api_supported(), reason="this interpreter has no stable ABI (debug or free-threaded)")
+@pytest.mark.skipif(shutil.which("nm") is None, reason="needs nm (binutils) to list the module's symbols")
+def test_native_module_uses_only_the_stable_abi_it_claims(dist, tmp_path):
+    """Every CPython symbol the module imports belongs to the stable ABI of the version in its tag."""
+    abi3info = pytest.importorskip("abi3info", reason="needs abi3info (the stable ABI's symbol list; in the test extra)")
+    with zipfile.ZipFile(_wheel(dist)) as zf:
+        module = Path(zf.extract("vkbackend/_vulkan.abi3.so", tmp_path))
+    symbols = subprocess.run(["nm", "-D", "--undefined-only", module], capture_output=True, text=True,
+                             check=True).stdout.split()
+    python_symbols = {s for s in symbols if s.startswith(("Py", "_Py"))}
+    assert python_symbols, "nm listed no CPython symbols: is this the cffi module?"
+    oldest = (int(LIMITED_API[2]), int(LIMITED_API[3:]))
+    stable = {symbol.name: member.added for symbol, member in {**abi3info.FUNCTIONS, **abi3info.DATAS}.items()}
+    outside = sorted(s for s in python_symbols if s not in stable or (stable[s].major, stable[s].minor) > oldest)
+    assert not outside, f"symbols outside the {LIMITED_API} stable ABI: {outside}"
+
+
+def test_sdist_installs_into_a_fresh_venv_and_runs(dist, device, tmp_path):
+    python = _venv_with(_sdist(dist), tmp_path)
+    where = _run([python, "-c", "import vkbackend; print(vkbackend.__file__)"], cwd=tmp_path).stdout.strip()
+    assert Path(where).is_relative_to(tmp_path / "venv"), f"imported {where}, not the installed package"
+    info = _run([python, "-m", "vkbackend", "info"], cwd=tmp_path)
+    assert info.stdout.startswith("device 0: ")
+
+
+def test_wheel_installs_into_a_fresh_venv_and_runs(dist, device, tmp_path):
+    python = _venv_with(_wheel(dist), tmp_path)
+    script = python.parent / "vkbackend"
+    assert _run([script, "--version"], cwd=tmp_path).stdout == f"vkbackend {VERSION}\n"
+    demo = _run([script, "demo"], cwd=tmp_path)
+    assert "demo: all results match numpy" in demo.stdout
+    site = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"], cwd=tmp_path).stdout
+    assert (Path(site.strip()) / "vkbackend-tinygrad.pth").is_file(), "the tinygrad hook's .pth is not in site-packages"

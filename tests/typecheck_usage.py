@@ -1,0 +1,108 @@
+"""Code that uses the whole public API as a user would, with annotations a user would write.
+
+mypy checks it under ``--strict`` (pyproject.toml's ``[tool.mypy]``); ``assert_type`` pins what each call returns, so
+a return type that decays to ``Any`` or ``dict`` fails the check. tests/test_typing.py also runs it on the device, so
+what it claims holds at run time too.
+"""
+from __future__ import annotations
+
+import array
+
+import numpy as np
+from typing_extensions import assert_type
+
+import vkbackend
+from vkbackend import (BackendError, BufferBinding, Device, DeviceInfo, DeviceLostError, DType, DyLibNotFoundError,
+                       ErrorStatus, GridArg, InitializationError, InvalidArgumentError, InvalidArgumentTypeError,
+                       KernelCompilationError, KernelLaunchError, KernelSyncError, LaunchGraph, MemoryAllocationError,
+                       MemoryHeap, MemoryPool, ProgramInfo, PushMember, VulkanConfig, compile_glsl, devices)
+from vkbackend.types import DeviceStats, HostBuffer, PoolStats, Scalar
+
+AXPY = """#version 450
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) buffer Y { float y[]; };
+layout(push_constant) uniform P { uint n; float a; } p;
+void main() { uint i = gl_GlobalInvocationID.x; if (i < p.n) y[i] += p.a * x[i]; }
+"""
+
+
+def upload(pool: MemoryPool, data: HostBuffer, nbytes: int) -> int:
+    """A new buffer holding ``data``."""
+    buf = assert_type(pool.allocate(nbytes), int)
+    pool.host_to_pool(data, buf)
+    return buf
+
+
+def describe(info: DeviceInfo) -> str:
+    heaps = assert_type(info.memory_heaps, tuple[MemoryHeap, ...])
+    local = sum(assert_type(heap.size, int) for heap in heaps if assert_type(heap.device_local, bool))
+    caps = assert_type(info.dtype_capabilities, dict[DType, frozenset[str]])
+    floats = [d for d, ops in caps.items() if assert_type(d.is_float, bool) and "add" in ops]
+    assert_type(info.max_local_work_dims, tuple[int, int, int])
+    return f"{info.name} ({info.device_type}): {local} B device-local, {len(floats)} float types, {info.api_version}"
+
+
+def reflect(dev: Device, prog: int) -> tuple[int, ...]:
+    program = assert_type(dev.program_info(prog), ProgramInfo)
+    bindings = assert_type(program.buffers, tuple[BufferBinding, ...])
+    members = assert_type(program.push_constants, tuple[PushMember, ...])
+    return (*assert_type(program.local_size, tuple[int, int, int]), len(bindings), len(members),
+            sum(assert_type(m.size, int) for m in members))
+
+
+def exercise(dev: Device, n: int = 256) -> float:
+    """Every public entry point once; returns y[1] after y += 2x, twice, then graph replays of y += 0.5x."""
+    pool = assert_type(dev.memory_pool, MemoryPool)
+    assert describe(assert_type(dev.info, DeviceInfo))
+    spirv = assert_type(compile_glsl(AXPY, {"UNUSED": None}, entry_point="main"), bytes)
+    prog = assert_type(dev.compile(spirv), int)
+    assert reflect(dev, prog) == (64, 1, 1, 2, 2, 8)
+    x = upload(pool, np.arange(n, dtype=np.float32), 4 * n)   # a numpy array, on every Python version
+    y = upload(pool, array.array("f", [0.0] * n), 4 * n)
+    scalars: list[Scalar] = [n, 2.0]
+    dev.launch(prog, [x, y], scalars, (n // 64, 1, 1))
+    dev.launch(prog, [x, y], [np.uint32(n), np.float32(2.0)], [GridArg(0)] if n <= 64 else (n // 64,))
+    graph = assert_type(dev.graph([(prog, [x, y], [n, 0.5], (n // 64, 1, 1)), None]), LaunchGraph)
+    graph.launch()
+    gpu_ns = assert_type(graph.launch_timed(), int)
+    graph.close()
+    view = assert_type(pool.view(y, 0, 4 * (n // 2)), int)
+    out = bytearray(4 * (n // 2))
+    pool.pool_to_host(view, out)
+    dev.sync()
+    stats = assert_type(dev.stats(), DeviceStats)
+    pool_stats = assert_type(pool.stats(), PoolStats)
+    assert gpu_ns >= 0 and stats["dispatches"] >= 3 and pool_stats["live_buffers"] >= 3
+    assert stats["live_objects"]["devices"] >= 1 and assert_type(pool.free_bytes, int) > 0
+    assert assert_type(pool.size_of(view), int) == 2 * n
+    for buf in (view, x, y):
+        pool.release(buf)
+    dev.release_program(prog)
+    return float(memoryview(out).cast("f")[1])
+
+
+def errors(dev: Device) -> list[str]:
+    """Errors carry a status and are caught by their subclass or the built-in type they also are."""
+    seen: list[str] = []
+    try:
+        assert_type(devices(VulkanConfig(device_ids=[1 << 20])), list[Device])
+    except InvalidArgumentError as error:
+        status = assert_type(error.status, ErrorStatus)
+        seen.append(f"{status.value}: {assert_type(error.context, str)}")
+    try:
+        dev.memory_pool.allocate(1 << 62)
+    except MemoryError as error:
+        seen.append(type(error).__name__)
+    try:
+        compile_glsl(b"not a str")  # type: ignore[arg-type]  # the mistake this checks at run time
+    except TypeError as error:
+        seen.append(type(error).__name__)
+    families: tuple[type[BackendError], ...] = (
+        DyLibNotFoundError, InitializationError, MemoryAllocationError, KernelCompilationError, KernelLaunchError,
+        KernelSyncError, DeviceLostError, InvalidArgumentTypeError)
+    seen += [BackendError(ErrorStatus.KernelSync, "x").__class__.__name__, str(len(families))]
+    return seen
+
+
+VERSION = assert_type(vkbackend.__version__, str)

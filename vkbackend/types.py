@@ -1,0 +1,65 @@
+"""Types of the public API that are not classes of their own: the host buffers transfers take, the scalars and grid
+entries of a launch, and the dictionaries ``stats()`` returns. For annotations in code that uses vkbackend."""
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypedDict, Union
+
+if sys.version_info >= (3, 12):
+    from collections.abc import Buffer
+else:
+    from typing_extensions import Buffer
+
+if TYPE_CHECKING:
+    import numpy
+
+    from .device import GridArg
+
+__all__ = ["Buffer", "DeviceStats", "Grid", "HostBuffer", "LiveObjects", "PoolStats", "Scalar"]
+
+# A C-contiguous buffer-protocol object: bytes, bytearray, memoryview, array.array, a numpy array. numpy's stubs give
+# ndarray the buffer protocol (``__buffer__``) only from Python 3.12 on, hence the explicit ndarray.
+HostBuffer = Union[Buffer, "numpy.ndarray[Any, Any]"]
+
+# One push-constant member's value: a Python number (bool is an int), or a numpy scalar such as numpy.float32(2).
+Scalar = Union[int, float, "numpy.generic[Any]"]
+
+# Work groups per axis: 1 to 3 entries, each an int or a GridArg naming a scalar of the launch.
+Grid = Sequence[Union[int, "GridArg"]]
+
+
+class PoolStats(TypedDict):
+    """``MemoryPool.stats()``: live buffer ids (views included), VkDeviceMemory objects held, their bytes, chunks."""
+
+    live_buffers: int
+    memory_objects: int
+    held_bytes: int
+    chunks: int
+
+
+class LiveObjects(TypedDict):
+    """Vulkan objects alive in the process, by kind: successful create calls less destroy calls."""
+
+    device_memory: int
+    buffers: int
+    pipelines: int
+    pipeline_layouts: int
+    shader_modules: int
+    fences: int
+    descriptor_pools: int
+    command_pools: int
+    devices: int
+
+
+class DeviceStats(TypedDict):
+    """``Device.stats()``: what the device submitted (batches, dispatches, barriers, copies, and the nanoseconds spent
+    recording and submitting them), its pool's counters and the process's live Vulkan objects."""
+
+    batches: int
+    dispatches: int
+    barriers: int
+    copies: int
+    submit_ns: int
+    pool: PoolStats
+    live_objects: LiveObjects
