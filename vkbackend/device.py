@@ -146,10 +146,13 @@ class Device:
         except (KeyError, ValueError, TypeError, OverflowError, struct.error):
             return self._pack(prog, buffers, scalars, grid)
 
-    def _enqueue(self, records: bytes) -> None:
-        """Queue packed records for the worker; returns at once."""
+    def _enqueue(self, records: bytes, now: bool = False) -> None:
+        """Queue packed records for the worker; returns at once. ``now``: a batch worth its own submit (a graph
+        replay), submitted from this thread when the worker sleeps."""
         if not self._ctx.usable:
             self._ctx.ensure_usable()
+        if now and self._worker.submit_now(records):
+            return
         self._queue.append(records)
         worker = self._worker
         if worker.idle:  # only the first launch of a burst pays for the wake-up: clearing idle is ours to do

@@ -46,6 +46,9 @@ class Worker:
         self.queue: deque = deque()
         self.wake = threading.Event()
         self.idle = False
+        # Held by whichever thread records, submits or waits: the worker while it works, or a caller submitting a
+        # graph while the worker sleeps (submit_now).
+        self.lock = threading.Lock()
         self._stopping = False
         self.thread = threading.Thread(target=self._run, name=f"vkbackend-worker:{ctx.info.name}", daemon=True)
         self.thread.start()
@@ -57,6 +60,27 @@ class Worker:
         if self.idle:  # the waker clears idle, so a burst of callers sets the event once
             self.idle = False
             self.wake.set()
+
+    def submit_now(self, records: bytes) -> bool:
+        """Record and submit ``records`` in the caller's thread when the worker sleeps with nothing queued; False
+        (queue them instead) when it is busy.
+
+        A woken worker must first win the GIL from a caller that is busy in Python, up to the switch interval, while
+        the GPU waits; for a graph replay (a whole JIT step) that wait is the step's latency. Submitting here starts
+        the GPU at once; the worker is then woken to reap the batch, as for any other.
+        """
+        if not self.idle or self.queue or not self.lock.acquire(blocking=False):
+            return False
+        try:
+            if not self.idle or self.queue:  # the worker woke, or someone queued, before we held the lock
+                return False
+            self.idle = False  # from here a batch is in flight: release() must defer its frees
+            self.submitter.window.append(records)
+            self.submitter.flush()
+        finally:
+            self.lock.release()
+        self.wake.set()
+        return True
 
     def quiescent(self) -> bool:
         """True when nothing is queued, recorded or in flight (the worker is asleep with empty hands)."""
@@ -119,6 +143,7 @@ class Worker:
 
     def _run(self) -> None:
         q, sub = self.queue, self.submitter
+        self.lock.acquire()  # held while the thread works, given up while it sleeps
         window = sub.window
         while True:
             if q:
@@ -132,6 +157,7 @@ class Worker:
                                 window = sub.window
                         elif self._handle(item):
                             self._shutdown()
+                            self.lock.release()
                             return
                         window = sub.window
                 except Exception as error:  # keep the thread alive whatever happens; report at the next sync
@@ -163,10 +189,13 @@ class Worker:
                 window = sub.window
                 continue
             self.idle = True
+            self.lock.release()
             if not q:
                 self.wake.wait()
             self.wake.clear()
+            self.lock.acquire()
             self.idle = False
+            window = sub.window
 
     def _handle(self, item: tuple) -> bool:
         """One non-launch item; True when the worker should stop."""

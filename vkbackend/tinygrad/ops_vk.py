@@ -225,8 +225,10 @@ class VKProgram(Program["VKDevice"]):
         if local is not None:
             spirv = with_local_size(spirv, local)
         # tinygrad proves its kernels' bounds, so they need no robust buffer access (which costs up to several times
-        # a kernel's time on NVIDIA); where the device cannot choose per pipeline, its own setting holds
-        prog = self.variants[(views, local)] = self.dev.vk.compile(spirv, robust=False)
+        # a kernel's time on NVIDIA); where the device cannot choose per pipeline, its own setting holds.
+        # VKBACKEND_TINYGRAD_ROBUST=1 keeps the checks (to measure them, or to chase a kernel that reads out of bounds).
+        robust = os.environ.get("VKBACKEND_TINYGRAD_ROBUST", "0") not in ("", "0")
+        prog = self.variants[(views, local)] = self.dev.vk.compile(spirv, robust=robust)
         return prog
 
     def __call__(

@@ -253,6 +253,14 @@ def _bitcast(dst: DType, src: DType, val: str) -> str:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+def _xsin_nan_on_bits(d: UOp) -> UOp:
+    """tinygrad's software sin, with sin(+-inf) and sin(NaN) made NaN by looking at the bits: xsin decides them with
+    float compares (``x != x``, ``x != inf``) that NVIDIA's shader compiler folds away, which made them finite."""
+    bits, exponent = (dtypes.uint32, 0x7F800000) if d.dtype == dtypes.float32 else (dtypes.uint64, 0x7FF0000000000000)
+    inf_or_nan = (d.bitcast(bits) & exponent).eq(exponent)
+    return inf_or_nan.where(d.const_like(math.nan), xsin(d))
+
+
 def _float_via_f32(x: UOp):
     return UOp(x.op, dtypes.float32, tuple(s.cast(dtypes.float32) for s in x.src)).cast(x.dtype)
 
@@ -264,7 +272,7 @@ vk_extra_matcher = (
             (UPat(Ops.EXP2, dtypes.float64, src=(UPat.var("d"),)), xexp2),
             (UPat(Ops.LOG2, dtypes.float64, src=(UPat.var("d"),)), xlog2),
             # GLSL's sin is an approximation (lavapipe's and NVIDIA's lose all precision for large arguments): software sin
-            (UPat(Ops.SIN, (dtypes.float32, dtypes.float64), src=(UPat.var("d"),)), xsin),
+            (UPat(Ops.SIN, (dtypes.float32, dtypes.float64), src=(UPat.var("d"),)), _xsin_nan_on_bits),
             # half transcendentals are computed in float32 (the float16 builtins are too imprecise on several drivers)
             (UPat((Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT), dtypes.float16, name="x"), _float_via_f32),
         ]
