@@ -280,23 +280,16 @@ class BatchSubmitter:
                 self._fence_failed(result, "vkGetFenceStatus")
                 return
 
-    def wait_oldest(self, timeout_ns: int, unlocked=None) -> int:
+    def wait_oldest(self, timeout_ns: int) -> int:
         """Wait up to ``timeout_ns`` for the oldest batch (GIL released); the wait's VkResult (0: it completed).
 
-        The wait polls in C (csrc/fence.c): a blocking vkWaitForFences can oversleep by milliseconds. ``unlocked``:
-        a lock the caller holds and gives up for the wait itself, so that another thread may submit meanwhile
-        (Worker.submit_now; only the lock's holder completes batches, so the oldest stays the oldest)."""
+        The wait polls in C (csrc/fence.c): a blocking vkWaitForFences can oversleep by milliseconds."""
         lib = self.ctx.lib
-        fence = self.in_flight[0].fence
-        if unlocked is not None:
-            unlocked.release()
-        try:
-            result = lib.vkb_wait_fence(self.ctx.device, fence, timeout_ns)
-        finally:
-            if unlocked is not None:
-                unlocked.acquire()
+        batch = self.in_flight[0]
+        result = lib.vkb_wait_fence(self.ctx.device, batch.fence, timeout_ns)
         if result == 0:
-            self.reap()  # completes the oldest, and whatever else has finished
+            self._complete(batch)
+            self.reap()
             return 0
         if result != lib.VK_TIMEOUT:
             self._fence_failed(result, "vkWaitForFences")

@@ -62,18 +62,17 @@ class Worker:
             self.wake.set()
 
     def submit_now(self, records: bytes) -> bool:
-        """Record and submit ``records`` in the caller's thread when nothing is queued and the worker is not
-        recording (it sleeps, or waits on the GPU); False (queue them instead) otherwise.
+        """Record and submit ``records`` in the caller's thread when the worker sleeps with nothing queued; False
+        (queue them instead) when it is busy.
 
-        A worker must first win the GIL from a caller that is busy in Python, up to the switch interval, while the
-        GPU waits; for a graph replay (a whole JIT step, or the next part of one) that wait is the step's latency.
-        Submitting here starts the GPU at once, behind whatever the worker's window held (flushed first, in order);
-        the worker is woken to reap the batch, as for any other.
+        A woken worker must first win the GIL from a caller that is busy in Python, up to the switch interval, while
+        the GPU waits; for a graph replay (a whole JIT step) that wait is the step's latency. Submitting here starts
+        the GPU at once; the worker is then woken to reap the batch, as for any other.
         """
-        if self.queue or not self.lock.acquire(blocking=False):
+        if not self.idle or self.queue or not self.lock.acquire(blocking=False):
             return False
         try:
-            if self.queue:  # someone queued before we held the lock: those records go first, through the worker
+            if not self.idle or self.queue:  # the worker woke, or someone queued, before we held the lock
                 return False
             self.idle = False  # from here a batch is in flight: release() must defer its frees
             self.submitter.window.append(records)
@@ -177,12 +176,10 @@ class Worker:
                         sub.flush()
                         window = sub.window
                     else:
-                        sub.wait_oldest(BUSY_POLL_NS, self.lock)
-                        window = sub.window  # a caller may have submitted it meanwhile (submit_now)
+                        sub.wait_oldest(BUSY_POLL_NS)
                     continue
                 if sub.in_flight:
-                    sub.wait_oldest(IDLE_WAIT_NS, self.lock)
-                    window = sub.window
+                    sub.wait_oldest(IDLE_WAIT_NS)
                     continue
             except Exception as error:
                 log.exception("vkbackend worker error")
