@@ -1,12 +1,19 @@
 """DeviceContext: what every unit of one device shares, passed as one object instead of twenty arguments."""
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass, field
 
 from .config import VulkanConfig
 from .discovery import DeviceHandles, DeviceInfo
 from .errors import BackendError, ErrorStatus
+
+# Buffer and program ids come from one process-wide counter, so no id is ever reused: not across close() and
+# devices() again, not between devices, not between buffers and programs. A stale id names nothing. They are odd
+# integers above 2**53, which no float and no bool can equal: the launch fast path finds ids with a dict lookup, so
+# 1.0 or True can never pass for an id there, and junk always falls to the slow path that explains it.
+next_id = itertools.count(2**53 + 1, 2).__next__
 
 
 @dataclass(eq=False)

@@ -152,12 +152,12 @@ class Device:
                 raise BackendError(ErrorStatus.InvalidArgument,
                                    f"launch of {p.name}: grid {tuple(grid)} is outside 1..{self._max_grid} work groups per axis")
         try:
-            record = p.record.pack(0, prog, gx, gy, gz, *slots, *scalars)
+            record = p.record.pack(0, p.slot, gx, gy, gz, *slots, *scalars)
         except (struct.error, OverflowError) as error:
             # numpy scalars without __index__/__float__ of the right kind (np.bool_ for a bool member): their .item()
             plain = [s.item() if hasattr(s, "item") else s for s in scalars]
             try:
-                record = p.record.pack(0, prog, gx, gy, gz, *slots, *plain)
+                record = p.record.pack(0, p.slot, gx, gy, gz, *slots, *plain)
             except (struct.error, OverflowError):
                 raise self._scalar_error(p, scalars, error) from None
         if not self._ctx.usable:

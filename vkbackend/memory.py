@@ -15,7 +15,6 @@ until every batch that used it has completed; the caller never waits.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import queue
 import struct
@@ -23,7 +22,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-from .context import DeviceContext
+from .context import DeviceContext, next_id
 from .discovery import memory_budget
 from .errors import BackendError, ErrorStatus, check
 
@@ -140,7 +139,6 @@ class MemoryPool:
         lib = ctx.lib
         info = ctx.info
         self._lock = threading.Lock()
-        self._ids = itertools.count(1)
         self._entries: dict[int, _Buffer] = {}
         self.slot_of: dict[int, int] = {}        # bindable live ids -> slot; Device.launch reads this directly
         self._free_slots: deque[int] = deque()   # FIFO: a released slot is reused as late as possible
@@ -277,7 +275,7 @@ class MemoryPool:
                                                f"on {info.name}; release buffers or use a smaller size")
                         memory, vk_buffer = self._create_memory(nbytes, self.device_type, "buffer")
                         chunk, offset, order = None, 0, 0
-                    buf_id = next(self._ids)
+                    buf_id = next_id()
                     slot = self._new_slot(vk_buffer, offset, nbytes, None)
                     entry = _Buffer(buf_id, slot, nbytes, vk_buffer, offset, None, chunk, order, memory)  # type: ignore[arg-type]
                     entry.root = entry
@@ -423,7 +421,7 @@ class MemoryPool:
             root = parent.root
             parent.root.refcount += 1
             root.views += 1
-            buf_id = next(self._ids)
+            buf_id = next_id()
             slot = self._new_slot(root.vk_buffer, parent.offset + offset, nbytes, root.slot)
             entry = _Buffer(buf_id, slot, nbytes, root.vk_buffer, parent.offset + offset, root)
             self._entries[buf_id] = entry

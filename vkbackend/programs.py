@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from .config import cache_dir
-from .context import DeviceContext
+from .context import DeviceContext, next_id
 from .errors import BackendError, ErrorStatus, check
 from .spirv import ProgramInfo, reflect, validate
 
@@ -27,11 +27,12 @@ CACHE_HEADER = struct.Struct("<4I16s")  # VkPipelineCacheHeaderVersionOne
 class Program:
     """A compiled program: its reflected interface, its pipeline and how to pack one launch of it."""
 
-    __slots__ = ("id", "name", "info", "record", "n_buffers", "n_scalars", "refcount", "pipeline", "layout",
+    __slots__ = ("id", "slot", "name", "info", "record", "n_buffers", "n_scalars", "refcount", "pipeline", "layout",
                  "set_layout", "c_program", "access", "key")
 
-    def __init__(self, prog_id: int, key: bytes, info: ProgramInfo) -> None:
-        self.id = prog_id
+    def __init__(self, prog_id: int, slot: int, key: bytes, info: ProgramInfo) -> None:
+        self.id = prog_id   # the public id, unique in the process (context.next_id)
+        self.slot = slot    # its index in the device's C program table, which launch records name
         self.key = key
         self.info = info
         self.name = f"{info.entry_point}#{prog_id}[{key[:8].decode()}]"
@@ -64,7 +65,7 @@ class Program:
                   f"    if 0 < gx <= mx and 0 < gy <= my and 0 < gz <= mz:\n"
                   f"        return record({args})\n"
                   f"    raise ValueError('grid out of range')\n")
-        namespace = {"record": self.record.pack, "pid": self.id, "slot_of": slot_of,
+        namespace = {"record": self.record.pack, "pid": self.slot, "slot_of": slot_of,
                      "mx": max_grid[0], "my": max_grid[1], "mz": max_grid[2]}
         exec(compile(source, f"<launch packer of {self.name}>", "exec"), namespace)
         return namespace["pack"]
@@ -92,8 +93,8 @@ class ProgramCache:
         self._create_lock = threading.Lock()
         self._by_key: dict[bytes, Program] = {}
         self.programs: dict[int, Program] = {}   # live programs; Device.launch reads this directly
-        self._all: dict[int, Program] = {}       # including released ones still queued
-        self._next_id = 0
+        self._all: dict[int, Program] = {}       # by table slot, including released ones still queued
+        self._next_slot = 0                      # slots are not reused either: a queued record names one program
         self.capacity = 64
         self.table = ffi.new("vkb_program*[]", self.capacity)
         self.pipeline_cache = ffi.NULL
@@ -181,12 +182,13 @@ class ProgramCache:
                 if prog is not None:
                     prog.refcount += 1
                     return prog.id
-                prog = Program(self._take_id(), key, info)  # ids are never reused: a stale id names nothing
+                prog = Program(next_id(), self._next_slot, key, info)
+                self._next_slot += 1
             self.ctx.worker.call(self._create, prog, spirv)
             with self._lock:
                 self._by_key[key] = prog
                 self.programs[prog.id] = prog
-                self._all[prog.id] = prog
+                self._all[prog.slot] = prog
         return prog.id
 
     def _validate(self, spirv: bytes, digest: str) -> None:
@@ -204,10 +206,6 @@ class ProgramCache:
                 f.write(digest + "\n")
         except OSError:
             pass
-
-    def _take_id(self) -> int:
-        prog_id, self._next_id = self._next_id, self._next_id + 1
-        return prog_id
 
     def _check_limits(self, info: ProgramInfo) -> None:
         dev = self.ctx.info
@@ -285,11 +283,11 @@ class ProgramCache:
         prog.c_program = ffi.new("vkb_program*", {"pipeline": prog.pipeline, "layout": prog.layout,
                                                   "n_buffers": prog.n_buffers, "push_words": prog.push_words,
                                                   "access": prog.access})
-        if prog.id >= self.capacity:
-            grown = ffi.new("vkb_program*[]", max(self.capacity * 2, prog.id + 1))
+        if prog.slot >= self.capacity:
+            grown = ffi.new("vkb_program*[]", max(self.capacity * 2, prog.slot + 1))
             ffi.memmove(grown, self.table, ffi.sizeof("vkb_program*") * self.capacity)
             self.table, self.capacity = grown, len(grown)
-        self.table[prog.id] = prog.c_program
+        self.table[prog.slot] = prog.c_program
 
     def get(self, prog_id: int) -> Program:
         try:
@@ -312,19 +310,20 @@ class ProgramCache:
 
     def _destroy(self, prog: Program) -> None:
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
-        self.table[prog.id] = ffi.NULL
+        self.table[prog.slot] = ffi.NULL
         lib.vkDestroyPipeline(dev, prog.pipeline, ffi.NULL)
         lib.vkDestroyPipelineLayout(dev, prog.layout, ffi.NULL)
         lib.vkDestroyDescriptorSetLayout(dev, prog.set_layout, ffi.NULL)
         with self._lock:
-            self._all.pop(prog.id, None)
+            self._all.pop(prog.slot, None)
 
-    def name(self, prog_id: int) -> str:
-        prog = self._all.get(prog_id)
-        return prog.name if prog else f"#{prog_id}"
+    def name(self, slot: int) -> str:
+        """The name of the program in table slot ``slot`` (records name programs by slot)."""
+        prog = self._all.get(slot)
+        return prog.name if prog else f"slot {slot}"
 
-    def set_layout(self, prog_id: int):
-        return self._all[prog_id].set_layout
+    def set_layout(self, slot: int):
+        return self._all[slot].set_layout
 
     def destroy(self) -> None:
         """Save the pipeline cache and destroy every pipeline (the device must be idle)."""
