@@ -5,7 +5,11 @@ that the validation layer stayed silent there.
 """
 from __future__ import annotations
 
+import pytest
 from _reliability import run_isolated
+
+from vkbackend import VulkanConfig
+from vkbackend.errors import BackendError, ErrorStatus
 
 
 def test_stale_ids_never_name_new_objects():
@@ -41,4 +45,53 @@ def test_stale_ids_never_name_new_objects():
     assert result["junk"] == ["InvalidArgument"] * 5
     assert result["junk_prog"] == ["InvalidArgument"] * 5
     assert result["intact"] == [9, 9]
+    assert result["validation"] == ""
+
+
+BAD_SETTINGS = [("sync_timeout_s", v) for v in ("5", float("nan"), float("inf"), 1e400, 0, -1.0, True, 1e12)] + [
+    ("switch_interval_s", v) for v in (float("nan"), -0.1, "0")] + [
+    ("window_launches", v) for v in (0, 1.5, True)] + [("staging_slots", 1), ("copy_threads", -1)] + [
+    ("device_ids", v) for v in ("0", 0, [True], [-1], [0.0])] + [
+    ("push_descriptors", 1), ("robust_buffer_access", "yes")]
+
+
+@pytest.mark.parametrize("field,value", BAD_SETTINGS)
+def test_bad_config_values_are_refused_when_made(field, value):
+    """A bad VulkanConfig field is an InvalidArgument naming it, when the config is made."""
+    with pytest.raises(BackendError) as info:
+        VulkanConfig(**{field: value})
+    assert info.value.status is ErrorStatus.InvalidArgument and field in info.value.context
+
+
+def test_bad_environment_settings_fail_devices_at_once():
+    """Bad environment settings make devices() raise InvalidArgument naming the variable, before anything opens (they
+    hung devices() forever: the worker failed during start-up); then a good setting opens a working device."""
+    result = run_isolated("""
+        bad = [("VKBACKEND_SYNC_TIMEOUT_S", v) for v in ("nan", "inf", "1e400", "0", "-3", "soon")] + [
+            ("VKBACKEND_SWITCH_INTERVAL_S", "nan"), ("VKBACKEND_ROBUST", "maybe"), ("VKBACKEND_PUSH_DESCRIPTORS", "2")]
+        result["bad"] = []
+        for name, value in bad:
+            os.environ[name] = value
+            started = time.monotonic()
+            try:
+                vkbackend.devices()
+                result["bad"].append([name, "opened"])
+            except BackendError as error:
+                result["bad"].append([name, error.status.value, name in error.context, time.monotonic() - started])
+            del os.environ[name]
+        result["live_after_bad"] = live()
+        os.environ["VKBACKEND_SYNC_TIMEOUT_S"] = "2.5"
+        dev = vkbackend.devices()[0]
+        result["timeout"] = dev._ctx.sync_timeout_s
+        buf = dev.memory_pool.allocate(64)
+        dev.memory_pool.host_to_pool(np.ones(16, np.uint32), buf)
+        out = np.zeros(16, np.uint32)
+        dev.memory_pool.pool_to_host(buf, out)
+        result["works"] = int(out.sum())
+        dev.close()
+    """, timeout=60)
+    for entry in result["bad"]:
+        assert entry[1:3] == ["InvalidArgument", True] and entry[3] < 5, entry
+    assert all(count == 0 for count in result["live_after_bad"].values()), result["live_after_bad"]
+    assert result["timeout"] == 2.5 and result["works"] == 16
     assert result["validation"] == ""

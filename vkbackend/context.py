@@ -29,6 +29,7 @@ class DeviceContext:
     handles: DeviceHandles
     config: VulkanConfig
     slots: object                       # vkb_slot_table*: buffer slots that launch records name
+    sync_timeout_s: float               # the deadline of every wait on the GPU, resolved once when the device opens
     worker: object = None               # worker.Worker, set once started
     pending_error: BackendError | None = None
     lost: BackendError | None = None
@@ -46,7 +47,7 @@ class DeviceContext:
 
     @property
     def sync_timeout_ns(self) -> int:
-        return int(self.config.resolved_sync_timeout_s() * 1e9)
+        return int(self.sync_timeout_s * 1e9)
 
     def fail(self, error: BackendError) -> None:
         """Keep an asynchronous error for the next sync point (the first one wins); a lost device is sticky."""

@@ -51,11 +51,12 @@ class Device:
 
     def __init__(self, physical: PhysicalDevice, config: VulkanConfig) -> None:
         ffi, lib = vulkan()
+        timeout_s = config.resolved_sync_timeout_s()  # settings first: a bad one fails before anything is made
         interval = config.resolved_switch_interval_s()
         if 0 < interval < sys.getswitchinterval():  # only ever lowered: see VulkanConfig.switch_interval_s
             sys.setswitchinterval(interval)
         handles = create_device(physical, config)
-        self._ctx = ctx = DeviceContext(ffi, lib, handles, config, lib.vkb_slots_new())
+        self._ctx = ctx = DeviceContext(ffi, lib, handles, config, lib.vkb_slots_new(), timeout_s)
         self.index = physical.index
         made = []  # what to undo if opening fails part way
         try:
@@ -289,6 +290,8 @@ def devices(config: VulkanConfig | None = None) -> list[Device]:
     Devices already open are returned as they are. Raises ``BackendError(DyLibNotFound)`` without a Vulkan loader.
     """
     config = config if config is not None else VulkanConfig.from_env()
+    if not isinstance(config, VulkanConfig):
+        raise BackendError(ErrorStatus.InvalidArgument, f"devices() takes a VulkanConfig or None, got {config!r}")
     if config.device_ids is not None and not config.device_ids:
         return []
     vulkan()

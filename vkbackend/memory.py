@@ -454,7 +454,7 @@ class MemoryPool:
         pos = 0
         while pos < nbytes:
             n = min(ring.chunk_bytes, nbytes - pos)
-            slot, host = ring.acquire(timeout_s=self.ctx.config.resolved_sync_timeout_s())
+            slot, host = ring.acquire(timeout_s=self.ctx.sync_timeout_s)
             lib.vkb_copy(host, src_ptr + pos, n, self.copy_threads)
             record = COPY_RECORD.pack(lib.VKB_RECORD_COPY, slot, entry.slot, 0, 0, *_split(offset + pos), *_split(n))
             worker.copy(record, _give_back(ring, slot, host))
@@ -488,7 +488,7 @@ class MemoryPool:
         try:
             while pos < nbytes:
                 n = min(ring.chunk_bytes, nbytes - pos)
-                got = ring.acquire(block=not in_flight, timeout_s=self.ctx.config.resolved_sync_timeout_s())
+                got = ring.acquire(block=not in_flight, timeout_s=self.ctx.sync_timeout_s)
                 if got is None:  # never wait for a slot while holding one: finish our oldest first
                     finish_oldest()
                     continue

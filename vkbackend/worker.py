@@ -80,7 +80,7 @@ class Worker:
             return fn(*args)
         future = Future()
         self.put((_CALL, fn, args, future))
-        if not future.event.wait(self.ctx.config.resolved_sync_timeout_s() + 60):
+        if not future.event.wait(self.ctx.sync_timeout_s + 60):
             raise BackendError(ErrorStatus.KernelSync, f"the worker of {self.ctx.info.name} did not answer")
         if future.error is not None:
             if isinstance(future.error, BackendError) and future.error.status is ErrorStatus.DeviceLost:
@@ -90,10 +90,10 @@ class Worker:
 
     def wait_ticket(self, ticket: threading.Event) -> None:
         """Wait for a copy to complete, within the sync deadline."""
-        if not ticket.wait(self.ctx.config.resolved_sync_timeout_s()):
+        if not ticket.wait(self.ctx.sync_timeout_s):
             raise BackendError(ErrorStatus.KernelSync,
                                f"a copy on {self.ctx.info.name} did not complete within "
-                               f"{self.ctx.config.resolved_sync_timeout_s():.1f} s (VKBACKEND_SYNC_TIMEOUT_S)")
+                               f"{self.ctx.sync_timeout_s:.1f} s (VKBACKEND_SYNC_TIMEOUT_S)")
 
     def sync(self) -> None:
         """A sync point: wait for every queued launch and copy, then raise the first asynchronous error."""
