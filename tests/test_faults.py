@@ -489,20 +489,20 @@ result["read_after"] = outcome(pool.pool_to_host, spare, out)
 result["read_ok"] = bool((out == x).all())
 dev.launch(prog, [buf], [60000], (20000, 1, 1))
 result["sync2"] = outcome(dev.sync)
-result["close"] = outcome(dev.close)  # its own drain times out too; it still waits for the GPU before destroying
-result["live_end"] = live()
+result["close"] = outcome(dev.close)  # its own drain times out too: the device is abandoned, not destroyed
+result["abandoned"] = dev._ctx.abandoned
 """
 
 
 def test_sync_deadline_turns_long_waits_into_kernel_sync():
     """VKBACKEND_SYNC_TIMEOUT_S bounds every wait: a sync point and read-backs behind a long kernel raise KernelSync
-    near the deadline; the work still completes, later sync points succeed, close() after a timeout is clean."""
+    near the deadline; the work still completes, later sync points succeed, close() behind a long kernel returns by
+    the deadline (tests/test_hostile.py follows such a device to the process's exit)."""
     r = run_isolated(DEADLINE, env={"VKBACKEND_SYNC_TIMEOUT_S": "0.2"})
     for status, seconds in [r["sync"], *r["reads"], r["sync2"]]:
         assert status == "KernelSync" and seconds < 0.9, (status, seconds)
     assert r["sync_after"][0] == "ok" and r["read_after"][0] == "ok" and r["read_ok"]
-    assert r["close"][0] == "ok"
-    assert all(count == 0 for count in r["live_end"].values()), r["live_end"]
+    assert r["close"][0] == "ok" and r["close"][1] < 1.5 and r["abandoned"]
     assert r["validation"] == ""
 
 

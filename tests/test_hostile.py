@@ -5,8 +5,15 @@ that the validation layer stayed silent there.
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
 import pytest
-from _reliability import run_isolated
+from _reliability import EPILOGUE, PRELUDE, REPO, run_isolated
 
 from vkbackend import VulkanConfig
 from vkbackend.errors import BackendError, ErrorStatus
@@ -94,4 +101,47 @@ def test_bad_environment_settings_fail_devices_at_once():
         assert entry[1:3] == ["InvalidArgument", True] and entry[3] < 5, entry
     assert all(count == 0 for count in result["live_after_bad"].values()), result["live_after_bad"]
     assert result["timeout"] == 2.5 and result["works"] == 16
+    assert result["validation"] == ""
+
+
+def run_child(body: str, timeout: float = 60, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict, float]:
+    """Like run_isolated, but also hands back the finished process (exit status, stderr) and its wall time, for
+    scenarios where how the process ends is the point."""
+    script = PRELUDE.format(limit=max(1, int(timeout) - 5), repo=REPO, tests=os.path.join(REPO, "tests"))
+    script += textwrap.dedent(body) + EPILOGUE
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, cwd=REPO)
+    seconds = time.monotonic() - started
+    result = {}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("RESULT "):
+            result = json.loads(line[len("RESULT "):])
+            break
+    return proc, result, seconds
+
+
+# A kernel that runs for about half a minute on lavapipe (0.4 ms per work group): far past any deadline below.
+RUNAWAY = """
+dev = vkbackend.devices()[0]
+pool = dev.memory_pool
+spin = dev.compile(vkbackend.compile_glsl(SPIN))
+buf = pool.allocate(4096)
+dev.launch(spin, [buf], [60000], (60000, 1, 1))
+result["sync"] = outcome(dev.sync)
+"""
+
+
+@pytest.mark.parametrize("close", [True, False], ids=["close", "exit"])
+def test_runaway_kernel_does_not_hang_close_or_exit(close):
+    """A kernel that outlives the deadline: sync raises KernelSync, and close() (or the exit handler) returns by the
+    deadline with a logged warning instead of waiting for it; the process exits cleanly while it still runs."""
+    body = RUNAWAY + ("result['close'] = outcome(dev.close)\nresult['abandoned'] = dev._ctx.abandoned\n" if close else "")
+    proc, result, seconds = run_child(body, timeout=30, env={"VKBACKEND_SYNC_TIMEOUT_S": "0.5"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert result["sync"][0] == "KernelSync" and result["sync"][1] < 1.5
+    if close:
+        assert result["close"][0] == "ok" and result["close"][1] < 2 and result["abandoned"]
+    assert "abandoned" in proc.stderr
+    assert seconds < 15, seconds  # start-up, two deadlines and the exit; the kernel alone runs for about 25 s
     assert result["validation"] == ""

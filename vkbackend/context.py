@@ -34,6 +34,7 @@ class DeviceContext:
     pending_error: BackendError | None = None
     lost: BackendError | None = None
     closed: bool = False
+    abandoned: bool = False             # closed while its GPU work still ran: its objects are never destroyed
     usable: bool = True                 # False once lost or closed: the launch fast path checks only this
     error_lock: threading.Lock = field(default_factory=threading.Lock)
 

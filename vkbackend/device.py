@@ -248,7 +248,12 @@ class Device:
         return {**self._submitter.stats, "pool": self._pool.stats(), "live_objects": live}
 
     def close(self) -> None:
-        """Wait for the device, destroy everything and save the pipeline cache. Idempotent."""
+        """Wait for queued work, destroy everything and save the pipeline cache. Idempotent.
+
+        The wait is bounded by the sync deadline (``VKBACKEND_SYNC_TIMEOUT_S``). A device whose GPU work outlives it
+        (a runaway kernel) is abandoned with a logged warning: destroying what the GPU still uses is undefined
+        behaviour, so its memory and Vulkan objects are left as they are until the process exits.
+        """
         with self._close_lock:
             ctx = self._ctx
             if ctx.closed:
@@ -256,9 +261,17 @@ class Device:
             ctx.closed = True
             ctx.usable = False
             ffi, lib = ctx.ffi, ctx.lib
-            self._worker.stop()
-            # Also when lost: Vulkan guarantees the wait returns (VK_ERROR_DEVICE_LOST) and, where the loss was only
-            # reported, it keeps us from destroying what is still in use.
+            self._forget()
+            if not self._worker.stop():
+                ctx.abandoned = True
+                if Instance._current is not None:
+                    Instance._current.abandoned.append(self)
+                log.warning("closing %s: its GPU work did not finish within %.1f s (VKBACKEND_SYNC_TIMEOUT_S); the "
+                            "device is abandoned, its memory and objects are kept until the process exits",
+                            self.info.name, ctx.sync_timeout_s)
+                return
+            # Every batch has completed, so this returns at once; on a lost device Vulkan guarantees it returns
+            # (VK_ERROR_DEVICE_LOST), and where the loss was only reported it keeps us from destroying what is in use.
             lib.vkDeviceWaitIdle(ctx.device)
             self._programs.destroy()
             self._submitter.destroy()
@@ -266,10 +279,14 @@ class Device:
             lib.vkDestroyDevice(ctx.device, ffi.NULL)
             lib.vkb_slots_delete(ctx.slots)
             ctx.slots = ffi.NULL
-            instance = Instance._current
-            if instance is not None and self in instance.devices:
-                instance.devices.remove(self)
-            _open_devices.pop(self.index, None)
+
+    def _forget(self) -> None:
+        """Leave the registries of open devices, so that devices() opens a new one."""
+        instance = Instance._current
+        if instance is not None and self in instance.devices:
+            instance.devices.remove(self)
+        if _open_devices.get(self.index) is self:
+            del _open_devices[self.index]
 
 
 def _has(mapping, key) -> bool:

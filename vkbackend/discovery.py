@@ -154,6 +154,7 @@ class Instance:
                   ErrorStatus.Initialization)
             self.messenger = messenger[0]
         self.devices: list = []  # open Device objects, closed before the instance goes
+        self.abandoned: list = []  # devices closed while their GPU work still ran (see Device.close)
 
     def physical_devices(self) -> list:
         ffi, lib = vulkan()
@@ -164,6 +165,10 @@ class Instance:
         for device in list(self.devices):
             device.close()
         if self.handle is None:
+            return
+        if self.abandoned:  # an instance must outlive its devices, and these are still in use
+            log.warning("leaving the Vulkan instance in place: %d device(s) were abandoned with work running",
+                        len(self.abandoned))
             return
         if self.messenger is not None:
             lib.vkDestroyDebugUtilsMessengerEXT(self.handle, self.messenger, ffi.NULL)

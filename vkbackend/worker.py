@@ -24,6 +24,7 @@ MAX_EARLY_IN_FLIGHT = 2       # an early submit (before the GPU is idle) queues 
 BUSY_POLL_NS = 200_000        # while the GPU runs and callers feed us: how long one fence wait may block
 FREE_FLUSH_BYTES = 64 << 20   # released memory a window may hold back before it is submitted
 IDLE_WAIT_NS = 1_000_000      # nothing queued but batches in flight: the longest a new item waits for us
+STOP_GRACE_S = 10.0           # stop(): how much longer than the deadline the thread may take to end
 
 
 class Future:
@@ -46,7 +47,7 @@ class Worker:
         self.queue: deque = deque()
         self.wake = threading.Event()
         self.idle = False
-        self._stopping = False
+        self.finished = False  # set by the thread as it ends: every batch completed (or the device was lost)
         self.thread = threading.Thread(target=self._run, name=f"vkbackend-worker:{ctx.info.name}", daemon=True)
         self.thread.start()
 
@@ -105,12 +106,18 @@ class Worker:
                 log.debug("validation layer:\n%s", messages)
         self.ctx.raise_pending()
 
-    def stop(self) -> None:
-        """Finish queued work, then end the thread."""
+    def stop(self) -> bool:
+        """Finish queued work within the sync deadline, then end the thread.
+
+        True when the thread ended with nothing left running on the GPU; False when the GPU work outlived the deadline
+        (a runaway kernel) or the thread did not end: then what the GPU may still use must not be destroyed.
+        """
         if self.thread.is_alive():
             self.put((_STOP,))
             self.wake.set()
-            self.thread.join()
+            # The thread's own wait is bounded by the deadline; the grace covers recording what was still queued.
+            self.thread.join(self.ctx.sync_timeout_s + STOP_GRACE_S)
+        return self.finished and not self.thread.is_alive()
 
     # ----- the thread ---------------------------------------------------------------------------------------------
     def drain(self) -> None:
@@ -204,9 +211,8 @@ class Worker:
     def _shutdown(self) -> None:
         try:
             self.submitter.drain(self.ctx.sync_timeout_ns)
-        except BackendError as error:
-            log.warning("closing %s: %s", self.ctx.info.name, error)
-            if self.ctx.lost is None:  # past the deadline: close() must not free what the GPU still uses
-                self.ctx.lib.vkDeviceWaitIdle(self.ctx.device)
-                self.submitter.reap()
+        except BackendError:
+            if self.ctx.lost is None:  # past the deadline and still running: close() abandons the device
+                return
             self.submitter.abandon()
+        self.finished = True
