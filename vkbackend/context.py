@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from dataclasses import dataclass, field
 
 from .config import VulkanConfig
@@ -14,6 +15,10 @@ from .errors import BackendError, ErrorStatus
 # integers above 2**53, which no float and no bool can equal: the launch fast path finds ids with a dict lookup, so
 # 1.0 or True can never pass for an id there, and junk always falls to the slow path that explains it.
 next_id = itertools.count(2**53 + 1, 2).__next__
+
+# How often a caller waiting on the worker, a copy or a staging buffer looks at whether its device was closed: close()
+# wakes every waiter within this, with the closed error rather than a timeout at the deadline.
+WAKE_S = 0.05
 
 
 @dataclass(eq=False)
@@ -71,9 +76,22 @@ class DeviceContext:
             if error is not None:
                 raise error
 
+    def closed_error(self) -> BackendError:
+        return BackendError(ErrorStatus.InvalidArgument, f"{self.info.name} is closed; open it again with vkbackend.devices()")
+
+    def wait(self, event: threading.Event, timeout_s: float, what: str) -> None:
+        """Wait for ``event``; ``KernelSync`` saying ``what`` did not happen within ``timeout_s``, and the closed
+        error as soon as the device is closed meanwhile."""
+        deadline = time.monotonic() + timeout_s
+        while not event.wait(min(WAKE_S, max(0.0, deadline - time.monotonic()))):
+            if self.closed:
+                raise self.closed_error()
+            if time.monotonic() >= deadline:
+                raise BackendError(ErrorStatus.KernelSync, f"{what} within {timeout_s:.1f} s (VKBACKEND_SYNC_TIMEOUT_S)")
+
     def ensure_usable(self) -> None:
         """Fail fast on a closed or lost device."""
         if self.closed:
-            raise BackendError(ErrorStatus.InvalidArgument, f"{self.info.name} is closed; open it again with vkbackend.devices()")
+            raise self.closed_error()
         if self.lost is not None:
             raise BackendError(ErrorStatus.DeviceLost, f"{self.info.name} was lost ({self.lost.context}); close it")

@@ -262,7 +262,9 @@ class Device:
             ctx.usable = False
             ffi, lib = ctx.ffi, ctx.lib
             self._forget()
-            if not self._worker.stop():
+            # Threads waiting on this device notice the close within WAKE_S and raise the closed error; one copying
+            # through the staging ring finishes that copy first, and the ring stays mapped until it has.
+            if not (self._worker.stop() and self._pool.wait_transfers(ctx.sync_timeout_s)):
                 ctx.abandoned = True
                 if Instance._current is not None:
                     Instance._current.abandoned.append(self)

@@ -19,10 +19,11 @@ import logging
 import queue
 import struct
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 
-from .context import DeviceContext, next_id
+from .context import WAKE_S, DeviceContext, next_id
 from .discovery import memory_budget
 from .errors import BackendError, ErrorStatus, check
 
@@ -107,6 +108,7 @@ class _StagingRing:
         except BackendError:
             pool._destroy_memory(self.memory, self.buffer, chunk_bytes * count)
             raise
+        self.ctx = ctx
         self.free: "queue.SimpleQueue[tuple[int, object]]" = queue.SimpleQueue()
         self.slots = []
         for i in range(count):
@@ -114,17 +116,24 @@ class _StagingRing:
             self.slots.append(slot)
             self.free.put((slot, self.mapped + i * chunk_bytes))
 
-    def acquire(self, block: bool = True, timeout_s: float | None = None):
-        """A free (slot, host pointer) pair, or None when ``block`` is false and none is free; blocking, it raises
-        ``KernelSync`` when none frees up within ``timeout_s`` (slots come back as the GPU finishes their copies)."""
-        try:
-            return self.free.get(block=block, timeout=timeout_s if block else None)
-        except queue.Empty:
-            if not block:
-                return None
-            raise BackendError(ErrorStatus.KernelSync,
-                               f"no staging buffer came free within {timeout_s:.1f} s (VKBACKEND_SYNC_TIMEOUT_S): "
-                               "earlier copies have not completed on the GPU") from None
+    def acquire(self, block: bool = True):
+        """A free (slot, host pointer) pair, or None when ``block`` is false and none is free. Blocking, it raises
+        ``KernelSync`` when none frees up within the sync deadline (slots come back as the GPU finishes their copies),
+        and the closed error as soon as the device is closed."""
+        ctx = self.ctx
+        deadline = time.monotonic() + ctx.sync_timeout_s
+        while True:
+            if ctx.closed:
+                raise ctx.closed_error()
+            try:
+                return self.free.get(block=block, timeout=min(WAKE_S, max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                if not block:
+                    return None
+                if time.monotonic() >= deadline:
+                    raise BackendError(ErrorStatus.KernelSync,
+                                       f"no staging buffer came free within {ctx.sync_timeout_s:.1f} s "
+                                       "(VKBACKEND_SYNC_TIMEOUT_S): earlier copies have not completed on the GPU") from None
 
 
 class MemoryPool:
@@ -148,6 +157,13 @@ class MemoryPool:
         self._allocations = 0                    # VkDeviceMemory objects we hold
         self._sizes: dict[int, int] = {}         # their sizes as allocated, by handle
         self._deferred = 0                       # released buffers whose free waits for the GPU
+        self._destroyed = False
+        # Threads inside a transfer may be copying into or out of the mapped staging ring with the GIL released:
+        # close() waits for them to leave before it unmaps it. A plain Lock, whose `with` an interrupt cannot split.
+        self._transfer_lock = threading.Lock()
+        self._transfers = 0
+        self._no_transfers = threading.Event()
+        self._no_transfers.set()
         self._held = 0                           # bytes of device memory we hold
         self.alignment = max(MIN_BLOCK, info.min_storage_buffer_offset_alignment)
         self.device_type = self._pick_type(required=lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, preferred=0,
@@ -264,6 +280,8 @@ class MemoryPool:
         for attempt in (0, 1):
             try:
                 with self._lock:
+                    if self.ctx.closed:  # close() destroys the pool under this lock: nothing may be made after it
+                        raise self.ctx.closed_error()
                     if nbytes <= SUBALLOC_MAX and nbytes <= self.chunk_bytes // 4:
                         chunk, offset, order = self._take_block(nbytes)
                         vk_buffer, memory = chunk.buffer, None
@@ -389,6 +407,8 @@ class MemoryPool:
     def _free(self, dead: list[_Buffer]) -> None:
         """Free released buffers (a view first, then its root when that was its last reference)."""
         with self._lock:
+            if self._destroyed:  # a release racing close(): destroy() freed everything
+                return
             for entry in dead:
                 self.ctx.lib.vkb_slots_set(self.ctx.slots, entry.slot, self.ctx.ffi.NULL, 0, 0, entry.slot)
                 self._free_slots.append(entry.slot)
@@ -452,13 +472,17 @@ class MemoryPool:
         src_ptr = ffi.cast("char*", ffi.from_buffer(data))
         ring, worker = self._staging, self.ctx.worker
         pos = 0
-        while pos < nbytes:
-            n = min(ring.chunk_bytes, nbytes - pos)
-            slot, host = ring.acquire(timeout_s=self.ctx.sync_timeout_s)
-            lib.vkb_copy(host, src_ptr + pos, n, self.copy_threads)
-            record = COPY_RECORD.pack(lib.VKB_RECORD_COPY, slot, entry.slot, 0, 0, *_split(offset + pos), *_split(n))
-            worker.copy(record, _give_back(ring, slot, host))
-            pos += n
+        self._begin_transfer()
+        try:
+            while pos < nbytes:
+                n = min(ring.chunk_bytes, nbytes - pos)
+                slot, host = ring.acquire()
+                lib.vkb_copy(host, src_ptr + pos, n, self.copy_threads)
+                record = COPY_RECORD.pack(lib.VKB_RECORD_COPY, slot, entry.slot, 0, 0, *_split(offset + pos), *_split(n))
+                worker.copy(record, _give_back(ring, slot, host))
+                pos += n
+        finally:
+            self._end_transfer()
         del src_ptr  # the last memcpy is done: the caller may reuse src
 
     def pool_to_host(self, src: int, dst, offset: int = 0) -> None:
@@ -485,10 +509,11 @@ class MemoryPool:
             ring.free.put((slot, host))
 
         pos = 0
+        self._begin_transfer()
         try:
             while pos < nbytes:
                 n = min(ring.chunk_bytes, nbytes - pos)
-                got = ring.acquire(block=not in_flight, timeout_s=self.ctx.sync_timeout_s)
+                got = ring.acquire(block=not in_flight)
                 if got is None:  # never wait for a slot while holding one: finish our oldest first
                     finish_oldest()
                     continue
@@ -503,7 +528,28 @@ class MemoryPool:
         finally:
             for _, slot, host, _, _ in in_flight:  # only after an error: wait so the slot is not reused early
                 worker.defer(_give_back(ring, slot, host))
+            self._end_transfer()
         worker.sync()
+
+    def _begin_transfer(self) -> None:
+        with self._transfer_lock:
+            if self.ctx.closed:  # checked under the lock that close() waits behind: no transfer starts after it
+                raise self.ctx.closed_error()
+            self._transfers += 1
+            self._no_transfers.clear()
+
+    def _end_transfer(self) -> None:
+        with self._transfer_lock:
+            self._transfers -= 1
+            if not self._transfers:
+                self._no_transfers.set()
+
+    def wait_transfers(self, timeout_s: float) -> bool:
+        """After close() began: wait for threads still inside a transfer to leave (they notice the close within
+        WAKE_S at every wait); False when one is still inside after ``timeout_s``."""
+        with self._transfer_lock:  # a transfer that passed its closed check has counted itself by now
+            pass
+        return self._no_transfers.wait(timeout_s)
 
     def pool_to_pool(self, src_pool: "MemoryPool", src: int, dst: int) -> None:
         """Copy all of ``src`` (a buffer of ``src_pool``) into ``dst`` (of this pool), which must be as large.
@@ -559,6 +605,7 @@ class MemoryPool:
         """Free every Vulkan object of the pool (the device must be idle)."""
         ffi, lib = self.ctx.ffi, self.ctx.lib
         with self._lock:
+            self._destroyed = True
             for entry in list(self._entries.values()):
                 if entry.root is entry and entry.chunk is None and entry.memory is not None:
                     self._destroy_memory(entry.memory, entry.vk_buffer, entry.size)

@@ -188,7 +188,6 @@ class ProgramCache:
             with self._lock:
                 self._by_key[key] = prog
                 self.programs[prog.id] = prog
-                self._all[prog.slot] = prog
         return prog.id
 
     def _validate(self, spirv: bytes, digest: str) -> None:
@@ -288,6 +287,8 @@ class ProgramCache:
             ffi.memmove(grown, self.table, ffi.sizeof("vkb_program*") * self.capacity)
             self.table, self.capacity = grown, len(grown)
         self.table[prog.slot] = prog.c_program
+        with self._lock:  # listed here, on the worker: a caller woken by close() must not leave its pipeline behind
+            self._all[prog.slot] = prog
 
     def get(self, prog_id: int) -> Program:
         try:
