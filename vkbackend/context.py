@@ -1,7 +1,9 @@
 """DeviceContext: what every unit of one device shares, passed as one object instead of twenty arguments."""
 from __future__ import annotations
 
+import functools
 import itertools
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -15,6 +17,34 @@ from .errors import BackendError, ErrorStatus
 # integers above 2**53, which no float and no bool can equal: the launch fast path finds ids with a dict lookup, so
 # 1.0 or True can never pass for an id there, and junk always falls to the slow path that explains it.
 next_id = itertools.count(2**53 + 1, 2).__next__
+
+class Signal:
+    """A flag that one side sets and a waiter takes (each set wakes one waiter, which takes it).
+
+    Not threading.Event: its methods run Python code while holding the lock of its Condition, and a KeyboardInterrupt
+    landing there leaves that lock held, so that the worker's next set() blocks forever. This is a SimpleQueue, and
+    ``set`` is a C-level partial of its put: no Python frame, so an interrupt lands before or after a set, never in it.
+    """
+
+    __slots__ = ("_queue", "set")
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.set = functools.partial(self._queue.put, None)
+
+    def clear(self) -> None:
+        """Take every set not yet taken."""
+        while not self._queue.empty():
+            self._queue.get()
+
+    def take(self, timeout_s: float | None = None) -> bool:
+        """Wait up to ``timeout_s`` (None: for ever) for a set and take it; False when none came."""
+        try:
+            self._queue.get(timeout=timeout_s)
+            return True
+        except queue.Empty:
+            return False
+
 
 # How often a caller waiting on the worker, a copy or a staging buffer looks at whether its device was closed: close()
 # wakes every waiter within this, with the closed error rather than a timeout at the deadline.
@@ -79,11 +109,11 @@ class DeviceContext:
     def closed_error(self) -> BackendError:
         return BackendError(ErrorStatus.InvalidArgument, f"{self.info.name} is closed; open it again with vkbackend.devices()")
 
-    def wait(self, event: threading.Event, timeout_s: float, what: str) -> None:
-        """Wait for ``event``; ``KernelSync`` saying ``what`` did not happen within ``timeout_s``, and the closed
-        error as soon as the device is closed meanwhile."""
+    def wait(self, signal: Signal, timeout_s: float, what: str) -> None:
+        """Take ``signal``; ``KernelSync`` saying ``what`` did not happen within ``timeout_s``, and the closed error
+        as soon as the device is closed meanwhile."""
         deadline = time.monotonic() + timeout_s
-        while not event.wait(min(WAKE_S, max(0.0, deadline - time.monotonic()))):
+        while not signal.take(min(WAKE_S, max(0.0, deadline - time.monotonic()))):
             if self.closed:
                 raise self.closed_error()
             if time.monotonic() >= deadline:

@@ -3,7 +3,7 @@
 Callers append to a deque (thread-safe without a lock): launch records as ``bytes`` (the fast path), everything else
 as small tuples. The worker drains the deque in bulk into the submitter's window and submits when the window is full,
 when a sync point or a copy needs it, and when its queue runs empty while the GPU is idle, so a lone launch starts at
-once. Every wait happens inside a C call or an Event, with the GIL released.
+once. Every wait happens inside a C call or on a lock, with the GIL released.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 from collections import deque
 
 from .config import validation_enabled
-from .context import DeviceContext
+from .context import DeviceContext, Signal
 from .errors import BackendError, ErrorStatus
 
 log = logging.getLogger("vkbackend")
@@ -33,7 +33,7 @@ class Future:
     __slots__ = ("event", "value", "error")
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self.event = Signal()
         self.value = None
         self.error: BaseException | None = None
 
@@ -45,7 +45,7 @@ class Worker:
         self.ctx = ctx
         self.submitter = submitter
         self.queue: deque = deque()
-        self.wake = threading.Event()
+        self.wake = Signal()
         self.idle = False
         self.finished = False  # set by the thread as it ends: every batch completed (or the device was lost)
         self.thread = threading.Thread(target=self._run, name=f"vkbackend-worker:{ctx.info.name}", daemon=True)
@@ -55,13 +55,9 @@ class Worker:
     def put(self, item) -> None:
         """Queue an item and wake the worker if it sleeps."""
         self.queue.append(item)
-        if self.idle:  # the waker clears idle, so a burst of callers sets the event once
+        if self.idle:  # the waker clears idle, so a burst of callers sets the signal once
             self.idle = False
-            self.wake.set()
-
-    def quiescent(self) -> bool:
-        """True when nothing is queued, recorded or in flight (the worker is asleep with empty hands)."""
-        return self.idle and not self.queue
+            self.wake.set()  # no call between these two: an interrupt cannot leave idle cleared and the worker asleep
 
     def copy(self, record: bytes, on_done, flush: bool = False) -> None:
         """Queue a copy record; ``on_done`` runs on the worker once the copy has completed on the GPU."""
@@ -89,7 +85,7 @@ class Worker:
             raise future.error
         return future.value
 
-    def wait_ticket(self, ticket: threading.Event) -> None:
+    def wait_ticket(self, ticket: Signal) -> None:
         """Wait for a copy to complete, within the sync deadline."""
         self.ctx.wait(ticket, self.ctx.sync_timeout_s, f"a copy on {self.ctx.info.name} did not complete")
 
@@ -168,7 +164,7 @@ class Worker:
                 continue
             self.idle = True
             if not q:
-                self.wake.wait()
+                self.wake.take()
             self.wake.clear()
             self.idle = False
 
