@@ -276,3 +276,97 @@ def test_interrupts_never_leak_staging_buffers():
     assert pool["live_buffers"] == 0 and pool["chunks"] == 0 and pool["memory_objects"] == 1, pool
     assert all(count == 0 for count in result["live_end"].values()), result["live_end"]
     assert result["validation"] == ""
+
+
+FORK = """
+import multiprocessing, select
+dev = vkbackend.devices()[0]
+pool = dev.memory_pool
+prog = dev.compile(vkbackend.compile_glsl(AFFINE))
+buf = pool.allocate(1024)
+x = np.arange(256, dtype=np.uint32)
+pool.host_to_pool(x, buf)
+dev.launch(prog, [buf], [256, 2, 1], groups(256))  # still queued, perhaps, when the process forks
+
+def attempts():
+    '''What a forked child gets from each use of the parent's device.'''
+    out = {}
+    for name, fn in [("allocate", lambda: pool.allocate(64)), ("upload", lambda: pool.host_to_pool(x, buf)),
+                     ("read", lambda: pool.pool_to_host(buf, np.empty(256, np.uint32))), ("sync", dev.sync),
+                     ("launch", lambda: dev.launch(prog, [buf], [256, 2, 1], groups(256))),
+                     ("compile", lambda: dev.compile(vkbackend.compile_glsl(FILL))), ("devices", vkbackend.devices)]:
+        try:
+            fn()
+            out[name] = "ok"
+        except BackendError as error:
+            out[name] = error.status.value if "forked" in error.context else error.context
+    pool.release(buf)  # the parent's buffer: a no-op here
+    dev.close()        # likewise: the child's exit handler then has nothing to do
+    return out
+
+def forking(start):
+    # faulthandler's watchdog (the prelude's hang guard) is a thread the child does not have, and the child's exit
+    # would wait for it for ever (a CPython matter, not vkbackend's): disarm it across each fork.
+    faulthandler.cancel_dump_traceback_later()
+    try:
+        return start()
+    finally:
+        faulthandler.dump_traceback_later(80, exit=True)
+
+def wait_exit(pid, seconds):
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.02)
+    os.kill(pid, 9)
+    return "hung"
+
+read_end, write_end = os.pipe()
+pid = forking(os.fork)
+if pid == 0:  # the child: report, then leave through the normal exit path (atexit handlers included)
+    os.write(write_end, json.dumps(attempts()).encode())
+    sys.exit(0)
+result["fork_exit"] = wait_exit(pid, 20)
+result["fork_child"] = json.loads(os.read(read_end, 65536)) if select.select([read_end], [], [], 0)[0] else None
+
+pid = forking(os.fork)
+if pid == 0:  # a child that only exits
+    sys.exit(0)
+result["bare_exit"] = wait_exit(pid, 20)
+
+mp = multiprocessing.get_context("fork")
+queue = mp.Queue()
+child = mp.Process(target=lambda: queue.put(attempts()))
+forking(child.start)
+child.join(20)
+result["mp_exit"] = child.exitcode
+result["mp_child"] = queue.get(timeout=5) if child.exitcode == 0 else None
+idle = mp.Process(target=lambda: None)
+forking(idle.start)
+idle.join(20)
+result["mp_idle_exit"] = idle.exitcode
+
+out = np.empty(256, np.uint32)
+pool.pool_to_host(buf, out)  # the parent's device is untouched by all of it
+result["parent_ok"] = bool((out == 2 * x + 1).all())
+dev.close()
+result["live_end"] = live()
+"""
+
+
+def test_fork_children_cannot_use_the_parents_devices():
+    """In a child forked by os.fork or multiprocessing's fork start method, every use of the parent's device fails at
+    once with a clear error (allocate and launch pretended to work, then the first read-back blocked forever), and the
+    child exits at once (a child that merely exited hung in the exit handler); the parent carries on."""
+    result = run_isolated(FORK, timeout=90)
+    expected = {name: "InvalidArgument" for name in ("allocate", "upload", "read", "sync", "launch", "compile")}
+    expected["devices"] = "Initialization"
+    assert result["fork_exit"] == 0 and result["fork_child"] == expected, result
+    assert result["bare_exit"] == 0
+    assert result["mp_exit"] == 0 and result["mp_child"] == expected, result
+    assert result["mp_idle_exit"] == 0
+    assert result["parent_ok"]
+    assert all(count == 0 for count in result["live_end"].values()), result["live_end"]
+    assert result["validation"] == ""

@@ -69,6 +69,7 @@ class DeviceContext:
     pending_error: BackendError | None = None
     lost: BackendError | None = None
     closed: bool = False
+    forked: bool = False                # this process was forked from the one that opened the device
     abandoned: bool = False             # closed while its GPU work still ran: its objects are never destroyed
     usable: bool = True                 # False once lost or closed: the launch fast path checks only this
     error_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -120,7 +121,10 @@ class DeviceContext:
                 raise BackendError(ErrorStatus.KernelSync, f"{what} within {timeout_s:.1f} s (VKBACKEND_SYNC_TIMEOUT_S)")
 
     def ensure_usable(self) -> None:
-        """Fail fast on a closed or lost device."""
+        """Fail fast on a closed, lost or inherited (forked) device."""
+        if self.forked:
+            from .discovery import fork_message  # discovery imports this module
+            raise BackendError(ErrorStatus.InvalidArgument, fork_message(self.info.name))
         if self.closed:
             raise self.closed_error()
         if self.lost is not None:

@@ -109,7 +109,10 @@ class Device:
         return self._programs.get(prog).info
 
     def release_program(self, prog: int) -> None:
-        """Drop a reference to a program; safe while launches of it are still queued."""
+        """Drop a reference to a program; safe while launches of it are still queued. In a forked child it does
+        nothing: the program is the parent's."""
+        if self._ctx.forked:
+            return
         self._programs.release(prog)
         if prog not in self._programs.programs:
             self._packers.pop(prog, None)
@@ -262,6 +265,8 @@ class Device:
             ctx.usable = False
             ffi, lib = ctx.ffi, ctx.lib
             self._forget()
+            if ctx.forked:  # the objects are the parent's, and this process has no worker thread
+                return
             # Threads waiting on this device notice the close within WAKE_S and raise the closed error; one copying
             # through the staging ring finishes that copy first, and the ring stays mapped until it has.
             if not (self._worker.stop() and self._pool.wait_transfers(ctx.sync_timeout_s)):

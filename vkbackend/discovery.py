@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 
@@ -91,9 +92,12 @@ class Instance:
 
     _current: "Instance | None" = None
     _lock = threading.Lock()
+    forked_from: int | None = None  # in a process forked from one with a live instance: the parent's pid
 
     @classmethod
     def get(cls) -> "Instance":
+        if cls.forked_from is not None:
+            raise BackendError(ErrorStatus.Initialization, fork_message("Vulkan"))
         with cls._lock:
             if cls._current is None:
                 cls._current = Instance()
@@ -153,6 +157,7 @@ class Instance:
             check(lib.vkb_debug_messenger_create(self.handle, messenger), "vkCreateDebugUtilsMessengerEXT",
                   ErrorStatus.Initialization)
             self.messenger = messenger[0]
+        self.pid = os.getpid()  # the exit handler of a forked child must leave the parent's instance alone
         self.devices: list = []  # open Device objects, closed before the instance goes
         self.abandoned: list = []  # devices closed while their GPU work still ran (see Device.close)
 
@@ -161,6 +166,8 @@ class Instance:
         return _enumerate(lib.vkEnumeratePhysicalDevices, "VkPhysicalDevice", self.handle)
 
     def destroy(self) -> None:
+        if os.getpid() != self.pid:  # the exit of a forked child: these objects are the parent's
+            return
         ffi, lib = vulkan()
         for device in list(self.devices):
             device.close()
@@ -177,6 +184,26 @@ class Instance:
         with Instance._lock:
             if Instance._current is self:
                 Instance._current = None
+
+
+def fork_message(what: str) -> str:
+    return (f"{what} was opened in process {Instance.forked_from}, and this process was forked from it: a forked "
+            "child cannot use its parent's Vulkan objects, nor start Vulkan afresh (the driver's state is the "
+            "parent's). Use multiprocessing's 'spawn' or 'forkserver' start method, or fork before vkbackend.devices()")
+
+
+def _after_fork_in_child() -> None:
+    """Make every device of the parent unusable here, with a clear error, and leave Vulkan to the parent."""
+    instance = Instance._current
+    if instance is None:
+        return
+    Instance.forked_from = instance.pid
+    for device in instance.devices + instance.abandoned:
+        device._ctx.forked = True
+        device._ctx.usable = False
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def validation_messages() -> str:

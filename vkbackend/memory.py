@@ -420,8 +420,11 @@ class MemoryPool:
         """Drop one reference; at zero the buffer is freed once no submitted GPU work uses it. Never blocks.
 
         A view's last release also drops the reference it holds on its root, at once, so which ids are live never
-        depends on the GPU's progress; only the memory waits.
+        depends on the GPU's progress; only the memory waits. In a forked child it does nothing: the buffer is the
+        parent's (and a lock the parent's threads held at the fork would stay held here).
         """
+        if self.ctx.forked:
+            return
         with self._lock:
             entry = self._entry(buf, "release")
             if entry.refcount <= entry.views:  # freeing it would leave its views pointing at freed memory
