@@ -370,3 +370,53 @@ def test_fork_children_cannot_use_the_parents_devices():
     assert result["parent_ok"]
     assert all(count == 0 for count in result["live_end"].values()), result["live_end"]
     assert result["validation"] == ""
+
+
+BACKLOG = """
+import threading
+from vkbackend import worker
+worker.MAX_IN_FLIGHT = 2
+dev = vkbackend.devices(vkbackend.VulkanConfig(window_launches=256))[0]
+dev._worker.queue_high, dev._worker.queue_low = 3000, 1000  # small bounds, to see them hold
+pool = dev.memory_pool
+prog = dev.compile(vkbackend.compile_glsl(AFFINE))
+buf = pool.allocate(4 * 4096)
+pool.host_to_pool(np.zeros(4096, np.uint32), buf)
+stop = threading.Event()
+
+def compile_meanwhile():  # the issue's case: one thread launches in a loop while another compiles
+    i = 0
+    while not stop.is_set():
+        dev.release_program(dev.compile(vkbackend.compile_glsl(FILL.replace("base + i * step", f"base + i * step + {i}u"))))
+        i += 1
+
+compiler = threading.Thread(target=compile_meanwhile)
+compiler.start()
+most_queued = most_in_flight = 0
+n = 30000
+for i in range(n):
+    dev.launch(prog, [buf], [4096, 1, 1], (64, 1, 1))
+    most_queued = max(most_queued, len(dev._queue))
+    most_in_flight = max(most_in_flight, len(dev._submitter.in_flight))
+stop.set()
+compiler.join()
+out = np.empty(4096, np.uint32)
+pool.pool_to_host(buf, out)
+result.update(most_queued=most_queued, most_in_flight=most_in_flight, throttled=dev.stats()["throttled"],
+              exact=bool((out == n).all()))
+dev.close()
+"""
+
+
+def test_launch_queue_is_bounded():
+    """Launching faster than the GPU runs: the queue and the batches in flight stay within their bounds (they grew
+    without limit, 1 KB per launch, until the OOM killer ended the process), the launching thread waits instead, and
+    every launch runs exactly once. The bounds are shrunk here so that lavapipe reaches them in a second."""
+    result = run_isolated(BACKLOG, timeout=120)
+    assert result["throttled"] > 0
+    # 30,000 launches: without the throttle the queue would hold most of them; with it, about its bound (the thread
+    # that looks at it next may be a few milliseconds late, under the GIL, on two cores with the validation layer)
+    assert result["most_queued"] < 3 * 3000, result
+    assert result["most_in_flight"] <= 2 + 1, result     # the read-back's own batch may join them
+    assert result["exact"]
+    assert result["validation"] == ""

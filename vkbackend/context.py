@@ -71,7 +71,12 @@ class DeviceContext:
     closed: bool = False
     forked: bool = False                # this process was forked from the one that opened the device
     abandoned: bool = False             # closed while its GPU work still ran: its objects are never destroyed
-    usable: bool = True                 # False once lost or closed: the launch fast path checks only this
+    usable: bool = True                 # False once lost, closed, forked or throttled: the launch fast path checks only this
+    # Back-pressure (see worker.py): while throttled, launching callers wait; while watched (the worker is inside a
+    # call, such as a pipeline creation, and takes nothing from its queue), they check the queue's length.
+    throttled: bool = False
+    watched: bool = False
+    room: Signal = field(default_factory=lambda: Signal())  # set when the throttle lifts
     error_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -119,6 +124,44 @@ class DeviceContext:
                 raise self.closed_error()
             if time.monotonic() >= deadline:
                 raise BackendError(ErrorStatus.KernelSync, f"{what} within {timeout_s:.1f} s (VKBACKEND_SYNC_TIMEOUT_S)")
+
+    def admit(self) -> None:
+        """The launch slow path, taken when ``usable`` is false: fail on a closed, lost or forked device; while the
+        worker is far behind (throttled), wait until it has caught up, within the sync deadline."""
+        self.ensure_usable()
+        if self.watched and not self.throttled and len(self.worker.queue) > self.worker.queue_high:
+            self.set_throttled(True)
+        if not self.throttled:
+            return
+        deadline = time.monotonic() + self.sync_timeout_s
+        while self.throttled:
+            if self.room.take(WAKE_S):
+                self.room.set()  # pass the wake-up on to the next launching thread
+            self.ensure_usable()
+            if self.throttled and time.monotonic() >= deadline:
+                raise BackendError(ErrorStatus.KernelSync,
+                                   f"the launch queue of {self.info.name} did not drain within {self.sync_timeout_s:.1f} s "
+                                   "(VKBACKEND_SYNC_TIMEOUT_S): the GPU is far behind and made no progress")
+
+    def set_throttled(self, on: bool) -> None:
+        """The back-pressure switch: launching callers wait while it is on."""
+        with self.error_lock:  # usable must never come back on for a device that closed or was lost meanwhile
+            if on and not self.throttled:
+                self.room.clear()
+                self.worker.submitter.stats["throttled"] += 1
+            self.throttled = on
+            self._update_usable()
+        if not on:
+            self.room.set()
+
+    def set_watched(self, on: bool) -> None:
+        """On while the worker is inside a call: launching callers then check the queue's length themselves."""
+        with self.error_lock:
+            self.watched = on
+            self._update_usable()
+
+    def _update_usable(self) -> None:
+        self.usable = not (self.throttled or self.watched or self.closed or self.forked or self.lost is not None)
 
     def ensure_usable(self) -> None:
         """Fail fast on a closed, lost or inherited (forked) device."""

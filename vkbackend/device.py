@@ -128,8 +128,8 @@ class Device:
             record = self._packers[prog](buffers, scalars, grid)
         except (KeyError, ValueError, TypeError, OverflowError, struct.error):
             record = self._pack(prog, buffers, scalars, grid)  # explains the problem, or handles GridArg and short grids
-        if not self._ctx.usable:
-            self._ctx.ensure_usable()
+        if not self._ctx.usable:  # closed, lost, forked, or the worker far behind: explain, or wait for room
+            self._ctx.admit()
         self._queue.append(record)
         worker = self._worker
         if worker.idle:  # only the first launch of a burst pays for the wake-up: clearing idle is ours to do
@@ -165,7 +165,7 @@ class Device:
             except (struct.error, OverflowError):
                 raise self._scalar_error(p, scalars, error) from None
         if not self._ctx.usable:
-            self._ctx.ensure_usable()
+            self._ctx.admit()
         return record
 
     def launch_timed(self, prog: int, buffers: Sequence[int], scalars: Sequence = (), grid: Sequence = (1, 1, 1)) -> int:
@@ -261,8 +261,9 @@ class Device:
             ctx = self._ctx
             if ctx.closed:
                 return
-            ctx.closed = True
-            ctx.usable = False
+            with ctx.error_lock:  # see DeviceContext.set_throttled
+                ctx.closed = True
+                ctx.usable = False
             ffi, lib = ctx.ffi, ctx.lib
             self._forget()
             if ctx.forked:  # the objects are the parent's, and this process has no worker thread

@@ -25,6 +25,15 @@ BUSY_POLL_NS = 200_000        # while the GPU runs and callers feed us: how long
 FREE_FLUSH_BYTES = 64 << 20   # released memory a window may hold back before it is submitted
 IDLE_WAIT_NS = 1_000_000      # nothing queued but batches in flight: the longest a new item waits for us
 STOP_GRACE_S = 10.0           # stop(): how much longer than the deadline the thread may take to end
+# Back-pressure. A full window is submitted only while fewer than MAX_IN_FLIGHT batches run, which bounds the
+# driver's command memory; the records meanwhile wait in the queue, and past QUEUE_HIGH of them (about 10 MiB) the
+# launching threads wait (DeviceContext.admit) until the worker has taken the queue down to QUEUE_LOW. The worker
+# looks at the queue after each batch; while it takes nothing from it (waiting for a batch to complete, or inside a
+# call such as a pipeline creation), the launching threads look themselves. Launching stays one append: the fast
+# path only reads ctx.usable, which both turn off.
+MAX_IN_FLIGHT = 4
+QUEUE_HIGH = 1 << 16
+QUEUE_LOW = 1 << 14
 
 
 class Future:
@@ -47,6 +56,7 @@ class Worker:
         self.queue: deque = deque()
         self.wake = Signal()
         self.idle = False
+        self.queue_high, self.queue_low = QUEUE_HIGH, QUEUE_LOW
         self.finished = False  # set by the thread as it ends: every batch completed (or the device was lost)
         self.thread = threading.Thread(target=self._run, name=f"vkbackend-worker:{ctx.info.name}", daemon=True)
         self.thread.start()
@@ -128,7 +138,7 @@ class Worker:
                         if item.__class__ is bytes:
                             window.append(item)
                             if len(window) >= sub.window_limit:
-                                sub.flush()
+                                self._flush_full()
                                 window = sub.window
                         elif self._handle(item):
                             self._shutdown()
@@ -147,7 +157,7 @@ class Worker:
                     # batch queued behind the running one once the window is worth a submit, so the GPU never waits
                     # for us to notice its fence and record the next window.
                     if not sub.in_flight or (len(sub.in_flight) < MAX_EARLY_IN_FLIGHT and len(window) >= MIN_QUEUED_WINDOW):
-                        sub.flush()
+                        self._submit()
                         window = sub.window
                     else:
                         sub.wait_oldest(BUSY_POLL_NS)
@@ -162,6 +172,8 @@ class Worker:
                 sub.abandon()
                 window = sub.window
                 continue
+            if self.ctx.throttled:
+                self.ctx.set_throttled(False)
             self.idle = True
             if not q:
                 self.wake.take()
@@ -177,29 +189,59 @@ class Worker:
             sub.window.append(record)
             if on_done is not None:
                 sub.window_callbacks.append(on_done)
-            if flush or len(sub.window) >= sub.window_limit:
-                sub.flush()
+            if flush:
+                self._submit()
+            elif len(sub.window) >= sub.window_limit:
+                self._flush_full()
         elif kind == _DEFER:
             _, fn, nbytes = item
             if sub.window or sub.window_callbacks:
                 sub.window_callbacks.append(fn)
                 sub.window_free_bytes += nbytes
                 if sub.window_free_bytes >= FREE_FLUSH_BYTES and len(sub.in_flight) < MAX_EARLY_IN_FLIGHT:
-                    sub.flush()
+                    self._submit()
             elif sub.in_flight:
                 sub.in_flight[-1].callbacks.append(fn)
             else:
                 sub._run([fn])
         elif kind == _CALL:
             _, fn, args, future = item
+            self.ctx.set_watched(True)  # the queue is not drained meanwhile (a pipeline creation takes milliseconds)
             try:
                 future.value = fn(*args)
             except BaseException as error:  # handed to the caller, who raises it
                 future.error = error
+            finally:
+                self.ctx.set_watched(False)
             future.event.set()
         elif kind == _STOP:
             return True
         return False
+
+    def _flush_full(self) -> None:
+        """Submit a full window once fewer than MAX_IN_FLIGHT batches run; throttle the launching threads while the
+        queue is past QUEUE_HIGH, and lift the throttle once it is down to QUEUE_LOW."""
+        sub, ctx, q = self.submitter, self.ctx, self.queue
+        ctx.set_watched(True)  # waiting and recording here, the worker takes nothing from the queue
+        try:
+            while len(sub.in_flight) >= MAX_IN_FLIGHT and ctx.lost is None and not ctx.closed:
+                sub.wait_oldest(BUSY_POLL_NS)
+            sub.flush()
+        finally:
+            ctx.set_watched(False)
+        if len(q) > self.queue_high and not ctx.throttled and not ctx.closed:
+            ctx.set_throttled(True)
+        elif ctx.throttled and len(q) <= self.queue_low:
+            ctx.set_throttled(False)
+
+    def _submit(self) -> None:
+        """Submit the window; recording it can take a while (long under the validation layer), and meanwhile the
+        launching threads watch the queue's length themselves."""
+        self.ctx.set_watched(True)
+        try:
+            self.submitter.flush()
+        finally:
+            self.ctx.set_watched(False)
 
     def _shutdown(self) -> None:
         try:
