@@ -420,3 +420,51 @@ def test_launch_queue_is_bounded():
     assert result["most_in_flight"] <= 2 + 1, result     # the read-back's own batch may join them
     assert result["exact"]
     assert result["validation"] == ""
+
+
+def test_junk_ids_sizes_offsets_grids_and_sequences_are_refused(device, pool):
+    """Junk is an InvalidArgument naming it, never taken for something else: True or 1.0 for an id, bools for sizes,
+    offsets and grid entries, a float scalar behind a GridArg, a set of buffer ids (bound in hash order, it overwrote
+    a read-only input)."""
+    import numpy as np
+
+    import vkbackend
+    from _reliability import FILL, MAP, groups
+    from vkbackend import GridArg
+    fill, copy = device.compile(vkbackend.compile_glsl(FILL)), device.compile(vkbackend.compile_glsl(MAP))
+    src, dst = pool.allocate(1024), pool.allocate(1024)
+    try:
+        x = np.arange(256, dtype=np.uint32)
+        pool.host_to_pool(x, src)
+        junk = [
+            lambda: pool.release(True), lambda: pool.retain(1.0), lambda: pool.size_of(float(src)),
+            lambda: pool.allocate(True), lambda: pool.view(src, True, 256), lambda: pool.view(src, 0, True),
+            lambda: pool.host_to_pool(x, dst, True), lambda: pool.pool_to_host(src, np.empty(4, np.uint32), True),
+            lambda: pool.pool_to_pool("pool", src, dst),
+            lambda: device.launch(fill, [dst], [256, 1, 1], (True, 1, 1)),
+            lambda: device.launch(fill, [dst], [256, 1, 1], (4, True, 1)),
+            lambda: device.launch(fill, [dst], [256, 1, 1], (4.0, 1, 1)),
+            lambda: device.launch(fill, [dst], [2.5, 1, 1], (GridArg(0), 1, 1)),
+            lambda: device.launch(fill, [dst], [True, 1, 1], (GridArg(0), 1, 1)),
+            lambda: GridArg(True), lambda: GridArg(1.0),
+            lambda: device.launch(copy, {src, dst}, [256, 1, 0], groups(256)),
+            lambda: device.launch(copy, (b for b in (src, dst)), [256, 1, 0], groups(256)),
+            lambda: device.launch(True, [dst], [256, 1, 1], groups(256)),
+            lambda: device.compile(vkbackend.compile_glsl(FILL), entry_point=b"main"),
+        ]
+        for i, call in enumerate(junk):
+            with pytest.raises(BackendError) as info:
+                call()
+            assert info.value.status is ErrorStatus.InvalidArgument, (i, info.value)
+        device.launch(copy, (src, dst), [256, 1, 0], groups(256))  # tuples, numpy ints: still fine
+        device.launch(fill, [src], [np.uint32(256), 0, 0], (GridArg(0), 1, 1))
+        out = np.empty(256, np.uint32)
+        pool.pool_to_host(dst, out)
+        assert (out == x).all()
+        pool.pool_to_host(src, out)
+        assert (out[:1] == 0).all()  # GridArg(0) took 256 work groups of 64: all of it was written
+    finally:
+        pool.release(src)
+        pool.release(dst)
+        device.release_program(fill)
+        device.release_program(copy)

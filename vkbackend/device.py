@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import operator
 import struct
 import sys
 import threading
@@ -40,7 +41,7 @@ class GridArg:
     __slots__ = ("index",)
 
     def __init__(self, index: int) -> None:
-        self.index = int(index)
+        self.index = _strict_int(index, "GridArg index")
 
     def __repr__(self) -> str:
         return f"GridArg({self.index})"
@@ -101,7 +102,8 @@ class Device:
         """Compile SPIR-V into a program id; the same SPIR-V and entry point return the cached program."""
         prog = self._programs.compile(spirv, entry_point)
         if prog not in self._packers:
-            self._packers[prog] = self._programs.get(prog).make_packer(self._slot_of, self._max_grid)
+            self._packers[prog] = self._programs.get(prog).make_packer(self._slot_of, self._max_grid, self._ctx,
+                                                                       self._queue.append)
         return prog
 
     def program_info(self, prog: int) -> ProgramInfo:
@@ -125,12 +127,10 @@ class Device:
         in order. Errors found now raise ``InvalidArgument``; errors found on the worker surface at the next sync point.
         """
         try:
-            record = self._packers[prog](buffers, scalars, grid)
+            self._packers[prog](buffers, scalars, grid)  # checks, packs and queues the record
         except (KeyError, ValueError, TypeError, OverflowError, struct.error):
-            record = self._pack(prog, buffers, scalars, grid)  # explains the problem, or handles GridArg and short grids
-        if not self._ctx.usable:  # closed, lost, forked, or the worker far behind: explain, or wait for room
-            self._ctx.admit()
-        self._queue.append(record)
+            # Explains the problem, or handles GridArg and short grids; waits while the worker is far behind.
+            self._queue.append(self._pack(prog, buffers, scalars, grid))
         worker = self._worker
         if worker.idle:  # only the first launch of a burst pays for the wake-up: clearing idle is ours to do
             worker.idle = False
@@ -138,6 +138,10 @@ class Device:
 
     def _pack(self, prog, buffers, scalars, grid) -> bytes:
         """Check a launch and pack it into one record for the recorder (csrc/recorder.c)."""
+        for name, seq in (("buffers", buffers), ("scalars", scalars)):
+            if not _is_sequence(seq):  # a set would bind in hash order
+                raise BackendError(ErrorStatus.InvalidArgument,
+                                   f"launch: {name} must be a list or tuple (in binding order), got {type(seq).__name__}")
         try:
             p = self._launchable[prog]
             slots = [self._slot_of[b] for b in buffers]
@@ -145,16 +149,7 @@ class Device:
             raise self._launch_error(prog, buffers) from None
         if len(slots) != p.n_buffers or len(scalars) != p.n_scalars:
             raise self._count_error(p, buffers, scalars)
-        try:
-            gx, gy, gz = grid
-            mx, my, mz = self._max_grid
-            in_range = 0 < gx <= mx and 0 < gy <= my and 0 < gz <= mz
-        except (TypeError, ValueError):
-            gx, gy, gz = self._resolve_grid(grid, scalars)
-        else:
-            if not in_range:
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"launch of {p.name}: grid {tuple(grid)} is outside 1..{self._max_grid} work groups per axis")
+        gx, gy, gz = self._resolve_grid(grid, scalars)
         try:
             record = p.record.pack(0, p.slot, gx, gy, gz, *slots, *scalars)
         except (struct.error, OverflowError) as error:
@@ -164,7 +159,7 @@ class Device:
                 record = p.record.pack(0, p.slot, gx, gy, gz, *slots, *plain)
             except (struct.error, OverflowError):
                 raise self._scalar_error(p, scalars, error) from None
-        if not self._ctx.usable:
+        if not self._ctx.usable:  # closed, lost, forked, or the worker far behind: explain, or wait for room
             self._ctx.admit()
         return record
 
@@ -177,10 +172,9 @@ class Device:
 
     def _resolve_grid(self, grid, scalars) -> tuple[int, int, int]:
         """The general grid path: 1 to 3 entries, ints or GridArg (whose range the worker checks)."""
-        try:
-            entries = list(grid)
-        except TypeError:
-            raise BackendError(ErrorStatus.InvalidArgument, f"grid must be a sequence of 1 to 3 entries, got {grid!r}") from None
+        if not _is_sequence(grid):
+            raise BackendError(ErrorStatus.InvalidArgument, f"grid must be a list or tuple of 1 to 3 entries, got {grid!r}")
+        entries = list(grid)
         if not 1 <= len(entries) <= 3:
             raise BackendError(ErrorStatus.InvalidArgument, f"grid must have 1 to 3 entries, got {len(entries)}")
         entries += [1] * (3 - len(entries))
@@ -190,17 +184,10 @@ class Device:
                 if not 0 <= entry.index < len(scalars):
                     raise BackendError(ErrorStatus.InvalidArgument,
                                        f"{entry!r} names scalar {entry.index} but the launch has {len(scalars)} scalars")
-                try:
-                    value = int(scalars[entry.index])
-                except (TypeError, ValueError):
-                    raise BackendError(ErrorStatus.InvalidArgument, f"{entry!r}: scalar is not an integer") from None
+                value = _strict_int(scalars[entry.index], f"the scalar that {entry!r} names")
                 out.append(value if 0 <= value <= _U32_MAX else 0)  # 0: the recorder reports it at the next sync
                 continue
-            if not isinstance(entry, int) or isinstance(entry, bool):
-                try:
-                    entry = entry.__index__()
-                except (AttributeError, TypeError):
-                    raise BackendError(ErrorStatus.InvalidArgument, f"grid entry {entry!r} is not an integer") from None
+            entry = _strict_int(entry, f"grid entry {axis}")
             if not 0 < entry <= self._max_grid[axis]:
                 raise BackendError(ErrorStatus.InvalidArgument,
                                    f"grid entry {entry} on axis {'xyz'[axis]} is outside 1..{self._max_grid[axis]}")
@@ -295,6 +282,21 @@ class Device:
             instance.devices.remove(self)
         if _open_devices.get(self.index) is self:
             del _open_devices[self.index]
+
+
+def _is_sequence(value) -> bool:
+    """A list, tuple or other ordered sequence (a numpy array included); not a set, a dict, an iterator or a string."""
+    return (isinstance(value, Sequence) or hasattr(value, "__array__")) and not isinstance(value, (str, bytes))
+
+
+def _strict_int(value, what: str) -> int:
+    """An int (a numpy integer too) that is not a bool, or ``InvalidArgument`` saying what it was."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)  # refuses floats, numpy floats and np.bool_
+        except TypeError:
+            pass
+    raise BackendError(ErrorStatus.InvalidArgument, f"{what} must be an integer, got {type(value).__name__} {value!r}")
 
 
 def _has(mapping, key) -> bool:

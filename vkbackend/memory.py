@@ -314,7 +314,7 @@ class MemoryPool:
     def allocate(self, nbytes: int) -> int:
         """A new device buffer of ``nbytes`` bytes, with reference count 1. Its contents are undefined."""
         self.ctx.ensure_usable()
-        if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
+        if not _is_int(nbytes) or nbytes <= 0:
             raise BackendError(ErrorStatus.InvalidArgument, f"allocate needs a positive byte count, got {nbytes!r}")
         info = self.ctx.info
         if nbytes > info.max_memory_allocation_size:
@@ -403,9 +403,10 @@ class MemoryPool:
         try:
             return self._entries[buf]
         except (KeyError, TypeError):
+            kind = "" if isinstance(buf, int) and not isinstance(buf, bool) else f" ({type(buf).__name__}, not an id)"
             raise BackendError(ErrorStatus.InvalidArgument,
-                               f"{what}: buffer {buf!r} is not a live buffer of {self.ctx.info.name} (never allocated, "
-                               "or already released)") from None
+                               f"{what}: buffer {buf!r}{kind} is not a live buffer of {self.ctx.info.name}; ids are "
+                               "the ints allocate() and view() return, until released") from None
 
     def size_of(self, buf: int) -> int:
         """The size in bytes of a live buffer or view."""
@@ -492,11 +493,11 @@ class MemoryPool:
         align = self.ctx.info.min_storage_buffer_offset_alignment
         with self._lock:
             parent = self._entry(buf, "view")
-            if not isinstance(offset, int) or offset < 0 or offset % align:
+            if not _is_int(offset) or offset < 0 or offset % align:
                 raise BackendError(ErrorStatus.InvalidArgument,
                                    f"view offset {offset!r} must be a non-negative multiple of {align} "
                                    "(minStorageBufferOffsetAlignment)")
-            if not isinstance(nbytes, int) or nbytes <= 0 or offset + nbytes > parent.size:
+            if not _is_int(nbytes) or nbytes <= 0 or offset + nbytes > parent.size:
                 raise BackendError(ErrorStatus.InvalidArgument,
                                    f"view [{offset}, {offset}+{nbytes!r}) does not fit in buffer {buf} of {parent.size} bytes")
             root = parent.root
@@ -512,7 +513,7 @@ class MemoryPool:
 
     # ----- transfers ----------------------------------------------------------------------------------------------
     def _check_range(self, entry: _Buffer, offset: int, nbytes: int, what: str) -> None:
-        if not isinstance(offset, int) or offset < 0 or offset + nbytes > entry.size:
+        if not _is_int(offset) or offset < 0 or offset + nbytes > entry.size:
             raise BackendError(ErrorStatus.InvalidArgument,
                                f"{what}: {nbytes} bytes at offset {offset!r} do not fit in buffer {entry.id} "
                                f"of {entry.size} bytes")
@@ -632,6 +633,9 @@ class MemoryPool:
         Within one device this is one GPU copy, ordered like launches; between devices the bytes pass through host
         memory in chunks.
         """
+        if not isinstance(src_pool, MemoryPool):
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"pool_to_pool: src_pool must be a MemoryPool (device.memory_pool), got {type(src_pool).__name__}")
         s = src_pool._entry(src, "pool_to_pool source")
         d = self._entry(dst, "pool_to_pool destination")
         if d.size < s.size:
@@ -690,6 +694,11 @@ class MemoryPool:
             lib.vkUnmapMemory(self.ctx.device, self._staging.memory)
             self._destroy_memory(self._staging.memory, self._staging.buffer,
                                  self._staging.chunk_bytes * len(self._staging.slots))
+
+
+def _is_int(value) -> bool:
+    """An int, and not a bool: True is 1 to Python, but as a size or an offset it is a mistake."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _split(value: int) -> tuple[int, int]:

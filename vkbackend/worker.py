@@ -28,9 +28,9 @@ STOP_GRACE_S = 10.0           # stop(): how much longer than the deadline the th
 # Back-pressure. A full window is submitted only while fewer than MAX_IN_FLIGHT batches run, which bounds the
 # driver's command memory; the records meanwhile wait in the queue, and past QUEUE_HIGH of them (about 10 MiB) the
 # launching threads wait (DeviceContext.admit) until the worker has taken the queue down to QUEUE_LOW. The worker
-# looks at the queue after each batch; while it takes nothing from it (waiting for a batch to complete, or inside a
-# call such as a pipeline creation), the launching threads look themselves. Launching stays one append: the fast
-# path only reads ctx.usable, which both turn off.
+# looks at the queue after each full window; while it takes nothing from it for long (waiting for room on the GPU,
+# or inside a call such as a pipeline creation), the launching threads look themselves. Launching stays one append:
+# the fast path only reads ctx.usable, which both turn off.
 MAX_IN_FLIGHT = 4
 QUEUE_HIGH = 1 << 16
 QUEUE_LOW = 1 << 14
@@ -157,7 +157,7 @@ class Worker:
                     # batch queued behind the running one once the window is worth a submit, so the GPU never waits
                     # for us to notice its fence and record the next window.
                     if not sub.in_flight or (len(sub.in_flight) < MAX_EARLY_IN_FLIGHT and len(window) >= MIN_QUEUED_WINDOW):
-                        self._submit()
+                        sub.flush()
                         window = sub.window
                     else:
                         sub.wait_oldest(BUSY_POLL_NS)
@@ -190,7 +190,7 @@ class Worker:
             if on_done is not None:
                 sub.window_callbacks.append(on_done)
             if flush:
-                self._submit()
+                sub.flush()
             elif len(sub.window) >= sub.window_limit:
                 self._flush_full()
         elif kind == _DEFER:
@@ -199,7 +199,7 @@ class Worker:
                 sub.window_callbacks.append(fn)
                 sub.window_free_bytes += nbytes
                 if sub.window_free_bytes >= FREE_FLUSH_BYTES and len(sub.in_flight) < MAX_EARLY_IN_FLIGHT:
-                    self._submit()
+                    sub.flush()
             elif sub.in_flight:
                 sub.in_flight[-1].callbacks.append(fn)
             else:
@@ -222,26 +222,20 @@ class Worker:
         """Submit a full window once fewer than MAX_IN_FLIGHT batches run; throttle the launching threads while the
         queue is past QUEUE_HIGH, and lift the throttle once it is down to QUEUE_LOW."""
         sub, ctx, q = self.submitter, self.ctx, self.queue
-        ctx.set_watched(True)  # waiting and recording here, the worker takes nothing from the queue
-        try:
-            while len(sub.in_flight) >= MAX_IN_FLIGHT and ctx.lost is None and not ctx.closed:
-                sub.wait_oldest(BUSY_POLL_NS)
+        if len(sub.in_flight) >= MAX_IN_FLIGHT:
+            ctx.set_watched(True)  # waiting here for the GPU, the worker takes nothing from the queue
+            try:
+                while len(sub.in_flight) >= MAX_IN_FLIGHT and ctx.lost is None and not ctx.closed:
+                    sub.wait_oldest(BUSY_POLL_NS)
+                sub.flush()
+            finally:
+                ctx.set_watched(False)
+        else:
             sub.flush()
-        finally:
-            ctx.set_watched(False)
         if len(q) > self.queue_high and not ctx.throttled and not ctx.closed:
             ctx.set_throttled(True)
         elif ctx.throttled and len(q) <= self.queue_low:
             ctx.set_throttled(False)
-
-    def _submit(self) -> None:
-        """Submit the window; recording it can take a while (long under the validation layer), and meanwhile the
-        launching threads watch the queue's length themselves."""
-        self.ctx.set_watched(True)
-        try:
-            self.submitter.flush()
-        finally:
-            self.ctx.set_watched(False)
 
     def _shutdown(self) -> None:
         try:
