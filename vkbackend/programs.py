@@ -16,7 +16,8 @@ from pathlib import Path
 from .config import cache_dir
 from .context import DeviceContext, next_id
 from .errors import BackendError, ErrorStatus, check
-from .spirv import ProgramInfo, reflect, validate
+from .spirv import ProgramInfo, reflect
+from .validation import check_capabilities, validator
 
 log = logging.getLogger("vkbackend")
 
@@ -108,11 +109,6 @@ class ProgramCache:
         self.table = ffi.new("vkb_program*[]", self.capacity)
         self.pipeline_cache = ffi.NULL
         self.cache_path = self._cache_path()
-        self._validated_path = cache_dir() / "validated-spirv.txt"
-        try:
-            self._validated = set(self._validated_path.read_text().split())
-        except OSError:
-            self._validated = set()
 
     # ----- the persistent pipeline cache ------------------------------------------------------------------------
     def _cache_path(self) -> Path:
@@ -186,7 +182,8 @@ class ProgramCache:
                 return prog.id
         info = reflect(spirv, entry_point, require_code=True)  # truncated modules never reach the driver
         self._check_limits(info)
-        self._validate(spirv, digest)
+        check_capabilities(info, self.ctx.info)
+        validator.check(spirv, digest)  # spirv-val, or a clear error: invalid SPIR-V can crash the driver
         with self._create_lock:  # one creation at a time, so threads compiling the same SPIR-V share one program
             with self._lock:
                 prog = self._by_key.get(key)
@@ -200,22 +197,6 @@ class ProgramCache:
                 self._by_key[key] = prog
                 self.programs[prog.id] = prog
         return prog.id
-
-    def _validate(self, spirv: bytes, digest: str) -> None:
-        """spirv-val every module once: invalid SPIR-V can crash a driver. Modules that passed are remembered on disk
-        (by hash, beside the pipeline caches), so a warm start validates nothing. VKBACKEND_SPIRV_VALIDATE=0 skips it."""
-        if os.environ.get("VKBACKEND_SPIRV_VALIDATE", "1") == "0":
-            return
-        if digest in self._validated:
-            return
-        validate(spirv)
-        self._validated.add(digest)
-        try:
-            self._validated_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self._validated_path, "a") as f:
-                f.write(digest + "\n")
-        except OSError:
-            pass
 
     def _check_limits(self, info: ProgramInfo) -> None:
         dev = self.ctx.info
