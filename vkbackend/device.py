@@ -324,8 +324,8 @@ def devices(config: VulkanConfig | None = None) -> list[Device]:
     vulkan()
     physicals = query_physical_devices()
     wanted = range(len(physicals)) if config.device_ids is None else config.device_ids
-    out = []
     with _open_lock:
+        out = []  # before the loop: a with block that opens with a loop can lose its lock to Ctrl-C (memory.py)
         for index in wanted:
             if not isinstance(index, int) or not 0 <= index < len(physicals):
                 raise BackendError(ErrorStatus.InvalidArgument,

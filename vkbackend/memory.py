@@ -33,6 +33,8 @@ CHUNK_BYTES = 64 << 20        # sub-allocation chunk
 MIN_BLOCK = 256               # smallest block; also >= every driver's minStorageBufferOffsetAlignment we know of
 SUBALLOC_MAX = 16 << 20       # larger buffers get their own VkDeviceMemory
 RECENT_PER_ORDER = 64         # freed blocks kept per size for O(1) reuse
+LAZY_FREE_BYTES = 16 << 20    # a release of this much, or with this many buffers waiting, wakes the worker to free them
+LAZY_FREE_BUFFERS = 1024
 COPY_RECORD = struct.Struct("<9I")
 
 
@@ -455,7 +457,34 @@ class MemoryPool:
             if root is entry or root.refcount:
                 self._dying += ((self._released, entry),)
             upto = self._released
-        self.ctx.worker.defer(functools.partial(self._free_dying, upto), nbytes)
+        worker = self.ctx.worker
+        if worker.idle and not worker.queue and self._free_dying_here():  # nothing queued, recorded or running
+            return
+        # A release should not cost a wake-up of the worker (a thread switch): frees wait for its next wake, unless
+        # they hold back much memory or many buffers.
+        worker.defer(functools.partial(self._free_dying, upto), nbytes,
+                     wake=nbytes >= LAZY_FREE_BYTES or len(self._dying) >= LAZY_FREE_BUFFERS)
+
+    def _free_dying_here(self) -> bool:
+        """In the caller's thread, while no GPU work can use them: free the released views and sub-allocated blocks
+        at once, each without a call that an interrupt could split (the rest, dedicated memory and blocks past the
+        recent ones kept, goes to the worker). True when nothing is left waiting."""
+        lib, ffi = self.ctx.lib, self.ctx.ffi
+        with self._lock:
+            if self._destroyed:  # (and the with block must not open with the loop: see Interrupts above)
+                return True
+            while self._dying:
+                entry = self._dying[0][1]
+                if entry.root is entry:
+                    recent = self._recent.setdefault(entry.order, [])
+                    if entry.chunk is None or len(recent) >= RECENT_PER_ORDER:
+                        return False
+                lib.vkb_slots_set(self.ctx.slots, entry.slot, ffi.NULL, 0, 0, entry.slot)  # repeating it is harmless
+                del self._dying[0]
+                self._free_slots += (entry.slot,)
+                if entry.root is entry:
+                    recent += ((entry.chunk, entry.offset),)
+        return True
 
     def _free_dying(self, upto: int) -> None:
         """On the worker, once the GPU work queued before it is done: free the buffers released up to number ``upto``

@@ -73,13 +73,17 @@ class Worker:
         """Queue a copy record; ``on_done`` runs on the worker once the copy has completed on the GPU."""
         self.put((_COPY, record, on_done, flush))
 
-    def defer(self, fn, nbytes: int = 0) -> None:
+    def defer(self, fn, nbytes: int = 0, wake: bool = True) -> None:
         """Run ``fn`` on the worker once all work queued before it has completed on the GPU.
 
         ``nbytes`` is the device memory ``fn`` gives back: once a window holds more than FREE_FLUSH_BYTES of it, the
-        window is submitted at once, so released memory comes back without waiting for the window to fill.
+        window is submitted at once, so released memory comes back without waiting for the window to fill. With
+        ``wake`` false a sleeping worker is left asleep: ``fn`` runs when something else wakes it.
         """
-        self.put((_DEFER, fn, nbytes))
+        if wake:
+            self.put((_DEFER, fn, nbytes))
+        else:
+            self.queue.append((_DEFER, fn, nbytes))
 
     def call(self, fn, *args):
         """Run ``fn(*args)`` on the worker and return its result (or raise its error) in the caller's thread."""
