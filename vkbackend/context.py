@@ -113,6 +113,7 @@ class DeviceContext:
                 raise error
 
     def closed_error(self) -> BackendError:
+        """The error for a call on, or a wait cut short by, a closed device."""
         return BackendError(ErrorStatus.InvalidArgument, f"{self.info.name} is closed; open it again with vkbackend.devices()")
 
     def wait(self, signal: Signal, timeout_s: float, what: str) -> None:

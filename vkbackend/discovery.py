@@ -188,6 +188,7 @@ class Instance:
 
 
 def fork_message(what: str) -> str:
+    """What to tell a forked child that uses ``what`` (a device, or Vulkan itself) of its parent."""
     return (f"{what} was opened in process {Instance.forked_from}, and this process was forked from it: a forked "
             "child cannot use its parent's Vulkan objects, nor start Vulkan afresh (the driver's state is the "
             "parent's). Use multiprocessing's 'spawn' or 'forkserver' start method, or fork before vkbackend.devices()")
