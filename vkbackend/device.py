@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import operator
 import struct
 import sys
 import threading
@@ -42,7 +43,7 @@ class GridArg:
     __slots__ = ("index",)
 
     def __init__(self, index: int) -> None:
-        self.index = int(index)
+        self.index = _strict_int(index, "GridArg index")
 
     def __repr__(self) -> str:
         return f"GridArg({self.index})"
@@ -53,11 +54,12 @@ class Device:
 
     def __init__(self, physical: PhysicalDevice, config: VulkanConfig) -> None:
         ffi, lib = vulkan()
+        timeout_s = config.resolved_sync_timeout_s()  # settings first: a bad one fails before anything is made
         interval = config.resolved_switch_interval_s()
         if 0 < interval < sys.getswitchinterval():  # only ever lowered: see VulkanConfig.switch_interval_s
             sys.setswitchinterval(interval)
         handles = create_device(physical, config)
-        self._ctx = ctx = DeviceContext(ffi, lib, handles, config, lib.vkb_slots_new())
+        self._ctx = ctx = DeviceContext(ffi, lib, handles, config, lib.vkb_slots_new(), timeout_s)
         self.index = physical.index
         made = []  # what to undo if opening fails part way
         try:
@@ -108,7 +110,8 @@ class Device:
         """
         prog = self._programs.compile(spirv, entry_point, robust)
         if prog not in self._packers:
-            self._packers[prog] = self._programs.get(prog).make_packer(self._slot_of, self._max_grid)
+            self._packers[prog] = self._programs.get(prog).make_packer(self._slot_of, self._max_grid, self._ctx,
+                                                                       self._queue.append)
         return prog
 
     def program_info(self, prog: int) -> ProgramInfo:
@@ -116,7 +119,10 @@ class Device:
         return self._programs.get(prog).info
 
     def release_program(self, prog: int) -> None:
-        """Drop a reference to a program; safe while launches of it are still queued."""
+        """Drop a reference to a program; safe while launches of it are still queued. In a forked child it does
+        nothing: the program is the parent's."""
+        if self._ctx.forked:
+            return
         self._programs.release(prog)
         if prog not in self._programs.programs:
             self._packers.pop(prog, None)
@@ -129,10 +135,14 @@ class Device:
         in order. Errors found now raise ``InvalidArgument``; errors found on the worker surface at the next sync point.
         """
         try:
-            record = self._packers[prog](buffers, scalars, grid)
+            self._packers[prog](buffers, scalars, grid)  # checks, packs and queues the record
         except (KeyError, ValueError, TypeError, OverflowError, struct.error):
-            record = self._pack(prog, buffers, scalars, grid)  # explains the problem, or handles GridArg and short grids
-        self._enqueue(record)
+            # Explains the problem, or handles GridArg and short grids; waits while the worker is far behind.
+            self._queue.append(self._pack(prog, buffers, scalars, grid))
+        worker = self._worker
+        if worker.idle:  # only the first launch of a burst pays for the wake-up: clearing idle is ours to do
+            worker.idle = False
+            worker.wake.set()
 
     def graph(self, launches: Sequence[Launch | None]) -> LaunchGraph:
         """A :class:`LaunchGraph` of ``(program, buffers, scalars, grid)`` launches, each checked as ``launch`` checks
@@ -140,27 +150,25 @@ class Device:
         return LaunchGraph(self, launches)
 
     def _record(self, prog: int, buffers: Sequence[int], scalars: Sequence, grid: Sequence) -> bytes:
-        """One launch packed for the recorder: the program's generated packer, or the checking slow path."""
-        try:
-            return self._packers[prog](buffers, scalars, grid)
-        except (KeyError, ValueError, TypeError, OverflowError, struct.error):
-            return self._pack(prog, buffers, scalars, grid)
+        """One launch checked and packed for the recorder, not queued (a graph packs once and queues many times)."""
+        return self._pack(prog, buffers, scalars, grid)
 
-    def _enqueue(self, records: bytes, now: bool = False) -> None:
-        """Queue packed records for the worker; returns at once. ``now``: a batch worth its own submit (a graph
-        replay), submitted from this thread when the worker sleeps."""
-        if not self._ctx.usable:
-            self._ctx.ensure_usable()
-        if now and self._worker.submit_now(records):
-            return
+    def _enqueue(self, records: bytes) -> None:
+        """Queue packed records for the worker; returns at once."""
+        if not self._ctx.usable:  # closed, lost, forked, or the worker far behind: explain, or wait for room
+            self._ctx.admit()
         self._queue.append(records)
         worker = self._worker
-        if worker.idle:  # only the first launch of a burst pays for the wake-up: clearing idle is ours to do
+        if worker.idle:
             worker.idle = False
             worker.wake.set()
 
     def _pack(self, prog, buffers, scalars, grid) -> bytes:
         """Check a launch and pack it into one record for the recorder (csrc/recorder.c)."""
+        for name, seq in (("buffers", buffers), ("scalars", scalars)):
+            if not _is_sequence(seq):  # a set would bind in hash order
+                raise BackendError(ErrorStatus.InvalidArgument,
+                                   f"launch: {name} must be a list or tuple (in binding order), got {type(seq).__name__}")
         try:
             p = self._launchable[prog]
             slots = [self._slot_of[b] for b in buffers]
@@ -168,27 +176,18 @@ class Device:
             raise self._launch_error(prog, buffers) from None
         if len(slots) != p.n_buffers or len(scalars) != p.n_scalars:
             raise self._count_error(p, buffers, scalars)
+        gx, gy, gz = self._resolve_grid(grid, scalars)
         try:
-            gx, gy, gz = grid
-            mx, my, mz = self._max_grid
-            in_range = 0 < gx <= mx and 0 < gy <= my and 0 < gz <= mz
-        except (TypeError, ValueError):
-            gx, gy, gz = self._resolve_grid(grid, scalars)
-        else:
-            if not in_range:
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"launch of {p.name}: grid {tuple(grid)} is outside 1..{self._max_grid} work groups per axis")
-        try:
-            record = p.record.pack(0, prog, gx, gy, gz, *slots, *scalars)
+            record = p.record.pack(0, p.slot, gx, gy, gz, *slots, *scalars)
         except (struct.error, OverflowError) as error:
             # numpy scalars without __index__/__float__ of the right kind (np.bool_ for a bool member): their .item()
             plain = [s.item() if hasattr(s, "item") else s for s in scalars]
             try:
-                record = p.record.pack(0, prog, gx, gy, gz, *slots, *plain)
+                record = p.record.pack(0, p.slot, gx, gy, gz, *slots, *plain)
             except (struct.error, OverflowError):
                 raise self._scalar_error(p, scalars, error) from None
-        if not self._ctx.usable:
-            self._ctx.ensure_usable()
+        if not self._ctx.usable:  # closed, lost, forked, or the worker far behind: explain, or wait for room
+            self._ctx.admit()
         return record
 
     def launch_timed(self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar] = (), grid: Grid = (1, 1, 1)) -> int:
@@ -204,10 +203,9 @@ class Device:
 
     def _resolve_grid(self, grid, scalars) -> tuple[int, int, int]:
         """The general grid path: 1 to 3 entries, ints or GridArg (whose range the worker checks)."""
-        try:
-            entries = list(grid)
-        except TypeError:
-            raise BackendError(ErrorStatus.InvalidArgument, f"grid must be a sequence of 1 to 3 entries, got {grid!r}") from None
+        if not _is_sequence(grid):
+            raise BackendError(ErrorStatus.InvalidArgument, f"grid must be a list or tuple of 1 to 3 entries, got {grid!r}")
+        entries = list(grid)
         if not 1 <= len(entries) <= 3:
             raise BackendError(ErrorStatus.InvalidArgument, f"grid must have 1 to 3 entries, got {len(entries)}")
         entries += [1] * (3 - len(entries))
@@ -217,17 +215,10 @@ class Device:
                 if not 0 <= entry.index < len(scalars):
                     raise BackendError(ErrorStatus.InvalidArgument,
                                        f"{entry!r} names scalar {entry.index} but the launch has {len(scalars)} scalars")
-                try:
-                    value = int(scalars[entry.index])
-                except (TypeError, ValueError):
-                    raise BackendError(ErrorStatus.InvalidArgument, f"{entry!r}: scalar is not an integer") from None
+                value = _strict_int(scalars[entry.index], f"the scalar that {entry!r} names")
                 out.append(value if 0 <= value <= _U32_MAX else 0)  # 0: the recorder reports it at the next sync
                 continue
-            if not isinstance(entry, int) or isinstance(entry, bool):
-                try:
-                    entry = entry.__index__()
-                except (AttributeError, TypeError):
-                    raise BackendError(ErrorStatus.InvalidArgument, f"grid entry {entry!r} is not an integer") from None
+            entry = _strict_int(entry, f"grid entry {axis}")
             if not 0 < entry <= self._max_grid[axis]:
                 raise BackendError(ErrorStatus.InvalidArgument,
                                    f"grid entry {entry} on axis {'xyz'[axis]} is outside 1..{self._max_grid[axis]}")
@@ -278,17 +269,35 @@ class Device:
         return {**self._submitter.stats, "pool": self._pool.stats(), "live_objects": live}
 
     def close(self) -> None:
-        """Wait for the device, destroy everything and save the pipeline cache. Idempotent."""
+        """Wait for queued work, destroy everything and save the pipeline cache. Idempotent.
+
+        The wait is bounded by the sync deadline (``VKBACKEND_SYNC_TIMEOUT_S``). A device whose GPU work outlives it
+        (a runaway kernel) is abandoned with a logged warning: destroying what the GPU still uses is undefined
+        behaviour, so its memory and Vulkan objects are left as they are until the process exits.
+        """
         with self._close_lock:
             ctx = self._ctx
             if ctx.closed:
                 return
-            ctx.closed = True
-            ctx.usable = False
+            with ctx.error_lock:  # see DeviceContext.set_throttled
+                ctx.closed = True
+                ctx.usable = False
             ffi, lib = ctx.ffi, ctx.lib
-            self._worker.stop()
-            # Also when lost: Vulkan guarantees the wait returns (VK_ERROR_DEVICE_LOST) and, where the loss was only
-            # reported, it keeps us from destroying what is still in use.
+            self._forget()
+            if ctx.forked:  # the objects are the parent's, and this process has no worker thread
+                return
+            # Threads waiting on this device notice the close within WAKE_S and raise the closed error; one copying
+            # through the staging ring finishes that copy first, and the ring stays mapped until it has.
+            if not (self._worker.stop() and self._pool.wait_transfers(ctx.sync_timeout_s)):
+                ctx.abandoned = True
+                if Instance._current is not None:
+                    Instance._current.abandoned.append(self)
+                log.warning("closing %s: its GPU work did not finish within %.1f s (VKBACKEND_SYNC_TIMEOUT_S); the "
+                            "device is abandoned, its memory and objects are kept until the process exits",
+                            self.info.name, ctx.sync_timeout_s)
+                return
+            # Every batch has completed, so this returns at once; on a lost device Vulkan guarantees it returns
+            # (VK_ERROR_DEVICE_LOST), and where the loss was only reported it keeps us from destroying what is in use.
             lib.vkDeviceWaitIdle(ctx.device)
             self._programs.destroy()
             self._submitter.destroy()
@@ -296,10 +305,29 @@ class Device:
             lib.vkDestroyDevice(ctx.device, ffi.NULL)
             lib.vkb_slots_delete(ctx.slots)
             ctx.slots = ffi.NULL
-            instance = Instance._current
-            if instance is not None and self in instance.devices:
-                instance.devices.remove(self)
-            _open_devices.pop(self.index, None)
+
+    def _forget(self) -> None:
+        """Leave the registries of open devices, so that devices() opens a new one."""
+        instance = Instance._current
+        if instance is not None and self in instance.devices:
+            instance.devices.remove(self)
+        if _open_devices.get(self.index) is self:
+            del _open_devices[self.index]
+
+
+def _is_sequence(value) -> bool:
+    """A list, tuple or other ordered sequence (a numpy array included); not a set, a dict, an iterator or a string."""
+    return (isinstance(value, Sequence) or hasattr(value, "__array__")) and not isinstance(value, (str, bytes))
+
+
+def _strict_int(value, what: str) -> int:
+    """An int (a numpy integer too) that is not a bool, or ``InvalidArgument`` saying what it was."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)  # refuses floats, numpy floats and np.bool_
+        except TypeError:
+            pass
+    raise BackendError(ErrorStatus.InvalidArgument, f"{what} must be an integer, got {type(value).__name__} {value!r}")
 
 
 def _has(mapping, key) -> bool:
@@ -320,13 +348,15 @@ def devices(config: VulkanConfig | None = None) -> list[Device]:
     Devices already open are returned as they are. Raises ``BackendError(DyLibNotFound)`` without a Vulkan loader.
     """
     config = config if config is not None else VulkanConfig.from_env()
+    if not isinstance(config, VulkanConfig):
+        raise BackendError(ErrorStatus.InvalidArgument, f"devices() takes a VulkanConfig or None, got {config!r}")
     if config.device_ids is not None and not config.device_ids:
         return []
     vulkan()
     physicals = query_physical_devices()
     wanted = range(len(physicals)) if config.device_ids is None else config.device_ids
-    out = []
     with _open_lock:
+        out = []  # before the loop: a with block that opens with a loop can lose its lock to Ctrl-C (memory.py)
         for index in wanted:
             if not isinstance(index, int) or not 0 <= index < len(physicals):
                 raise BackendError(ErrorStatus.InvalidArgument,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 
@@ -69,6 +70,7 @@ class DeviceInfo:
     pipeline_robustness: bool
     pipeline_cache_uuid: str
     dtype_capabilities: dict[DType, frozenset[str]] = field(hash=False, compare=False)
+    subgroup_operations: int = 0  # VkSubgroupFeatureFlags the device supports in compute shaders
 
 
 def version_string(v: int) -> str:
@@ -94,9 +96,12 @@ class Instance:
 
     _current: "Instance | None" = None
     _lock = threading.Lock()
+    forked_from: int | None = None  # in a process forked from one with a live instance: the parent's pid
 
     @classmethod
     def get(cls) -> "Instance":
+        if cls.forked_from is not None:
+            raise BackendError(ErrorStatus.Initialization, fork_message("Vulkan"))
         with cls._lock:
             if cls._current is None:
                 cls._current = Instance()
@@ -156,17 +161,25 @@ class Instance:
             check(lib.vkb_debug_messenger_create(self.handle, messenger), "vkCreateDebugUtilsMessengerEXT",
                   ErrorStatus.Initialization)
             self.messenger = messenger[0]
+        self.pid = os.getpid()  # the exit handler of a forked child must leave the parent's instance alone
         self.devices: list = []  # open Device objects, closed before the instance goes
+        self.abandoned: list = []  # devices closed while their GPU work still ran (see Device.close)
 
     def physical_devices(self) -> list:
         ffi, lib = vulkan()
         return _enumerate(lib.vkEnumeratePhysicalDevices, "VkPhysicalDevice", self.handle)
 
     def destroy(self) -> None:
+        if os.getpid() != self.pid:  # the exit of a forked child: these objects are the parent's
+            return
         ffi, lib = vulkan()
         for device in list(self.devices):
             device.close()
         if self.handle is None:
+            return
+        if self.abandoned:  # an instance must outlive its devices, and these are still in use
+            log.warning("leaving the Vulkan instance in place: %d device(s) were abandoned with work running",
+                        len(self.abandoned))
             return
         if self.messenger is not None:
             lib.vkDestroyDebugUtilsMessengerEXT(self.handle, self.messenger, ffi.NULL)
@@ -175,6 +188,27 @@ class Instance:
         with Instance._lock:
             if Instance._current is self:
                 Instance._current = None
+
+
+def fork_message(what: str) -> str:
+    """What to tell a forked child that uses ``what`` (a device, or Vulkan itself) of its parent."""
+    return (f"{what} was opened in process {Instance.forked_from}, and this process was forked from it: a forked "
+            "child cannot use its parent's Vulkan objects, nor start Vulkan afresh (the driver's state is the "
+            "parent's). Use multiprocessing's 'spawn' or 'forkserver' start method, or fork before vkbackend.devices()")
+
+
+def _after_fork_in_child() -> None:
+    """Make every device of the parent unusable here, with a clear error, and leave Vulkan to the parent."""
+    instance = Instance._current
+    if instance is None:
+        return
+    Instance.forked_from = instance.pid
+    for device in instance.devices + instance.abandoned:
+        device._ctx.forked = True
+        device._ctx.usable = False
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def validation_messages() -> str:
@@ -400,4 +434,6 @@ def describe(physical: PhysicalDevice, exts: frozenset[str], features: frozenset
         push_descriptors=push_descriptors, robust_buffer_access=robust,
         pipeline_robustness="pipelineRobustness" in features,
         pipeline_cache_uuid=bytes(p.pipelineCacheUUID).hex(),
-        dtype_capabilities=dtype_capabilities(features))
+        dtype_capabilities=dtype_capabilities(features),
+        subgroup_operations=(physical.vulkan11.subgroupSupportedOperations
+                             if physical.vulkan11.subgroupSupportedStages & lib.VK_SHADER_STAGE_COMPUTE_BIT else 0))

@@ -95,7 +95,7 @@ class LaunchGraph:
 
     def launch(self) -> None:
         """Queue every launch of the graph, in order; returns at once (errors surface at the next sync point)."""
-        self._device._enqueue(self._joined(), now=True)
+        self._device._enqueue(self._joined())
 
     def launch_timed(self) -> int:
         """Run the graph alone and return its GPU time in nanoseconds (a sync point)."""

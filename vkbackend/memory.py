@@ -15,15 +15,15 @@ until every batch that used it has completed; the caller never waits.
 """
 from __future__ import annotations
 
-import itertools
+import functools
 import logging
-import queue
 import struct
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 
-from .context import DeviceContext
+from .context import WAKE_S, DeviceContext, Signal, next_id
 from .discovery import memory_budget
 from .errors import BackendError, ErrorStatus, InvalidArgumentTypeError, check
 from .types import HostBuffer, PoolStats
@@ -34,7 +34,17 @@ CHUNK_BYTES = 64 << 20        # sub-allocation chunk
 MIN_BLOCK = 256               # smallest block; also >= every driver's minStorageBufferOffsetAlignment we know of
 SUBALLOC_MAX = 16 << 20       # larger buffers get their own VkDeviceMemory
 RECENT_PER_ORDER = 64         # freed blocks kept per size for O(1) reuse
+LAZY_FREE_BYTES = 16 << 20    # a release of this much, or with this many buffers waiting, wakes the worker to free them
+LAZY_FREE_BUFFERS = 1024
 COPY_RECORD = struct.Struct("<9I")
+
+
+# Interrupts (Ctrl-C). A KeyboardInterrupt lands in the caller's thread between bytecodes, after any call, at a
+# `with` block's exit and at a loop's back edge. The transfers and the pool keep every staging buffer and every block
+# either listed or owned by something a handler or the worker gives back, by taking and recording them in
+# statements with no call in between. A try block must not open with a loop: CPython 3.11 raises an interrupt
+# taken at the loop's back edge from the instruction before the loop's head, outside the try, so neither the
+# handlers nor the finally run.
 
 
 def _order_of(nbytes: int) -> int:
@@ -109,24 +119,63 @@ class _StagingRing:
         except BackendError:
             pool._destroy_memory(self.memory, self.buffer, chunk_bytes * count)
             raise
-        self.free: "queue.SimpleQueue[tuple[int, object]]" = queue.SimpleQueue()
+        self.ctx = ctx
+        # Free (slot, host pointer) pairs. Taken and given back under a plain Lock, whose `with` an interrupt cannot
+        # split (Condition's can), and only in statements without a call between taking a pair and recording who
+        # holds it: a KeyboardInterrupt lands between bytecodes, and here it cannot lose one.
+        self.lock = threading.Lock()
+        self.free: list[tuple[int, object]] = []
+        self.freed = Signal()  # set when a pair comes back
         self.slots = []
         for i in range(count):
             slot = pool._new_slot(self.buffer, i * chunk_bytes, chunk_bytes, None)
             self.slots.append(slot)
-            self.free.put((slot, self.mapped + i * chunk_bytes))
+            self.free.append((slot, self.mapped + i * chunk_bytes))
 
-    def acquire(self, block: bool = True, timeout_s: float | None = None):
-        """A free (slot, host pointer) pair, or None when ``block`` is false and none is free; blocking, it raises
-        ``KernelSync`` when none frees up within ``timeout_s`` (slots come back as the GPU finishes their copies)."""
-        try:
-            return self.free.get(block=block, timeout=timeout_s if block else None)
-        except queue.Empty:
+    def acquire(self, lease: "_Lease", block: bool = True) -> bool:
+        """Fill ``lease`` with a free staging buffer; False when ``block`` is false and none is free. Blocking, it
+        raises ``KernelSync`` when none frees up within the sync deadline (they come back as the GPU finishes their
+        copies), and the closed error as soon as the device is closed."""
+        ctx = self.ctx
+        deadline = time.monotonic() + ctx.sync_timeout_s
+        while True:
+            if ctx.closed:
+                raise ctx.closed_error()
+            with self.lock:
+                if self.free:
+                    lease.slot, lease.host = self.free[-1]
+                    del self.free[-1]
+                    return True
             if not block:
-                return None
-            raise BackendError(ErrorStatus.KernelSync,
-                               f"no staging buffer came free within {timeout_s:.1f} s (VKBACKEND_SYNC_TIMEOUT_S): "
-                               "earlier copies have not completed on the GPU") from None
+                return False
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BackendError(ErrorStatus.KernelSync,
+                                   f"no staging buffer came free within {ctx.sync_timeout_s:.1f} s "
+                                   "(VKBACKEND_SYNC_TIMEOUT_S): earlier copies have not completed on the GPU")
+            self.freed.take(min(WAKE_S, left))
+
+
+class _Lease:
+    """One staging buffer while a transfer holds it, and which part of the transfer it carries.
+
+    Giving it back is idempotent, so a transfer interrupted (Ctrl-C) or failing while it holds one can hand the
+    give-back to the worker, to run after everything queued so far has completed, whether or not its copy was queued.
+    """
+
+    __slots__ = ("ring", "slot", "host", "pos", "n", "ticket")
+
+    def __init__(self, ring: _StagingRing, pos: int = 0, n: int = 0) -> None:
+        self.ring, self.pos, self.n = ring, pos, n
+        self.slot = self.host = self.ticket = None
+
+    def give_back(self) -> None:
+        ring = self.ring
+        with ring.lock:
+            slot, self.slot = self.slot, None
+            if slot is not None:
+                ring.free.append((slot, self.host))
+        ring.freed.set()
 
 
 class MemoryPool:
@@ -141,7 +190,6 @@ class MemoryPool:
         lib = ctx.lib
         info = ctx.info
         self._lock = threading.Lock()
-        self._ids = itertools.count(1)
         self._entries: dict[int, _Buffer] = {}
         self.slot_of: dict[int, int] = {}        # bindable live ids -> slot; Device.launch reads this directly
         self._free_slots: deque[int] = deque()   # FIFO: a released slot is reused as late as possible
@@ -150,7 +198,16 @@ class MemoryPool:
         self._recent: dict[int, list[tuple[_Chunk, int]]] = {}
         self._allocations = 0                    # VkDeviceMemory objects we hold
         self._sizes: dict[int, int] = {}         # their sizes as allocated, by handle
-        self._deferred = 0                       # released buffers whose free waits for the GPU
+        # Released buffers waiting to be freed on the worker, with their release numbers: a free scheduled after
+        # release n frees every buffer up to n, so one whose scheduling an interrupt lost goes with the next.
+        self._dying: deque[tuple[int, _Buffer]] = deque()
+        self._released = 0
+        self._destroyed = False
+        # Threads inside a transfer may be copying into or out of the mapped staging ring with the GIL released:
+        # close() waits for them to leave before it unmaps it. A plain Lock, whose `with` an interrupt cannot split
+        # (see Signal).
+        self._transfer_lock = threading.Lock()
+        self._transfers: list[object] = []
         self._held = 0                           # bytes of device memory we hold
         self.alignment = max(MIN_BLOCK, info.min_storage_buffer_offset_alignment)
         self.device_type = self._pick_type(required=lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, preferred=0,
@@ -199,26 +256,29 @@ class MemoryPool:
         binfo = ffi.new("VkBufferCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": size,
                                                 "usage": usage, "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE})
         buf = ffi.new("VkBuffer*")
-        check(lib.vkCreateBuffer(ctx.device, binfo, ffi.NULL, buf), f"vkCreateBuffer ({what}, {size} bytes)",
-              ErrorStatus.MemoryAllocation)
-        req = ffi.new("VkMemoryRequirements*")
-        lib.vkGetBufferMemoryRequirements(ctx.device, buf[0], req)
         mem = ffi.new("VkDeviceMemory*")
-        ainfo = ffi.new("VkMemoryAllocateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                                                  "allocationSize": req.size, "memoryTypeIndex": type_index})
-        result = lib.vkAllocateMemory(ctx.device, ainfo, ffi.NULL, mem)
-        if result != 0:
-            lib.vkDestroyBuffer(ctx.device, buf[0], ffi.NULL)
-            check(result, f"vkAllocateMemory ({what}, {req.size} bytes; {self.free_bytes} bytes free)",
+        try:  # on any failure, an interrupt (Ctrl-C) included, nothing made here is left behind
+            check(lib.vkCreateBuffer(ctx.device, binfo, ffi.NULL, buf), f"vkCreateBuffer ({what}, {size} bytes)",
                   ErrorStatus.MemoryAllocation)
-        result = lib.vkBindBufferMemory(ctx.device, buf[0], mem[0], 0)
-        if result != 0:
-            lib.vkDestroyBuffer(ctx.device, buf[0], ffi.NULL)
-            lib.vkFreeMemory(ctx.device, mem[0], ffi.NULL)
-            check(result, f"vkBindBufferMemory ({what})", ErrorStatus.MemoryAllocation)
+            req = ffi.new("VkMemoryRequirements*")
+            lib.vkGetBufferMemoryRequirements(ctx.device, buf[0], req)
+            ainfo = ffi.new("VkMemoryAllocateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                                      "allocationSize": req.size, "memoryTypeIndex": type_index})
+            check(lib.vkAllocateMemory(ctx.device, ainfo, ffi.NULL, mem),
+                  f"vkAllocateMemory ({what}, {req.size} bytes; {self.free_bytes} bytes free)", ErrorStatus.MemoryAllocation)
+            check(lib.vkBindBufferMemory(ctx.device, buf[0], mem[0], 0), f"vkBindBufferMemory ({what})",
+                  ErrorStatus.MemoryAllocation)
+            key, held = int(ffi.cast("uintptr_t", mem[0])), req.size
+        except BaseException:
+            if mem[0] != ffi.NULL:
+                lib.vkFreeMemory(ctx.device, mem[0], ffi.NULL)
+            if buf[0] != ffi.NULL:
+                lib.vkDestroyBuffer(ctx.device, buf[0], ffi.NULL)
+            raise
+        # No call from here to the caller's use of the handles, so an interrupt cannot land in between.
         self._allocations += 1
-        self._held += req.size
-        self._sizes[int(ffi.cast("uintptr_t", mem[0]))] = req.size  # the driver may round up: give back what was held
+        self._held += held
+        self._sizes[key] = held  # the driver may round up: give back what was held
         return mem[0], buf[0]
 
     def _destroy_memory(self, memory, buffer, size: int) -> None:
@@ -257,7 +317,7 @@ class MemoryPool:
     def allocate(self, nbytes: int) -> int:
         """A new device buffer of ``nbytes`` bytes, with reference count 1. Its contents are undefined."""
         self.ctx.ensure_usable()
-        if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
+        if not _is_int(nbytes) or nbytes <= 0:
             raise BackendError(ErrorStatus.InvalidArgument, f"allocate needs a positive byte count, got {nbytes!r}")
         info = self.ctx.info
         if nbytes > info.max_memory_allocation_size:
@@ -267,6 +327,8 @@ class MemoryPool:
         for attempt in (0, 1):
             try:
                 with self._lock:
+                    if self.ctx.closed:  # close() destroys the pool under this lock: nothing may be made after it
+                        raise self.ctx.closed_error()
                     if nbytes <= SUBALLOC_MAX and nbytes <= self.chunk_bytes // 4:
                         chunk, offset, order = self._take_block(nbytes)
                         vk_buffer, memory = chunk.buffer, None
@@ -278,11 +340,18 @@ class MemoryPool:
                                                f"on {info.name}; release buffers or use a smaller size")
                         memory, vk_buffer = self._create_memory(nbytes, self.device_type, "buffer")
                         chunk, offset, order = None, 0, 0
-                    buf_id = next(self._ids)
-                    slot = self._new_slot(vk_buffer, offset, nbytes, None)
-                    entry = _Buffer(buf_id, slot, nbytes, vk_buffer, offset, None, chunk, order, memory)  # type: ignore[arg-type]
-                    entry.root = entry
-                    self._entries[buf_id] = entry
+                    try:
+                        buf_id = next_id()
+                        slot = self._new_slot(vk_buffer, offset, nbytes, None)
+                        entry = _Buffer(buf_id, slot, nbytes, vk_buffer, offset, None, chunk, order, memory)  # type: ignore[arg-type]
+                        entry.root = entry
+                        self._entries[buf_id] = entry
+                    except BaseException:  # out of slots, or interrupted (Ctrl-C): the memory goes back
+                        if chunk is not None:
+                            chunk.give(offset, order)
+                        else:
+                            self._destroy_memory(memory, vk_buffer, nbytes)
+                        raise
                     if nbytes <= info.max_storage_buffer_range:
                         self.slot_of[buf_id] = slot
                 break
@@ -295,7 +364,7 @@ class MemoryPool:
         """Wait (within the sync deadline) for the GPU work that holds back released buffers, so that their memory is
         free again; False when there was nothing to wait for or the wait failed."""
         worker = self.ctx.worker
-        if worker is None or not self._deferred:
+        if worker is None or not self._dying:
             return False
         try:
             worker.drain()
@@ -322,24 +391,25 @@ class MemoryPool:
             raise BackendError(ErrorStatus.MemoryAllocation,
                                f"a buffer of {nbytes} bytes needs a new {self.chunk_bytes}-byte chunk but only "
                                f"{self.free_bytes} bytes are free on {self.ctx.info.name}; release buffers")
-        memory, vk_buffer = self._create_memory(self.chunk_bytes, self.device_type, "chunk")
-        chunk = _Chunk(memory, vk_buffer, self.chunk_bytes)
-        self._chunks.append(chunk)
+        chunk = _Chunk(None, None, self.chunk_bytes)
+        chunk.memory, chunk.buffer = self._create_memory(self.chunk_bytes, self.device_type, "chunk")
+        self._chunks.append(chunk)  # listed with no call after the handles arrive: an interrupt cannot lose them
         return chunk, chunk.take(order), order
 
     def _trim_recent(self) -> None:
         for order, blocks in self._recent.items():
-            for chunk, offset in blocks:
+            while blocks:  # each block leaves the list before it is given: interrupted, it can only be lost, not doubled
+                chunk, offset = blocks.pop()
                 chunk.give(offset, order)
-        self._recent.clear()
 
     def _entry(self, buf: int, what: str) -> _Buffer:
         try:
             return self._entries[buf]
         except (KeyError, TypeError):
+            kind = "" if isinstance(buf, int) and not isinstance(buf, bool) else f" ({type(buf).__name__}, not an id)"
             raise BackendError(ErrorStatus.InvalidArgument,
-                               f"{what}: buffer {buf!r} is not a live buffer of {self.ctx.info.name} (never allocated, "
-                               "or already released)") from None
+                               f"{what}: buffer {buf!r}{kind} is not a live buffer of {self.ctx.info.name}; ids are "
+                               "the ints allocate() and view() return, until released") from None
 
     def size_of(self, buf: int) -> int:
         """The size in bytes of a live buffer or view."""
@@ -354,9 +424,11 @@ class MemoryPool:
         """Drop one reference; at zero the buffer is freed once no submitted GPU work uses it. Never blocks.
 
         A view's last release also drops the reference it holds on its root, at once, so which ids are live never
-        depends on the GPU's progress; only the memory waits.
+        depends on the GPU's progress; only the memory waits. In a forked child it does nothing: the buffer is the
+        parent's (and a lock the parent's threads held at the fork would stay held here).
         """
-        dead = []
+        if self.ctx.forked:
+            return
         with self._lock:
             entry = self._entry(buf, "release")
             if entry.refcount <= entry.views:  # freeing it would leave its views pointing at freed memory
@@ -364,34 +436,71 @@ class MemoryPool:
                                    f"release: buffer {buf} has no reference left of its own; its {entry.views} live "
                                    "view(s) hold the rest (release it once per allocate/retain, and its views)")
             entry.refcount -= 1
-            while entry is not None and entry.refcount == 0:
-                del self._entries[entry.id]
-                self.slot_of.pop(entry.id, None)
-                dead.append(entry)
-                root = entry.root if entry.root is not entry else None
-                if root is not None:
-                    root.views -= 1
-                    root.refcount -= 1
-                entry = root
-            if not dead:
+            if entry.refcount:
                 return
-            worker = self.ctx.worker
-            defer = worker is not None and not worker.quiescent()
-            if defer:
-                self._deferred += 1
-        if defer:
-            worker.defer(lambda: self._free_deferred(dead), sum(e.size for e in dead if e.root is e))
-        else:
-            self._free(dead)  # no work queued, recorded or in flight: nothing can use them
+            # No call from here to the end of the block (the deque's += runs in C without a call): an interrupt
+            # (Ctrl-C) cannot leave a buffer half released.
+            self._released += 1
+            del self._entries[entry.id]
+            if entry.id in self.slot_of:
+                del self.slot_of[entry.id]
+            root, nbytes = entry.root, entry.size
+            if root is not entry:
+                root.views -= 1
+                root.refcount -= 1
+                nbytes = 0
+                if not root.refcount:
+                    del self._entries[root.id]
+                    if root.id in self.slot_of:
+                        del self.slot_of[root.id]
+                    nbytes = root.size
+                    self._dying += ((self._released, entry), (self._released, root))
+            if root is entry or root.refcount:
+                self._dying += ((self._released, entry),)
+            upto = self._released
+        worker = self.ctx.worker
+        if worker.idle and not worker.queue and self._free_dying_here():  # nothing queued, recorded or running
+            return
+        # A release should not cost a wake-up of the worker (a thread switch): frees wait for its next wake, unless
+        # they hold back much memory or many buffers.
+        worker.defer(functools.partial(self._free_dying, upto), nbytes,
+                     wake=nbytes >= LAZY_FREE_BYTES or len(self._dying) >= LAZY_FREE_BUFFERS)
 
-    def _free_deferred(self, dead: list[_Buffer]) -> None:
+    def _free_dying_here(self) -> bool:
+        """In the caller's thread, while no GPU work can use them: free the released views and sub-allocated blocks
+        at once, each without a call that an interrupt could split (the rest, dedicated memory and blocks past the
+        recent ones kept, goes to the worker). True when nothing is left waiting."""
+        lib, ffi = self.ctx.lib, self.ctx.ffi
         with self._lock:
-            self._deferred -= 1
+            if self._destroyed:  # (and the with block must not open with the loop: see Interrupts above)
+                return True
+            while self._dying:
+                entry = self._dying[0][1]
+                if entry.root is entry:
+                    recent = self._recent.setdefault(entry.order, [])
+                    if entry.chunk is None or len(recent) >= RECENT_PER_ORDER:
+                        return False
+                lib.vkb_slots_set(self.ctx.slots, entry.slot, ffi.NULL, 0, 0, entry.slot)  # repeating it is harmless
+                del self._dying[0]
+                self._free_slots += (entry.slot,)
+                if entry.root is entry:
+                    recent += ((entry.chunk, entry.offset),)
+        return True
+
+    def _free_dying(self, upto: int) -> None:
+        """On the worker, once the GPU work queued before it is done: free the buffers released up to number ``upto``
+        (all released before this was queued, so nothing still queued uses them)."""
+        dead = []
+        with self._lock:
+            while self._dying and self._dying[0][0] <= upto:
+                dead.append(self._dying.popleft()[1])
         self._free(dead)
 
     def _free(self, dead: list[_Buffer]) -> None:
         """Free released buffers (a view first, then its root when that was its last reference)."""
         with self._lock:
+            if self._destroyed:  # a release racing close(): destroy() freed everything
+                return
             for entry in dead:
                 self.ctx.lib.vkb_slots_set(self.ctx.slots, entry.slot, self.ctx.ffi.NULL, 0, 0, entry.slot)
                 self._free_slots.append(entry.slot)
@@ -414,27 +523,27 @@ class MemoryPool:
         align = self.ctx.info.min_storage_buffer_offset_alignment
         with self._lock:
             parent = self._entry(buf, "view")
-            if not isinstance(offset, int) or offset < 0 or offset % align:
+            if not _is_int(offset) or offset < 0 or offset % align:
                 raise BackendError(ErrorStatus.InvalidArgument,
                                    f"view offset {offset!r} must be a non-negative multiple of {align} "
                                    "(minStorageBufferOffsetAlignment)")
-            if not isinstance(nbytes, int) or nbytes <= 0 or offset + nbytes > parent.size:
+            if not _is_int(nbytes) or nbytes <= 0 or offset + nbytes > parent.size:
                 raise BackendError(ErrorStatus.InvalidArgument,
                                    f"view [{offset}, {offset}+{nbytes!r}) does not fit in buffer {buf} of {parent.size} bytes")
             root = parent.root
-            parent.root.refcount += 1
+            entry = _Buffer(next_id(), 0, nbytes, root.vk_buffer, parent.offset + offset, root)
+            entry.slot = self._new_slot(root.vk_buffer, parent.offset + offset, nbytes, root.slot)
+            # From here on no call, so an interrupt cannot leave the view half made.
+            self._entries[entry.id] = entry
+            root.refcount += 1
             root.views += 1
-            buf_id = next(self._ids)
-            slot = self._new_slot(root.vk_buffer, parent.offset + offset, nbytes, root.slot)
-            entry = _Buffer(buf_id, slot, nbytes, root.vk_buffer, parent.offset + offset, root)
-            self._entries[buf_id] = entry
             if nbytes <= self.ctx.info.max_storage_buffer_range:
-                self.slot_of[buf_id] = slot
-        return buf_id
+                self.slot_of[entry.id] = entry.slot
+        return entry.id
 
     # ----- transfers ----------------------------------------------------------------------------------------------
     def _check_range(self, entry: _Buffer, offset: int, nbytes: int, what: str) -> None:
-        if not isinstance(offset, int) or offset < 0 or offset + nbytes > entry.size:
+        if not _is_int(offset) or offset < 0 or offset + nbytes > entry.size:
             raise BackendError(ErrorStatus.InvalidArgument,
                                f"{what}: {nbytes} bytes at offset {offset!r} do not fit in buffer {entry.id} "
                                f"of {entry.size} bytes")
@@ -454,14 +563,26 @@ class MemoryPool:
         ffi, lib = self.ctx.ffi, self.ctx.lib
         src_ptr = ffi.cast("char*", ffi.from_buffer(data))
         ring, worker = self._staging, self.ctx.worker
-        pos = 0
-        while pos < nbytes:
-            n = min(ring.chunk_bytes, nbytes - pos)
-            slot, host = ring.acquire(timeout_s=self.ctx.config.resolved_sync_timeout_s())
-            lib.vkb_copy(host, src_ptr + pos, n, self.copy_threads)
-            record = COPY_RECORD.pack(lib.VKB_RECORD_COPY, slot, entry.slot, 0, 0, *_split(offset + pos), *_split(n))
-            worker.copy(record, _give_back(ring, slot, host))
-            pos += n
+        lease, token = None, object()
+        try:
+            self._begin_transfer(token)
+            pos = 0
+            while pos < nbytes:
+                n = min(ring.chunk_bytes, nbytes - pos)
+                lease = _Lease(ring)
+                ring.acquire(lease)
+                lib.vkb_copy(lease.host, src_ptr + pos, n, self.copy_threads)
+                record = COPY_RECORD.pack(lib.VKB_RECORD_COPY, lease.slot, entry.slot, 0, 0, *_split(offset + pos), *_split(n))
+                worker.copy(record, lease.give_back)
+                pos += n
+        except BaseException:
+            if lease is not None and lease.slot is not None:  # its copy may be queued: give it back after that
+                worker.defer(lease.give_back)
+            raise
+        finally:
+            with self._transfer_lock:  # inline, not a call, which an interrupt could skip
+                if token in self._transfers:
+                    self._transfers.remove(token)
         del src_ptr  # the last memcpy is done: the caller may reuse src
 
     def pool_to_host(self, src: int, dst: HostBuffer, offset: int = 0) -> None:
@@ -478,35 +599,63 @@ class MemoryPool:
         ffi, lib = self.ctx.ffi, self.ctx.lib
         dst_ptr = ffi.cast("char*", ffi.from_buffer(data))
         ring, worker = self._staging, self.ctx.worker
-        in_flight: deque = deque()  # (ticket, slot, host, pos, n), oldest first
+        leases: deque[_Lease] = deque()  # oldest first; each is listed before it holds a staging buffer
 
         def finish_oldest() -> None:
-            ticket, slot, host, pos, n = in_flight[0]
-            worker.wait_ticket(ticket)  # on a timeout the slot stays listed, and is given back below
-            in_flight.popleft()
-            lib.vkb_copy(dst_ptr + pos, host, n, self.copy_threads)
-            ring.free.put((slot, host))
+            lease = leases[0]
+            worker.wait_ticket(lease.ticket)  # on a timeout the lease stays listed, and is given back below
+            lib.vkb_copy(dst_ptr + lease.pos, lease.host, lease.n, self.copy_threads)
+            lease.give_back()
+            leases.popleft()
 
-        pos = 0
+        token = object()
         try:
+            self._begin_transfer(token)
+            pos = 0
             while pos < nbytes:
                 n = min(ring.chunk_bytes, nbytes - pos)
-                got = ring.acquire(block=not in_flight, timeout_s=self.ctx.config.resolved_sync_timeout_s())
-                if got is None:  # never wait for a slot while holding one: finish our oldest first
+                lease = _Lease(ring, pos, n)
+                leases.append(lease)
+                if not ring.acquire(lease, block=len(leases) == 1):  # never wait for one while holding another
+                    leases.pop()
                     finish_oldest()
                     continue
-                slot, host = got
-                record = COPY_RECORD.pack(lib.VKB_RECORD_COPY, entry.slot, slot, *_split(offset + pos), 0, 0, *_split(n))
-                ticket = threading.Event()
-                in_flight.append((ticket, slot, host, pos, n))
-                worker.copy(record, ticket.set, flush=True)
+                record = COPY_RECORD.pack(lib.VKB_RECORD_COPY, entry.slot, lease.slot, *_split(offset + pos), 0, 0,
+                                          *_split(n))
+                lease.ticket = Signal()
+                worker.copy(record, lease.ticket.set, flush=True)
                 pos += n
-            while in_flight:
+            while leases:
                 finish_oldest()
+        except BaseException:  # an error, a timeout or an interrupt: give each buffer back once its copy is done
+            for lease in leases:
+                if lease.slot is not None:
+                    worker.defer(lease.give_back)
+            raise
         finally:
-            for _, slot, host, _, _ in in_flight:  # only after an error: wait so the slot is not reused early
-                worker.defer(_give_back(ring, slot, host))
+            with self._transfer_lock:  # inline, not a call, which an interrupt could skip
+                if token in self._transfers:
+                    self._transfers.remove(token)
         worker.sync()
+
+    def _begin_transfer(self, token: object) -> None:
+        """List a transfer (first thing in its try block, so that its finally always unlists it)."""
+        with self._transfer_lock:
+            if self.ctx.closed:  # checked under the lock that close() waits behind: no transfer starts after it
+                raise self.ctx.closed_error()
+            self._transfers.append(token)
+
+    def wait_transfers(self, timeout_s: float) -> bool:
+        """After close() began: wait for threads still inside a transfer to leave (they notice the close within
+        WAKE_S at every wait); False when one is still inside after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._transfer_lock:  # a transfer that passed its closed check has counted itself by now
+                if not self._transfers:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(WAKE_S / 10)
 
     def pool_to_pool(self, src_pool: "MemoryPool", src: int, dst: int) -> None:
         """Copy all of ``src`` (a buffer of ``src_pool``) into ``dst`` (of this pool), which must be as large.
@@ -514,6 +663,9 @@ class MemoryPool:
         Within one device this is one GPU copy, ordered like launches; between devices the bytes pass through host
         memory in chunks.
         """
+        if not isinstance(src_pool, MemoryPool):
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"pool_to_pool: src_pool must be a MemoryPool (device.memory_pool), got {type(src_pool).__name__}")
         s = src_pool._entry(src, "pool_to_pool source")
         d = self._entry(dst, "pool_to_pool destination")
         if d.size < s.size:
@@ -542,14 +694,10 @@ class MemoryPool:
         freed = 0
         with self._lock:
             self._trim_recent()
-            kept = []
-            for chunk in self._chunks:
-                if chunk.used == 0:  # every block was freed after the GPU finished with it
-                    self._destroy_memory(chunk.memory, chunk.buffer, chunk.size)
-                    freed += chunk.size
-                else:
-                    kept.append(chunk)
-            self._chunks = kept
+            for chunk in [c for c in self._chunks if c.used == 0]:  # every block was freed after the GPU was done
+                self._chunks.remove(chunk)  # unlisted first: an interrupt can leak it, never free it twice
+                self._destroy_memory(chunk.memory, chunk.buffer, chunk.size)
+                freed += chunk.size
         return freed
 
     def stats(self) -> PoolStats:
@@ -562,10 +710,12 @@ class MemoryPool:
         """Free every Vulkan object of the pool (the device must be idle)."""
         ffi, lib = self.ctx.ffi, self.ctx.lib
         with self._lock:
-            for entry in list(self._entries.values()):
+            self._destroyed = True
+            for entry in [*self._entries.values(), *(e for _, e in self._dying)]:
                 if entry.root is entry and entry.chunk is None and entry.memory is not None:
                     self._destroy_memory(entry.memory, entry.vk_buffer, entry.size)
             self._entries.clear()
+            self._dying.clear()
             self.slot_of.clear()
             for chunk in self._chunks:
                 self._destroy_memory(chunk.memory, chunk.buffer, chunk.size)
@@ -576,12 +726,13 @@ class MemoryPool:
                                  self._staging.chunk_bytes * len(self._staging.slots))
 
 
+def _is_int(value) -> bool:
+    """An int, and not a bool: True is 1 to Python, but as a size or an offset it is a mistake."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _split(value: int) -> tuple[int, int]:
     return value & 0xFFFFFFFF, value >> 32
-
-
-def _give_back(ring: _StagingRing, slot: int, host):
-    return lambda: ring.free.put((slot, host))
 
 
 def _bytes_view(obj, writable: bool) -> memoryview:

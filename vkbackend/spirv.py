@@ -9,7 +9,7 @@ Malformed input of any kind (random bytes, truncations) raises ``BackendError(Ke
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, NoReturn
 
 from vkbackend.errors import BackendError, ErrorStatus
@@ -22,6 +22,7 @@ _SPIRV_1_4 = 0x00010400  # from 1.4 on, an entry point's interface lists every g
 
 # Opcodes (SPIR-V spec, section 3.52). Only the ones reflection reads.
 _OP_NAME = 5
+_OP_CAPABILITY = 17
 _OP_MEMBER_NAME = 6
 _OP_ENTRY_POINT = 15
 _OP_EXECUTION_MODE = 16
@@ -123,6 +124,8 @@ class ProgramInfo:
     push_constants: tuple[PushMember, ...]    # in member order
     push_constant_size: int                   # bytes spanned by the block, rounded up to 4
     shared_memory_bytes: int                  # best-effort total of Workgroup variables; 0 if unknown
+    # The module's OpCapability operands: what it needs of the device rather than its interface, so not compared.
+    capabilities: frozenset[int] = field(default=frozenset(), compare=False)
 
 
 def _fail(message: str) -> NoReturn:
@@ -181,6 +184,7 @@ class _Module:
         self.composites: dict[int, tuple[int, ...]] = {}  # constant composites -> constituent ids
         self.spec_ops: set[int] = set()  # spec-constant expressions: not evaluated here
         self.variables: list[tuple[int, int, int]] = []  # (id, pointer type id, storage class), global or not
+        self.capabilities: set[int] = set()
         # Structure, so that a truncated module never reaches the driver (lavapipe segfaults on some): functions
         # with a body, the functions called, and whether the stream ended inside a function.
         self.defined_functions: set[int] = set()
@@ -190,7 +194,7 @@ class _Module:
 
     def _parse(self, words: tuple[int, ...]) -> None:
         handlers: dict[int, Callable[[tuple[int, ...], int, int], None]] = {
-            _OP_NAME: self._on_name, _OP_MEMBER_NAME: self._on_member_name,
+            _OP_NAME: self._on_name, _OP_MEMBER_NAME: self._on_member_name, _OP_CAPABILITY: self._on_capability,
             _OP_ENTRY_POINT: self._on_entry_point,
             _OP_EXECUTION_MODE: self._on_execution_mode, _OP_EXECUTION_MODE_ID: self._on_execution_mode,
             _OP_DECORATE: self._on_decorate, _OP_MEMBER_DECORATE: self._on_member_decorate,
@@ -242,6 +246,9 @@ class _Module:
         if len(operands) < minimum:
             _fail(f"malformed SPIR-V: {what} has {len(operands)} operands, needs at least {minimum}")
         return operands
+
+    def _on_capability(self, words: tuple[int, ...], start: int, end: int) -> None:
+        self.capabilities.add(words[start])
 
     def _on_name(self, words: tuple[int, ...], start: int, end: int) -> None:
         name, _ = _read_string(words, start + 1, end)
@@ -608,33 +615,5 @@ def _reflect(spirv: bytes, entry_point: str, require_code: bool = False) -> Prog
         push_constants=push_constants,
         push_constant_size=(span + 3) // 4 * 4,
         shared_memory_bytes=_shared_memory_bytes(module, in_entry_point),
+        capabilities=frozenset(module.capabilities),
     )
-
-
-_SPIRV_VAL: list[str | None] = []  # resolved once: the path of spirv-val, or None
-
-
-def validate(spirv: bytes, target_env: str = "vulkan1.2") -> None:
-    """Run the Khronos validator (``spirv-val``, Debian package spirv-tools) over a module.
-
-    Reflection catches malformed word streams, but a well-formed module can still be invalid in ways that crash a
-    driver's compiler (lavapipe segfaults on some single-word mutations of a valid kernel). Raises
-    ``BackendError(KernelCompilation)`` with the validator's message; does nothing when spirv-val is not installed.
-    """
-    import shutil
-    import subprocess
-    import tempfile
-
-    if not _SPIRV_VAL:
-        _SPIRV_VAL.append(shutil.which("spirv-val"))
-    tool = _SPIRV_VAL[0]
-    if tool is None:
-        return
-    with tempfile.NamedTemporaryFile(suffix=".spv") as f:
-        f.write(spirv)
-        f.flush()
-        result = subprocess.run([tool, "--target-env", target_env, f.name], capture_output=True, text=True,
-                                errors="replace")
-    if result.returncode != 0:
-        message = (result.stderr or result.stdout).strip().replace(f.name, "<module>")
-        _fail(f"the SPIR-V module is invalid (spirv-val): {message[:2000]}; fix the compiler that produced it")

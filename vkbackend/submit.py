@@ -76,7 +76,7 @@ class BatchSubmitter:
         for axis in range(3):
             self._window.max_groups[axis] = info.max_global_work_dims[axis]
         self._fence_ptr = ffi.new("VkFence*")
-        self.stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0}
+        self.stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0, "throttled": 0}
 
     # ----- batches ----------------------------------------------------------------------------------------------
     def _new_batch(self) -> Batch:

@@ -3,7 +3,7 @@
 Callers append to a deque (thread-safe without a lock): launch records as ``bytes`` (the fast path), everything else
 as small tuples. The worker drains the deque in bulk into the submitter's window and submits when the window is full,
 when a sync point or a copy needs it, and when its queue runs empty while the GPU is idle, so a lone launch starts at
-once. Every wait happens inside a C call or an Event, with the GIL released.
+once. Every wait happens inside a C call or on a lock, with the GIL released.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 from collections import deque
 
 from .config import validation_enabled
-from .context import DeviceContext
+from .context import DeviceContext, Signal
 from .errors import BackendError, ErrorStatus
 
 log = logging.getLogger("vkbackend")
@@ -24,6 +24,16 @@ MAX_EARLY_IN_FLIGHT = 2       # an early submit (before the GPU is idle) queues 
 BUSY_POLL_NS = 200_000        # while the GPU runs and callers feed us: how long one fence wait may block
 FREE_FLUSH_BYTES = 64 << 20   # released memory a window may hold back before it is submitted
 IDLE_WAIT_NS = 1_000_000      # nothing queued but batches in flight: the longest a new item waits for us
+STOP_GRACE_S = 10.0           # stop(): how much longer than the deadline the thread may take to end
+# Back-pressure. A full window is submitted only while fewer than MAX_IN_FLIGHT batches run, which bounds the
+# driver's command memory; the records meanwhile wait in the queue, and past QUEUE_HIGH of them (about 10 MiB) the
+# launching threads wait (DeviceContext.admit) until the worker has taken the queue down to QUEUE_LOW. The worker
+# looks at the queue after each full window; while it takes nothing from it for long (waiting for room on the GPU,
+# or inside a call such as a pipeline creation), the launching threads look themselves. Launching stays one append:
+# the fast path only reads ctx.usable, which both turn off.
+MAX_IN_FLIGHT = 4
+QUEUE_HIGH = 1 << 16
+QUEUE_LOW = 1 << 14
 
 
 class Future:
@@ -32,7 +42,7 @@ class Future:
     __slots__ = ("event", "value", "error")
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self.event = Signal()
         self.value = None
         self.error: BaseException | None = None
 
@@ -44,12 +54,10 @@ class Worker:
         self.ctx = ctx
         self.submitter = submitter
         self.queue: deque = deque()
-        self.wake = threading.Event()
+        self.wake = Signal()
         self.idle = False
-        # Held by whichever thread records, submits or waits: the worker while it works, or a caller submitting a
-        # graph while the worker sleeps (submit_now).
-        self.lock = threading.Lock()
-        self._stopping = False
+        self.queue_high, self.queue_low = QUEUE_HIGH, QUEUE_LOW
+        self.finished = False  # set by the thread as it ends: every batch completed (or the device was lost)
         self.thread = threading.Thread(target=self._run, name=f"vkbackend-worker:{ctx.info.name}", daemon=True)
         self.thread.start()
 
@@ -57,46 +65,25 @@ class Worker:
     def put(self, item) -> None:
         """Queue an item and wake the worker if it sleeps."""
         self.queue.append(item)
-        if self.idle:  # the waker clears idle, so a burst of callers sets the event once
+        if self.idle:  # the waker clears idle, so a burst of callers sets the signal once
             self.idle = False
-            self.wake.set()
-
-    def submit_now(self, records: bytes) -> bool:
-        """Record and submit ``records`` in the caller's thread when the worker sleeps with nothing queued; False
-        (queue them instead) when it is busy.
-
-        A woken worker must first win the GIL from a caller that is busy in Python, up to the switch interval, while
-        the GPU waits; for a graph replay (a whole JIT step) that wait is the step's latency. Submitting here starts
-        the GPU at once; the worker is then woken to reap the batch, as for any other.
-        """
-        if not self.idle or self.queue or not self.lock.acquire(blocking=False):
-            return False
-        try:
-            if not self.idle or self.queue:  # the worker woke, or someone queued, before we held the lock
-                return False
-            self.idle = False  # from here a batch is in flight: release() must defer its frees
-            self.submitter.window.append(records)
-            self.submitter.flush()
-        finally:
-            self.lock.release()
-        self.wake.set()
-        return True
-
-    def quiescent(self) -> bool:
-        """True when nothing is queued, recorded or in flight (the worker is asleep with empty hands)."""
-        return self.idle and not self.queue
+            self.wake.set()  # no call between these two: an interrupt cannot leave idle cleared and the worker asleep
 
     def copy(self, record: bytes, on_done, flush: bool = False) -> None:
         """Queue a copy record; ``on_done`` runs on the worker once the copy has completed on the GPU."""
         self.put((_COPY, record, on_done, flush))
 
-    def defer(self, fn, nbytes: int = 0) -> None:
+    def defer(self, fn, nbytes: int = 0, wake: bool = True) -> None:
         """Run ``fn`` on the worker once all work queued before it has completed on the GPU.
 
         ``nbytes`` is the device memory ``fn`` gives back: once a window holds more than FREE_FLUSH_BYTES of it, the
-        window is submitted at once, so released memory comes back without waiting for the window to fill.
+        window is submitted at once, so released memory comes back without waiting for the window to fill. With
+        ``wake`` false a sleeping worker is left asleep: ``fn`` runs when something else wakes it.
         """
-        self.put((_DEFER, fn, nbytes))
+        if wake:
+            self.put((_DEFER, fn, nbytes))
+        else:
+            self.queue.append((_DEFER, fn, nbytes))
 
     def call(self, fn, *args):
         """Run ``fn(*args)`` on the worker and return its result (or raise its error) in the caller's thread."""
@@ -104,20 +91,17 @@ class Worker:
             return fn(*args)
         future = Future()
         self.put((_CALL, fn, args, future))
-        if not future.event.wait(self.ctx.config.resolved_sync_timeout_s() + 60):
-            raise BackendError(ErrorStatus.KernelSync, f"the worker of {self.ctx.info.name} did not answer")
+        # The call itself waits on the GPU for at most the deadline; the margin covers the work queued before it.
+        self.ctx.wait(future.event, self.ctx.sync_timeout_s + 60, f"the worker of {self.ctx.info.name} did not answer")
         if future.error is not None:
             if isinstance(future.error, BackendError) and future.error.status is ErrorStatus.DeviceLost:
                 self.ctx.fail(future.error)  # however it was found, a lost device is sticky
             raise future.error
         return future.value
 
-    def wait_ticket(self, ticket: threading.Event) -> None:
+    def wait_ticket(self, ticket: Signal) -> None:
         """Wait for a copy to complete, within the sync deadline."""
-        if not ticket.wait(self.ctx.config.resolved_sync_timeout_s()):
-            raise BackendError(ErrorStatus.KernelSync,
-                               f"a copy on {self.ctx.info.name} did not complete within "
-                               f"{self.ctx.config.resolved_sync_timeout_s():.1f} s (VKBACKEND_SYNC_TIMEOUT_S)")
+        self.ctx.wait(ticket, self.ctx.sync_timeout_s, f"a copy on {self.ctx.info.name} did not complete")
 
     def sync(self) -> None:
         """A sync point: wait for every queued launch and copy, then raise the first asynchronous error."""
@@ -129,12 +113,18 @@ class Worker:
                 log.debug("validation layer:\n%s", messages)
         self.ctx.raise_pending()
 
-    def stop(self) -> None:
-        """Finish queued work, then end the thread."""
+    def stop(self) -> bool:
+        """Finish queued work within the sync deadline, then end the thread.
+
+        True when the thread ended with nothing left running on the GPU; False when the GPU work outlived the deadline
+        (a runaway kernel) or the thread did not end: then what the GPU may still use must not be destroyed.
+        """
         if self.thread.is_alive():
             self.put((_STOP,))
             self.wake.set()
-            self.thread.join()
+            # The thread's own wait is bounded by the deadline; the grace covers recording what was still queued.
+            self.thread.join(self.ctx.sync_timeout_s + STOP_GRACE_S)
+        return self.finished and not self.thread.is_alive()
 
     # ----- the thread ---------------------------------------------------------------------------------------------
     def drain(self) -> None:
@@ -143,7 +133,6 @@ class Worker:
 
     def _run(self) -> None:
         q, sub = self.queue, self.submitter
-        self.lock.acquire()  # held while the thread works, given up while it sleeps
         window = sub.window
         while True:
             if q:
@@ -153,11 +142,10 @@ class Worker:
                         if item.__class__ is bytes:
                             window.append(item)
                             if len(window) >= sub.window_limit:
-                                sub.flush()
+                                self._flush_full()
                                 window = sub.window
                         elif self._handle(item):
                             self._shutdown()
-                            self.lock.release()
                             return
                         window = sub.window
                 except Exception as error:  # keep the thread alive whatever happens; report at the next sync
@@ -188,14 +176,13 @@ class Worker:
                 sub.abandon()
                 window = sub.window
                 continue
+            if self.ctx.throttled:
+                self.ctx.set_throttled(False)
             self.idle = True
-            self.lock.release()
             if not q:
-                self.wake.wait()
+                self.wake.take()
             self.wake.clear()
-            self.lock.acquire()
             self.idle = False
-            window = sub.window
 
     def _handle(self, item: tuple) -> bool:
         """One non-launch item; True when the worker should stop."""
@@ -206,8 +193,10 @@ class Worker:
             sub.window.append(record)
             if on_done is not None:
                 sub.window_callbacks.append(on_done)
-            if flush or len(sub.window) >= sub.window_limit:
+            if flush:
                 sub.flush()
+            elif len(sub.window) >= sub.window_limit:
+                self._flush_full()
         elif kind == _DEFER:
             _, fn, nbytes = item
             if sub.window or sub.window_callbacks:
@@ -221,21 +210,42 @@ class Worker:
                 sub._run([fn])
         elif kind == _CALL:
             _, fn, args, future = item
+            self.ctx.set_watched(True)  # the queue is not drained meanwhile (a pipeline creation takes milliseconds)
             try:
                 future.value = fn(*args)
             except BaseException as error:  # handed to the caller, who raises it
                 future.error = error
+            finally:
+                self.ctx.set_watched(False)
             future.event.set()
         elif kind == _STOP:
             return True
         return False
 
+    def _flush_full(self) -> None:
+        """Submit a full window once fewer than MAX_IN_FLIGHT batches run; throttle the launching threads while the
+        queue is past QUEUE_HIGH, and lift the throttle once it is down to QUEUE_LOW."""
+        sub, ctx, q = self.submitter, self.ctx, self.queue
+        if len(sub.in_flight) >= MAX_IN_FLIGHT:
+            ctx.set_watched(True)  # waiting here for the GPU, the worker takes nothing from the queue
+            try:
+                while len(sub.in_flight) >= MAX_IN_FLIGHT and ctx.lost is None and not ctx.closed:
+                    sub.wait_oldest(BUSY_POLL_NS)
+                sub.flush()
+            finally:
+                ctx.set_watched(False)
+        else:
+            sub.flush()
+        if len(q) > self.queue_high and not ctx.throttled and not ctx.closed:
+            ctx.set_throttled(True)
+        elif ctx.throttled and len(q) <= self.queue_low:
+            ctx.set_throttled(False)
+
     def _shutdown(self) -> None:
         try:
             self.submitter.drain(self.ctx.sync_timeout_ns)
-        except BackendError as error:
-            log.warning("closing %s: %s", self.ctx.info.name, error)
-            if self.ctx.lost is None:  # past the deadline: close() must not free what the GPU still uses
-                self.ctx.lib.vkDeviceWaitIdle(self.ctx.device)
-                self.submitter.reap()
+        except BackendError:
+            if self.ctx.lost is None:  # past the deadline and still running: close() abandons the device
+                return
             self.submitter.abandon()
+        self.finished = True

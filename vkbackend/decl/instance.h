@@ -53,7 +53,8 @@ typedef struct {
 } VkPhysicalDeviceProperties;
 typedef struct { VkStructureType sType; void *pNext; VkPhysicalDeviceProperties properties; } VkPhysicalDeviceProperties2;
 typedef struct {
-    VkStructureType sType; void *pNext; uint32_t subgroupSize; VkDeviceSize maxMemoryAllocationSize; ...;
+    VkStructureType sType; void *pNext; uint32_t subgroupSize; VkFlags subgroupSupportedStages;
+    VkFlags subgroupSupportedOperations; VkDeviceSize maxMemoryAllocationSize; ...;
 } VkPhysicalDeviceVulkan11Properties;
 typedef struct {
     VkStructureType sType; void *pNext; VkDeviceSize minImportedHostPointerAlignment;
