@@ -97,15 +97,14 @@ class VulkanConfig:
 MAX_SECONDS = 1e7
 
 
-def check_seconds(name: str, value, positive: bool) -> float:
+def check_seconds(name: str, value: object, positive: bool) -> float:
     """``value`` as seconds, or ``BackendError(InvalidArgument)`` naming ``name`` when it is not a finite number in
     range (more than 0 when ``positive``, else at least 0; at most MAX_SECONDS)."""
-    ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-          and (value > 0 if positive else value >= 0) and value <= MAX_SECONDS)
-    if not ok:
-        _bad(name, value, f"a finite number of seconds, {'more than 0' if positive else 'at least 0'} and at most "
-                          f"{MAX_SECONDS:g}")
-    return float(value)
+    if (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and (value > 0 if positive else value >= 0) and value <= MAX_SECONDS):
+        return float(value)
+    _bad(name, value, f"a finite number of seconds, {'more than 0' if positive else 'at least 0'} and at most "
+                      f"{MAX_SECONDS:g}")
 
 
 def _seconds_from_env(name: str, default: float, positive: bool) -> float:
@@ -132,11 +131,11 @@ def env_flag(name: str, default: bool) -> bool:
     return _FLAGS[text]
 
 
-def _is_int(value) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _bad(name: str, value, wanted: str) -> NoReturn:
+def _bad(name: str, value: object, wanted: str) -> NoReturn:
     raise BackendError(ErrorStatus.InvalidArgument, f"{name}={value!r} is not valid: it must be {wanted}")
 
 

@@ -61,5 +61,6 @@ class DeviceStats(TypedDict):
     barriers: int
     copies: int
     submit_ns: int
+    throttled: int      # times launching threads waited for the worker to catch up (back-pressure)
     pool: PoolStats
     live_objects: LiveObjects

@@ -24,6 +24,7 @@ import stat
 import subprocess
 import tempfile
 import threading
+from pathlib import Path
 
 from .config import cache_dir, env_flag
 from .discovery import DeviceInfo
@@ -38,7 +39,10 @@ KEY_NAME = "validation.key"
 
 # What each capability a compute kernel may declare needs. A feature name (one of DeviceInfo.features), a tuple of
 # alternatives, a VkSubgroupFeatureFlagBits bit (an int), or None for what Vulkan 1.2 compute always has.
-CAPABILITIES: dict[int, tuple[str, object]] = {
+# What a capability needs: None (nothing), False (never enabled), a subgroup-operation bit, a feature, or any one of
+# several features.
+Needs = None | bool | int | str | tuple[str, ...]
+CAPABILITIES: dict[int, tuple[str, Needs]] = {
     0: ("Matrix", None), 1: ("Shader", None),
     9: ("Float16", "shaderFloat16"), 10: ("Float64", "shaderFloat64"), 11: ("Int64", "shaderInt64"),
     12: ("Int64Atomics", ("shaderBufferInt64Atomics", "shaderSharedInt64Atomics")),
@@ -129,7 +133,7 @@ class Validator:
             if self._recorded is None:
                 self._load_record()
             mac = self._mac(digest)
-            if mac is not None and mac in self._recorded:
+            if mac is not None and self._recorded is not None and mac in self._recorded:
                 self._passed.add(digest)
                 return
         self._validate(spirv)
@@ -187,7 +191,8 @@ class Validator:
                           if len(token) == 64 and all(c in "0123456789abcdef" for c in token)}
 
     def _append_record(self, mac: str) -> None:
-        self._recorded.add(mac)
+        if self._recorded is not None:
+            self._recorded.add(mac)
         try:
             fd = os.open(cache_dir() / RECORD_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "w") as f:
@@ -196,7 +201,7 @@ class Validator:
             log.debug("could not record a validated module: %s", error)
 
 
-def _read_or_create_key(path) -> bytes | None:
+def _read_or_create_key(path: Path) -> bytes | None:
     """The 32-byte key, if ``path`` is a regular file of this user that no one else may read or write; created
     (0600) when missing."""
     try:
