@@ -10,7 +10,7 @@ import threading
 
 from .errors import BackendError, ErrorStatus, register_result_codes
 
-__all__ = ["ffi", "function_index", "handle", "lib", "vulkan"]
+__all__ = ["ffi", "function_index", "lib", "vulkan"]
 
 try:
     from ._vulkan import ffi, lib
@@ -55,7 +55,3 @@ def function_index(name: str) -> int:
         raise BackendError(ErrorStatus.InvalidArgument, f"{name} is not a Vulkan function vkbackend calls")
     return index
 
-
-def handle(cdata) -> int:
-    """A Vulkan handle as a Python int (0 for NULL)."""
-    return int(ffi.cast("uintptr_t", cdata))

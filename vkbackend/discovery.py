@@ -7,7 +7,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from ._ffi import handle, vulkan
+from ._ffi import vulkan
 from .config import VulkanConfig, debug_enabled, validation_enabled
 from .dtypes import DType, dtype_capabilities
 from .errors import BackendError, ErrorStatus, check

@@ -108,7 +108,7 @@ class _StagingRing:
 
     def __init__(self, pool: "MemoryPool", chunk_bytes: int, count: int) -> None:
         ctx = pool.ctx
-        ffi, lib = ctx.ffi, ctx.lib
+        lib = ctx.lib
         self.chunk_bytes = chunk_bytes
         props = lib.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | lib.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
         type_index = pool._pick_type(required=props, preferred=lib.VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
@@ -708,7 +708,7 @@ class MemoryPool:
 
     def destroy(self) -> None:
         """Free every Vulkan object of the pool (the device must be idle)."""
-        ffi, lib = self.ctx.ffi, self.ctx.lib
+        lib = self.ctx.lib
         with self._lock:
             self._destroyed = True
             for entry in [*self._entries.values(), *(e for _, e in self._dying)]:
