@@ -83,7 +83,10 @@ def test_graph_holds_its_buffers_until_closed(device, pool, kernel):
     pool.release(x)
     pool.release(y)
     graph.launch()          # both ids are still live: the graph holds a reference
-    device.sync()
+    for scale in (6.0, 7.0):  # same buffers: the update keeps the references it has, takes no more
+        graph.update(0, (affine, [x, y], [scale, 0.0, N], GRID))
+    graph.launch()
+    np.testing.assert_array_equal(download(pool, y), np.full(N, 7, dtype=np.float32))
     live = pool.stats()["live_buffers"]
     graph.close()
     graph.close()           # idempotent

@@ -81,6 +81,7 @@ class Device:
         # The launch fast path reads these directly: a few attribute lookups and an append.
         self._launchable = self._programs.programs
         self._packers: dict = {}
+        self._graph_packers: dict = {}   # the same, returning the record instead of queueing it
         self._slot_of = self._pool.slot_of
         self._queue = self._worker.queue
         self._max_grid = handles.info.max_global_work_dims
@@ -110,7 +111,9 @@ class Device:
         """
         prog = self._programs.compile(spirv, entry_point, robust)
         if prog not in self._packers:
-            self._packers[prog] = self._programs.get(prog).make_packer(self._slot_of, self._max_grid, self._ctx,
+            program = self._programs.get(prog)
+            self._graph_packers[prog] = program.make_packer(self._slot_of, self._max_grid, self._ctx, None)
+            self._packers[prog] = program.make_packer(self._slot_of, self._max_grid, self._ctx,
                                                                        self._queue.append)
         return prog
 
@@ -126,6 +129,7 @@ class Device:
         self._programs.release(prog)
         if prog not in self._programs.programs:
             self._packers.pop(prog, None)
+            self._graph_packers.pop(prog, None)
 
     # ----- launches -----------------------------------------------------------------------------------------------
     def launch(self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar] = (), grid: Grid = (1, 1, 1)) -> None:
@@ -151,7 +155,10 @@ class Device:
 
     def _record(self, prog: int, buffers: Sequence[int], scalars: Sequence, grid: Sequence) -> bytes:
         """One launch checked and packed for the recorder, not queued (a graph packs once and queues many times)."""
-        return self._pack(prog, buffers, scalars, grid)
+        try:
+            return self._graph_packers[prog](buffers, scalars, grid)
+        except (KeyError, ValueError, TypeError, OverflowError, struct.error):
+            return self._pack(prog, buffers, scalars, grid)
 
     def _enqueue(self, records: bytes) -> None:
         """Queue packed records for the worker; returns at once."""

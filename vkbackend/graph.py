@@ -48,8 +48,9 @@ class LaunchGraph:
     def __len__(self) -> int:
         return len(self._records or ())
 
-    def _pack(self, launch: Launch | None) -> tuple[bytes, tuple[int, ...]]:
-        """A launch's record, checked, and the references it takes on its buffers."""
+    def _pack(self, launch: Launch | None, held: tuple[int, ...] = ()) -> tuple[bytes, tuple[int, ...]]:
+        """A launch's record, checked, and the buffers it holds references on: ``held`` again when it binds the same
+        buffers (an update that changes only scalars or the grid takes no new references), else new ones."""
         if launch is None:
             return b"", ()
         try:
@@ -57,7 +58,10 @@ class LaunchGraph:
         except (TypeError, ValueError):
             raise BackendError(ErrorStatus.InvalidArgument,
                                f"a LaunchGraph launch is (program, buffers, scalars, grid) or None, got {launch!r}") from None
-        return self._device._record(prog, buffers, scalars, grid), self._hold(buffers)
+        record = self._device._record(prog, buffers, scalars, grid)
+        if held and tuple(buffers) == held:
+            return record, held
+        return record, self._hold(buffers)
 
     def _hold(self, buffers: Sequence[int]) -> tuple[int, ...]:
         pool = self._device.memory_pool
@@ -80,11 +84,13 @@ class LaunchGraph:
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self._records):
             raise BackendError(ErrorStatus.InvalidArgument,
                                f"LaunchGraph.update: index {index!r} is outside 0..{len(self._records) - 1}")
-        record, held = self._pack(launch)
-        old, self._held[index] = self._held[index], held
+        old = self._held[index]
+        record, held = self._pack(launch, old)
+        self._held[index] = held
         self._records[index] = record
         self._blob = None
-        self._release(old)
+        if held is not old:
+            self._release(old)
 
     def _joined(self) -> bytes:
         if self._records is None:

@@ -51,7 +51,7 @@ class Program:
 
     def make_packer(self, slot_of: dict, max_grid: tuple[int, int, int], ctx, append):
         """A function ``(buffers, scalars, grid)`` specialised for this program's argument counts, which packs one
-        launch record and queues it with ``append``.
+        launch record and queues it with ``append`` (with ``append=None`` it returns the record: a LaunchGraph's).
 
         It is the whole per-launch cost in the caller's thread, so it is generated with the counts unrolled: unpacking
         fixed-size sequences, a few comparisons, one ``struct.pack`` and one append. Anything unusual (a wrong count,
@@ -74,8 +74,8 @@ class Program:
                  *(["    buffers[0]"] if len(bufs) > 1 else []),
                  f"    if 0 < gx <= {mx} and 0 < gy <= {my} and 0 < gz <= {mz} and gx is not True and gy is not True"
                  " and gz is not True and ctx.usable:",
-                 f"        append(record({args}))",
-                 "        return",
+                 *([f"        return record({args})"] if append is None else
+                   [f"        append(record({args}))", "        return"]),
                  "    raise ValueError('grid out of range, or the device not usable now')"]
         namespace = {"record": self.record.pack, "slot_of": slot_of, "ctx": ctx, "append": append}
         exec(compile("\n".join(lines) + "\n", f"<launch packer of {self.name}>", "exec"), namespace)
