@@ -164,11 +164,7 @@ class Device:
         """Queue packed records for the worker; returns at once."""
         if not self._ctx.usable:  # closed, lost, forked, or the worker far behind: explain, or wait for room
             self._ctx.admit()
-        self._queue.append(records)
-        worker = self._worker
-        if worker.idle:
-            worker.idle = False
-            worker.wake.set()
+        self._worker.put(records)
 
     def _pack(self, prog, buffers, scalars, grid) -> bytes:
         """Check a launch and pack it into one record for the recorder (csrc/recorder.c)."""
