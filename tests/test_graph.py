@@ -144,3 +144,13 @@ def test_unchecked_program_is_separate_only_where_the_device_can_choose(device, 
     device.release_program(checked)
     device.release_program(unchecked)
 
+
+
+def test_a_graph_of_placeholders_submits_nothing(device):
+    graph = device.graph([None, None])
+    device.sync()
+    before = device.stats()["batches"]
+    graph.launch()
+    device.sync()
+    assert device.stats()["batches"] == before
+    graph.close()

@@ -101,7 +101,9 @@ class LaunchGraph:
 
     def launch(self) -> None:
         """Queue every launch of the graph, in order; returns at once (errors surface at the next sync point)."""
-        self._device._enqueue(self._joined())
+        records = self._joined()
+        if records:  # a graph of placeholders only queues nothing (an empty item would submit an empty batch)
+            self._device._enqueue(records)
 
     def launch_timed(self) -> int:
         """Run the graph alone and return its GPU time in nanoseconds (a sync point)."""
