@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent
 DECL = ROOT / "vkbackend" / "decl"
 CSRC = ROOT / "vkbackend" / "csrc"
 DECL_ORDER = ["base.h", "instance.h", "device.h", "memory.h", "pipeline.h", "command.h", "sync.h", "debug.h", "helpers.h"]
-CSRC_ORDER = ["loader.c", "debug.c", "copy.c", "fence.c", "slots.c", "recorder.c"]
+CSRC_ORDER = ["loader.c", "debug.c", "fork.c", "copy.c", "fence.c", "slots.c", "recorder.c"]
 GLOBAL_FUNCTIONS = {"vkCreateInstance", "vkEnumerateInstanceVersion", "vkEnumerateInstanceExtensionProperties",
                     "vkEnumerateInstanceLayerProperties"}
 # The oldest CPython the module runs on, as bdist_wheel's py_limited_api tag and as the Py_LIMITED_API value.

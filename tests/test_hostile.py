@@ -332,9 +332,15 @@ result["fork_exit"] = wait_exit(pid, 20)
 result["fork_child"] = json.loads(os.read(read_end, 65536)) if select.select([read_end], [], [], 0)[0] else None
 
 pid = forking(os.fork)
-if pid == 0:  # a child that only exits
-    sys.exit(0)
+if pid == 0:  # a child that only exits, having started and ended a thread (the driver's exit handler then crashed)
+    import atexit, threading
+    atexit.register(lambda: os.write(write_end, b"atexit ran"))
+    helper = threading.Thread(target=lambda: None)
+    helper.start()
+    helper.join()
+    sys.exit(3)
 result["bare_exit"] = wait_exit(pid, 20)
+result["bare_atexit"] = os.read(read_end, 64).decode() if select.select([read_end], [], [], 0)[0] else None
 
 mp = multiprocessing.get_context("fork")
 queue = mp.Queue()
@@ -359,12 +365,15 @@ result["live_end"] = live()
 def test_fork_children_cannot_use_the_parents_devices():
     """In a child forked by os.fork or multiprocessing's fork start method, every use of the parent's device fails at
     once with a clear error (allocate and launch pretended to work, then the first read-back blocked forever), and the
-    child exits at once (a child that merely exited hung in the exit handler); the parent carries on."""
+    child exits at once (a child that merely exited hung in the exit handler, or crashed in the driver's); the parent
+    carries on."""
     result = run_isolated(FORK, timeout=90)
     expected = {name: "InvalidArgument" for name in ("allocate", "upload", "read", "sync", "launch", "compile")}
     expected["devices"] = "Initialization"
     assert result["fork_exit"] == 0 and result["fork_child"] == expected, result
-    assert result["bare_exit"] == 0
+    # its own exit handlers run and its status comes through; the driver's, inherited from the parent, do not run
+    # (Mesa's joined threads only the parent has: SIGSEGV in about one exit in five)
+    assert result["bare_exit"] == 3 and result["bare_atexit"] == "atexit ran", result
     assert result["mp_exit"] == 0 and result["mp_child"] == expected, result
     assert result["mp_idle_exit"] == 0
     assert result["parent_ok"]

@@ -206,6 +206,8 @@ def _after_fork_in_child() -> None:
     for device in instance.devices + instance.abandoned:
         device._ctx.forked = True
         device._ctx.usable = False
+    # The driver's C exit handlers would act on the parent's threads (csrc/fork.c); Python's own still run.
+    vulkan()[1].vkb_skip_inherited_exit_handlers()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -21,6 +21,9 @@ int vkb_debug_messenger_create(VkInstance instance, VkDebugUtilsMessengerEXT *me
 uint64_t vkb_debug_message_count(void);
 size_t vkb_debug_take_messages(char *out, size_t capacity);
 
+/* fork.c: in a forked child, exit without running the exit handlers inherited from the parent (the driver's). */
+int vkb_skip_inherited_exit_handlers(void);
+
 /* copy.c: memcpy with the GIL released (cffi releases it around every call), split over threads when large. */
 void vkb_copy(void *dst, const void *src, size_t n, int threads);
 
