@@ -101,10 +101,8 @@ def outcome(fn, *args):
     return status, time.perf_counter() - started
 
 def live():
-    counts = {{}}
-    lib, ffi = vkbackend._ffi.lib, vkbackend._ffi.ffi
     from vkbackend.device import LIVE_OBJECT_CALLS
-    calls = {{ffi.string(lib.vkb_function_name(i)).decode(): lib.vkb_success_count(i) for i in range(lib.VKB_FN_COUNT)}}
+    calls = vkbackend._ffi.success_counts()
     return {{k: calls[c] - calls[d] for k, (c, d) in LIVE_OBJECT_CALLS.items()}}
 """
 

@@ -8,7 +8,6 @@ stayed silent and that every Vulkan object was destroyed by close().
 """
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -472,7 +471,7 @@ out = np.empty(256, np.uint32)
 dev.launch(prog, [buf], [60000], (20000, 2, 1))  # seconds on an idle 2-core machine: far past the deadline
 result["sync"] = outcome(dev.sync)
 # more timed-out read-backs than the staging ring has slots: each must give its slot back
-result["reads"] = [outcome(pool.pool_to_host, spare, out) for _ in range(len(dev.memory_pool._staging.free) + 2)]
+result["reads"] = [outcome(pool.pool_to_host, spare, out) for _ in range(len(dev.memory_pool.transfers.ring.free) + 2)]
 until = time.monotonic() + 40  # the kernel goes on: sync points time out until it is done, then succeed
 while (sync_after := outcome(dev.sync))[0] != "ok" and time.monotonic() < until:
     pass

@@ -57,7 +57,7 @@ def test_stale_ids_never_name_new_objects():
 
 BAD_SETTINGS = [("sync_timeout_s", v) for v in ("5", float("nan"), float("inf"), 1e400, 0, -1.0, True, 1e12)] + [
     ("switch_interval_s", v) for v in (float("nan"), -0.1, "0")] + [
-    ("window_launches", v) for v in (0, 1.5, True)] + [("staging_slots", 1), ("copy_threads", -1)] + [
+    ("window_launches", v) for v in (0, 1.5, True)] + [("staging_buffers", 1), ("copy_threads", -1)] + [
     ("device_ids", v) for v in ("0", 0, [True], [-1], [0.0])] + [
     ("push_descriptors", 1), ("robust_buffer_access", "yes")]
 
@@ -149,7 +149,7 @@ def test_runaway_kernel_does_not_hang_close_or_exit(close):
 
 CLOSE_WHILE_WAITING = """
 import threading
-cfg = vkbackend.VulkanConfig(staging_slots=2, staging_chunk_bytes=1 << 16)
+cfg = vkbackend.VulkanConfig(staging_buffers=2, staging_buffer_bytes=1 << 16)
 dev = vkbackend.devices(cfg)[0]
 pool = dev.memory_pool
 spin = dev.compile(vkbackend.compile_glsl(SPIN))
@@ -228,10 +228,10 @@ def interrupt(signum, frame):
     raise KeyboardInterrupt
 
 signal.signal(signal.SIGALRM, interrupt)
-cfg = vkbackend.VulkanConfig(staging_slots=3, staging_chunk_bytes=1 << 16)
+cfg = vkbackend.VulkanConfig(staging_buffers=3, staging_buffer_bytes=1 << 16)
 dev = vkbackend.devices(cfg)[0]
 pool = dev.memory_pool
-ring = pool._staging
+ring = pool.transfers.ring
 buf = pool.allocate(4 << 20)
 data = np.arange(1 << 20, dtype=np.uint32)
 out = np.empty(1 << 20, np.uint32)
@@ -239,7 +239,9 @@ rng = random.Random(5)
 ops = [lambda: pool.host_to_pool(data, buf), lambda: pool.pool_to_host(buf, out),
        lambda: pool.release(pool.allocate(rng.choice([256, 4096, 20 << 20])))]
 landed = 0
-for i in range(240):
+for i in range(2400):  # until 80 interrupts have landed: how many of 240 land varied from 44 to 103 with the load
+    if landed >= 80:
+        break
     try:
         signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0002, 0.02))
         ops[i % 3]()
@@ -249,8 +251,8 @@ for i in range(240):
 signal.setitimer(signal.ITIMER_REAL, 0)
 dev.sync()  # after it, the give-backs that interrupted transfers deferred have run
 result["landed"] = landed
-result["staging_free"] = [len(ring.free), len(ring.slots)]
-result["transfers"] = len(pool._transfers)
+result["staging_free"] = [len(ring.free), ring.count]
+result["transfers"] = pool.transfers.active
 pool.host_to_pool(data, buf)
 pool.pool_to_host(buf, out)
 result["data_ok"] = bool((out == data).all())
@@ -265,11 +267,11 @@ result["live_end"] = live()
 
 
 def test_interrupts_never_leak_staging_buffers():
-    """Ctrl-C inside uploads, read-backs, allocations and releases, 240 times at random moments: every staging buffer
+    """Ctrl-C inside uploads, read-backs, allocations and releases, 80 times at random moments: every staging buffer
     comes back (a handful of interrupted transfers used to leak them all, and every later transfer failed), and the
     pool loses track of nothing: released, trimmed and closed, it leaves no Vulkan object behind."""
     result = run_isolated(INTERRUPTS, timeout=120, env={"VKBACKEND_SYNC_TIMEOUT_S": "5"})
-    assert result["landed"] > 60, result["landed"]
+    assert result["landed"] >= 80, result["landed"]
     assert result["staging_free"] == [3, 3] and result["transfers"] == 0
     assert result["data_ok"]
     pool = result["pool"]  # nothing held but the staging ring: no block or memory object lost track of
@@ -406,7 +408,7 @@ n = 30000
 for i in range(n):
     dev.launch(prog, [buf], [4096, 1, 1], (64, 1, 1))
     most_queued = max(most_queued, len(dev._queue))
-    most_in_flight = max(most_in_flight, len(dev._submitter.in_flight))
+    most_in_flight = max(most_in_flight, dev._submitter.in_flight)
 stop.set()
 compiler.join()
 out = np.empty(4096, np.uint32)

@@ -10,7 +10,7 @@ import threading
 
 from .errors import BackendError, ErrorStatus, register_result_codes
 
-__all__ = ["ffi", "function_index", "lib", "vulkan"]
+__all__ = ["ffi", "function_index", "lib", "success_counts", "vulkan"]
 
 try:
     from ._vulkan import ffi, lib
@@ -55,3 +55,9 @@ def function_index(name: str) -> int:
         raise BackendError(ErrorStatus.InvalidArgument, f"{name} is not a Vulkan function vkbackend calls")
     return index
 
+
+
+def success_counts() -> dict[str, int]:
+    """How many calls of each declared Vulkan function have succeeded in this process (the native wrappers count
+    them), by name: creates less destroys is the number of live objects."""
+    return {ffi.string(lib.vkb_function_name(i)).decode(): lib.vkb_success_count(i) for i in range(lib.vkb_function_count())}

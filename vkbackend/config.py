@@ -19,7 +19,8 @@ class VulkanConfig:
     ``robust_buffer_access``: enable the device's bounds-checked buffer access (``None``: ``VKBACKEND_ROBUST``, default
     on; see docs/reliability.md for its measured cost). ``push_descriptors``: use ``VK_KHR_push_descriptor`` where the
     device has it (off forces the descriptor-pool path). ``window_launches``: launches recorded into one command
-    buffer at most. ``staging_chunk_bytes``/``staging_slots``: the transfer staging ring. ``sync_timeout_s``: the
+    buffer at most. ``staging_buffer_bytes``/``staging_buffers``: the size and number of the staging buffers that
+    transfers stream through (0 bytes: 32 MiB on a GPU, 8 MiB elsewhere). ``sync_timeout_s``: the
     deadline of every wait on the GPU (``VKBACKEND_SYNC_TIMEOUT_S``, default 300). ``switch_interval_s``: the
     interpreter's GIL switch interval is lowered to this when a device opens (``VKBACKEND_SWITCH_INTERVAL_S``,
     default 0.0002; 0 leaves it alone), because the worker must win the GIL back after every wait on the GPU while the
@@ -33,8 +34,8 @@ class VulkanConfig:
     robust_buffer_access: bool | None = None
     push_descriptors: bool = True
     window_launches: int = 8192
-    staging_chunk_bytes: int = 0
-    staging_slots: int = 4
+    staging_buffer_bytes: int = 0
+    staging_buffers: int = 4
     copy_threads: int = 0
     sync_timeout_s: float | None = None
     switch_interval_s: float | None = None
@@ -47,8 +48,8 @@ class VulkanConfig:
             _bad("robust_buffer_access", self.robust_buffer_access, "None, True or False")
         if not isinstance(self.push_descriptors, bool):
             _bad("push_descriptors", self.push_descriptors, "True or False")
-        for name, low, high in (("window_launches", 1, 1 << 20), ("staging_chunk_bytes", 0, 1 << 40),
-                                ("staging_slots", 2, 1024), ("copy_threads", 0, 256)):
+        for name, low, high in (("window_launches", 1, 1 << 20), ("staging_buffer_bytes", 0, 1 << 40),
+                                ("staging_buffers", 2, 1024), ("copy_threads", 0, 256)):
             value = getattr(self, name)
             if not _is_int(value) or not low <= value <= high:
                 _bad(name, value, f"an int from {low} to {high}")

@@ -1,82 +1,41 @@
-"""DeviceContext: what every unit of one device shares, passed as one object instead of twenty arguments."""
+"""DeviceContext: the handles, limits and error state of one device, which every unit of it shares.
+
+Errors found on the worker are kept as the pending error (the first since the last sync point) and raised by the
+next sync point; a lost device is sticky and makes every later call fail fast. ``usable`` is the one flag the launch
+fast path reads: false while the device is closed, lost, inherited by a forked child, or while the worker holds
+launches back (``set_busy``, see worker.py).
+"""
 from __future__ import annotations
 
-import functools
-import itertools
-import queue
+import os
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 
 from .config import VulkanConfig
-from .discovery import DeviceHandles, DeviceInfo
+from .discovery import DeviceHandles, DeviceInfo, fork_message
 from .errors import BackendError, ErrorStatus
-
-# Buffer and program ids come from one process-wide counter, so no id is ever reused: not across close() and
-# devices() again, not between devices, not between buffers and programs. A stale id names nothing. They are odd
-# integers above 2**53, which no float and no bool can equal: the launch fast path finds ids with a dict lookup, so
-# 1.0 or True can never pass for an id there, and junk always falls to the slow path that explains it.
-next_id = itertools.count(2**53 + 1, 2).__next__
-
-class Signal:
-    """A flag that one side sets and a waiter takes (each set wakes one waiter, which takes it).
-
-    Not threading.Event: its methods run Python code while holding the lock of its Condition, and a KeyboardInterrupt
-    landing there leaves that lock held, so that the worker's next set() blocks forever. This is a SimpleQueue, and
-    ``set`` is a C-level partial of its put: no Python frame, so an interrupt lands before or after a set, never in it.
-    """
-
-    __slots__ = ("_queue", "set")
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self.set = functools.partial(self._queue.put, None)
-
-    def clear(self) -> None:
-        """Take every set not yet taken."""
-        while not self._queue.empty():
-            self._queue.get()
-
-    def take(self, timeout_s: float | None = None) -> bool:
-        """Wait up to ``timeout_s`` (None: for ever) for a set and take it; False when none came."""
-        try:
-            self._queue.get(timeout=timeout_s)
-            return True
-        except queue.Empty:
-            return False
-
-
-# How often a caller waiting on the worker, a copy or a staging buffer looks at whether its device was closed: close()
-# wakes every waiter within this, with the closed error rather than a timeout at the deadline.
-WAKE_S = 0.05
+from .wakeup import WAKE_S, Signal
 
 
 @dataclass(eq=False)
 class DeviceContext:
-    """Handles, limits and the device's error state.
-
-    Errors found on the worker are kept as ``pending_error`` (the first since the last sync point) and raised by the
-    next sync point; a lost device is sticky and makes every later call fail fast.
-    """
+    """Handles, limits and the device's error state."""
 
     ffi: object
     lib: object
     handles: DeviceHandles
     config: VulkanConfig
-    slots: object                       # vkb_slot_table*: buffer slots that launch records name
+    slots: object                       # vkb_slot_table*: the buffer table the pool writes and the recorder reads
     sync_timeout_s: float               # the deadline of every wait on the GPU, resolved once when the device opens
-    worker: object = None               # worker.Worker, set once started
     pending_error: BackendError | None = None
     lost: BackendError | None = None
     closed: bool = False
     forked: bool = False                # this process was forked from the one that opened the device
     abandoned: bool = False             # closed while its GPU work still ran: its objects are never destroyed
-    usable: bool = True                 # False once lost, closed, forked or throttled: the launch fast path checks only this
-    # Back-pressure (see worker.py): while throttled, launching callers wait; while watched (the worker is inside a
-    # call, such as a pipeline creation, and takes nothing from its queue), they check the queue's length.
-    throttled: bool = False
-    watched: bool = False
-    room: Signal = field(default_factory=lambda: Signal())  # set when the throttle lifts
+    usable: bool = True                 # see the module's docstring
+    _busy: bool = False
     error_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -96,7 +55,7 @@ class DeviceContext:
         with self.error_lock:
             if error.status is ErrorStatus.DeviceLost and self.lost is None:
                 self.lost = error
-                self.usable = False
+                self._update_usable()
             if self.pending_error is None:
                 self.pending_error = error
 
@@ -112,9 +71,36 @@ class DeviceContext:
             if error is not None:
                 raise error
 
+    def mark_closed(self) -> None:
+        """The device is closing: every later call fails with the closed error."""
+        with self.error_lock:  # usable must never come back on: set_busy recomputes it under this lock
+            self.closed = True
+            self._update_usable()
+
+    def __post_init__(self) -> None:
+        _contexts.add(self)
+
+    def set_busy(self, busy: bool) -> None:
+        """The worker's gate: while busy, launches take the slow path (``Worker.admit``)."""
+        with self.error_lock:
+            self._busy = busy
+            self._update_usable()
+
+    def _update_usable(self) -> None:
+        self.usable = not (self._busy or self.closed or self.forked or self.lost is not None)
+
     def closed_error(self) -> BackendError:
         """The error for a call on, or a wait cut short by, a closed device."""
         return BackendError(ErrorStatus.InvalidArgument, f"{self.info.name} is closed; open it again with vkbackend.devices()")
+
+    def ensure_usable(self) -> None:
+        """Fail fast on a closed, lost or inherited (forked) device."""
+        if self.forked:
+            raise BackendError(ErrorStatus.InvalidArgument, fork_message(self.info.name))
+        if self.closed:
+            raise self.closed_error()
+        if self.lost is not None:
+            raise BackendError(ErrorStatus.DeviceLost, f"{self.info.name} was lost ({self.lost.context}); close it")
 
     def wait(self, signal: Signal, timeout_s: float, what: str) -> None:
         """Take ``signal``; ``KernelSync`` saying ``what`` did not happen within ``timeout_s``, and the closed error
@@ -126,50 +112,16 @@ class DeviceContext:
             if time.monotonic() >= deadline:
                 raise BackendError(ErrorStatus.KernelSync, f"{what} within {timeout_s:.1f} s (VKBACKEND_SYNC_TIMEOUT_S)")
 
-    def admit(self) -> None:
-        """The launch slow path, taken when ``usable`` is false: fail on a closed, lost or forked device; while the
-        worker is far behind (throttled), wait until it has caught up, within the sync deadline."""
-        self.ensure_usable()
-        if self.watched and not self.throttled and len(self.worker.queue) > self.worker.queue_high:
-            self.set_throttled(True)
-        if not self.throttled:
-            return
-        deadline = time.monotonic() + self.sync_timeout_s
-        while self.throttled:
-            if self.room.take(WAKE_S):
-                self.room.set()  # pass the wake-up on to the next launching thread
-            self.ensure_usable()
-            if self.throttled and time.monotonic() >= deadline:
-                raise BackendError(ErrorStatus.KernelSync,
-                                   f"the launch queue of {self.info.name} did not drain within {self.sync_timeout_s:.1f} s "
-                                   "(VKBACKEND_SYNC_TIMEOUT_S): the GPU is far behind and made no progress")
 
-    def set_throttled(self, on: bool) -> None:
-        """The back-pressure switch: launching callers wait while it is on."""
-        with self.error_lock:  # usable must never come back on for a device that closed or was lost meanwhile
-            if on and not self.throttled:
-                self.room.clear()
-                self.worker.submitter.stats["throttled"] += 1
-            self.throttled = on
-            self._update_usable()
-        if not on:
-            self.room.set()
+_contexts: "weakref.WeakSet[DeviceContext]" = weakref.WeakSet()
 
-    def set_watched(self, on: bool) -> None:
-        """On while the worker is inside a call: launching callers then check the queue's length themselves."""
-        with self.error_lock:
-            self.watched = on
-            self._update_usable()
 
-    def _update_usable(self) -> None:
-        self.usable = not (self.throttled or self.watched or self.closed or self.forked or self.lost is not None)
+def _after_fork_in_child() -> None:
+    """In a forked child every device of the parent is the parent's: every call on it fails with a clear error. No
+    lock is taken (a parent's thread may have held it at the fork)."""
+    for ctx in list(_contexts):
+        ctx.forked = True
+        ctx.usable = False
 
-    def ensure_usable(self) -> None:
-        """Fail fast on a closed, lost or inherited (forked) device."""
-        if self.forked:
-            from .discovery import fork_message  # discovery imports this module
-            raise BackendError(ErrorStatus.InvalidArgument, fork_message(self.info.name))
-        if self.closed:
-            raise self.closed_error()
-        if self.lost is not None:
-            raise BackendError(ErrorStatus.DeviceLost, f"{self.info.name} was lost ({self.lost.context}); close it")
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

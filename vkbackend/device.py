@@ -1,4 +1,9 @@
-"""Device: the public face of one GPU (info, memory pool, compile, launch, timed launch, sync, close)."""
+"""Device: the public face of one GPU (info, memory pool, compile, launch, timed launch, graphs, sync, close).
+
+A device is made of units that each own their state (docs/architecture.md): the program table and cache
+(programs.py), the submitter (submit.py), the worker thread (worker.py) and the memory pool (memory/), which share
+the handles and error state of a DeviceContext (context.py). The worker is handed to the units that queue work.
+"""
 from __future__ import annotations
 
 import logging
@@ -8,14 +13,15 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from ._ffi import vulkan
+from . import records
+from ._ffi import success_counts, vulkan
 from .config import VulkanConfig
 from .context import DeviceContext
 from .discovery import DeviceInfo, Instance, PhysicalDevice, create_device, query_physical_devices
 from .errors import NO_DEVICE_HINT, BackendError, ErrorStatus
 from .graph import Launch, LaunchGraph
 from .memory import MemoryPool
-from .programs import ProgramCache
+from .programs import Program, ProgramCache, ProgramTable
 from .spirv import ProgramInfo
 from .submit import BatchSubmitter
 from .types import DeviceStats, Grid, Scalar
@@ -34,7 +40,7 @@ LIVE_OBJECT_CALLS = {
 
 
 class GridArg:
-    """A grid entry taken from scalar argument ``index`` of the launch (the original's GwsDim).
+    """A grid entry taken from scalar argument ``index`` of the launch (a kernel whose grid a variable sets).
 
     Its value is checked against the device's limits when the launch is recorded; an out-of-range value surfaces as
     ``KernelLaunch`` at the next sync point.
@@ -59,23 +65,26 @@ class Device:
         if 0 < interval < sys.getswitchinterval():  # only ever lowered: see VulkanConfig.switch_interval_s
             sys.setswitchinterval(interval)
         handles = create_device(physical, config)
-        self._ctx = ctx = DeviceContext(ffi, lib, handles, config, lib.vkb_slots_new(), timeout_s)
+        slots = lib.vkb_slots_new()
+        self._ctx = ctx = DeviceContext(ffi, lib, handles, config, slots, timeout_s)
         self.index = physical.index
         made = []  # what to undo if opening fails part way
         try:
-            self._programs = ProgramCache(ctx)
-            made.append(self._programs.destroy)
-            self._submitter = BatchSubmitter(ctx, self._programs)
+            if slots == ffi.NULL:
+                raise BackendError(ErrorStatus.MemoryAllocation, "out of host memory for the buffer table")
+            table = ProgramTable(ffi)
+            self._submitter = BatchSubmitter(ctx, table)
             made.append(self._submitter.destroy)
-            ctx.worker = self._worker = Worker(ctx, self._submitter)
+            self._worker = Worker(ctx, self._submitter)
             made.append(self._worker.stop)
-            self._worker.call(self._programs.open_pipeline_cache)
-            self._pool = MemoryPool(ctx)
+            self._programs = ProgramCache(ctx, self._worker, table)
+            made.insert(len(made) - 1, self._programs.destroy)  # undone once the worker has stopped
+            self._pool = MemoryPool(ctx, self._worker)
         except BaseException:
             for undo in reversed(made):
                 undo()
             lib.vkDestroyDevice(ctx.device, ffi.NULL)
-            lib.vkb_slots_delete(ctx.slots)
+            lib.vkb_slots_delete(slots)
             raise
         self._close_lock = threading.Lock()
         # The launch fast path reads these directly: a few attribute lookups and an append.
@@ -100,6 +109,11 @@ class Device:
         """The device's buffers."""
         return self._pool
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self._ctx.closed
+
     # ----- programs -----------------------------------------------------------------------------------------------
     def compile(self, spirv: bytes, entry_point: str = "main", robust: bool = True) -> int:
         """Compile SPIR-V into a program id; the same SPIR-V and entry point return the cached program.
@@ -112,10 +126,13 @@ class Device:
         prog = self._programs.compile(spirv, entry_point, robust)
         if prog not in self._packers:
             program = self._programs.get(prog)
-            self._graph_packers[prog] = program.make_packer(self._slot_of, self._max_grid, self._ctx, None)
-            self._packers[prog] = program.make_packer(self._slot_of, self._max_grid, self._ctx,
-                                                                       self._queue.append)
+            self._graph_packers[prog] = self._packer(program, None)
+            self._packers[prog] = self._packer(program, self._queue.append)
         return prog
+
+    def _packer(self, program: Program, append):
+        return records.dispatch_packer(program.name, program.index, program.info, program.record_format,
+                                       self._slot_of, self._max_grid, self._ctx, append)
 
     def program_info(self, prog: int) -> ProgramInfo:
         """The interface reflected from the program's SPIR-V (local size, storage buffers, push constants)."""
@@ -126,10 +143,11 @@ class Device:
         nothing: the program is the parent's."""
         if self._ctx.forked:
             return
-        self._programs.release(prog)
-        if prog not in self._programs.programs:
+        name = self._programs.get(prog).name
+        if self._programs.release(prog):
             self._packers.pop(prog, None)
             self._graph_packers.pop(prog, None)
+            records.forget_packer(name)
 
     # ----- launches -----------------------------------------------------------------------------------------------
     def launch(self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar] = (), grid: Grid = (1, 1, 1)) -> None:
@@ -151,23 +169,23 @@ class Device:
     def graph(self, launches: Sequence[Launch | None]) -> LaunchGraph:
         """A :class:`LaunchGraph` of ``(program, buffers, scalars, grid)`` launches, each checked as ``launch`` checks
         it, that ``graph.launch()`` queues again in one call (for a framework's JIT replay)."""
-        return LaunchGraph(self, launches)
+        return LaunchGraph(self._record, self._enqueue, self._run_timed, self._pool, lambda: self._ctx.closed, launches)
 
     def _record(self, prog: int, buffers: Sequence[int], scalars: Sequence, grid: Sequence) -> bytes:
-        """One launch checked and packed for the recorder, not queued (a graph packs once and queues many times)."""
+        """One launch checked and packed, not queued (a graph packs once and queues many times)."""
         try:
             return self._graph_packers[prog](buffers, scalars, grid)
         except (KeyError, ValueError, TypeError, OverflowError, struct.error):
             return self._pack(prog, buffers, scalars, grid)
 
-    def _enqueue(self, records: bytes) -> None:
+    def _enqueue(self, window: bytes) -> None:
         """Queue packed records for the worker; returns at once."""
         if not self._ctx.usable:  # closed, lost, forked, or the worker far behind: explain, or wait for room
-            self._ctx.admit()
-        self._worker.put(records)
+            self._worker.admit()
+        self._worker.put(window)
 
     def _pack(self, prog, buffers, scalars, grid) -> bytes:
-        """Check a launch and pack it into one record for the recorder (csrc/recorder.c)."""
+        """The launch slow path: check a launch, explaining what is wrong, and pack its record."""
         for name, seq in (("buffers", buffers), ("scalars", scalars)):
             if not _is_sequence(seq):  # a set would bind in hash order
                 raise BackendError(ErrorStatus.InvalidArgument,
@@ -181,26 +199,26 @@ class Device:
             raise self._count_error(p, buffers, scalars)
         gx, gy, gz = self._resolve_grid(grid, scalars)
         try:
-            record = p.record.pack(0, p.slot, gx, gy, gz, *slots, *scalars)
+            record = p.record_format.pack(records.DISPATCH, p.index, gx, gy, gz, *slots, *scalars)
         except (struct.error, OverflowError) as error:
             # numpy scalars without __index__/__float__ of the right kind (np.bool_ for a bool member): their .item()
             plain = [s.item() if hasattr(s, "item") else s for s in scalars]
             try:
-                record = p.record.pack(0, p.slot, gx, gy, gz, *slots, *plain)
+                record = p.record_format.pack(records.DISPATCH, p.index, gx, gy, gz, *slots, *plain)
             except (struct.error, OverflowError):
                 raise self._scalar_error(p, scalars, error) from None
         if not self._ctx.usable:  # closed, lost, forked, or the worker far behind: explain, or wait for room
-            self._ctx.admit()
+            self._worker.admit()
         return record
 
     def launch_timed(self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar] = (), grid: Grid = (1, 1, 1)) -> int:
         """Run one launch alone and return its GPU time in nanoseconds (a sync point)."""
         return self._run_timed(self._pack(prog, buffers, scalars, grid))
 
-    def _run_timed(self, records: bytes) -> int:
+    def _run_timed(self, window: bytes) -> int:
         """Run packed records alone between two timestamps; GPU nanoseconds (a sync point)."""
         self._ctx.ensure_usable()
-        ns = self._worker.call(self._submitter.timed, records, self._ctx.sync_timeout_ns)
+        ns = self._worker.timed(window)
         self._ctx.raise_pending()
         return ns
 
@@ -234,7 +252,7 @@ class Device:
                                 f"launch: program {prog!r} is not a live program of {self.info.name} (never compiled, or released)")
         for b in buffers if isinstance(buffers, Sequence) else ():
             if not _has(self._slot_of, b):
-                if _has(self._pool._entries, b):
+                if self._pool.is_live(b):
                     return BackendError(ErrorStatus.InvalidArgument,
                                         f"launch: buffer {b} is larger than maxStorageBufferRange "
                                         f"({self.info.max_storage_buffer_range}); bind views of it instead")
@@ -264,12 +282,13 @@ class Device:
         self._worker.sync()
 
     def stats(self) -> DeviceStats:
-        """Counters: batches, dispatches, barriers and copies submitted; this pool's usage; and the Vulkan objects
-        alive in the process, from the native layer's count of successful create and destroy calls."""
-        ffi, lib = self._ctx.ffi, self._ctx.lib
-        calls = {ffi.string(lib.vkb_function_name(i)).decode(): lib.vkb_success_count(i) for i in range(lib.VKB_FN_COUNT)}
+        """Counters: batches, dispatches, barriers and copies submitted, and how often launches were throttled; this
+        pool's usage; and the Vulkan objects alive in the process, from the native layer's count of successful create
+        and destroy calls."""
+        calls = success_counts()
         live = {kind: calls[create] - calls[destroy] for kind, (create, destroy) in LIVE_OBJECT_CALLS.items()}
-        return {**self._submitter.stats, "pool": self._pool.stats(), "live_objects": live}
+        return {**self._submitter.stats, "throttled": self._worker.throttle_count, "pool": self._pool.stats(),
+                "live_objects": live}
 
     def close(self) -> None:
         """Wait for queued work, destroy everything and save the pipeline cache. Idempotent.
@@ -282,16 +301,14 @@ class Device:
             ctx = self._ctx
             if ctx.closed:
                 return
-            with ctx.error_lock:  # see DeviceContext.set_throttled
-                ctx.closed = True
-                ctx.usable = False
+            ctx.mark_closed()
             ffi, lib = ctx.ffi, ctx.lib
             self._forget()
             if ctx.forked:  # the objects are the parent's, and this process has no worker thread
                 return
             # Threads waiting on this device notice the close within WAKE_S and raise the closed error; one copying
             # through the staging ring finishes that copy first, and the ring stays mapped until it has.
-            if not (self._worker.stop() and self._pool.wait_transfers(ctx.sync_timeout_s)):
+            if not (self._worker.stop() and self._pool.transfers.wait_finished(ctx.sync_timeout_s)):
                 ctx.abandoned = True
                 if Instance._current is not None:
                     Instance._current.abandoned.append(self)
@@ -301,6 +318,7 @@ class Device:
                 return
             # Every batch has completed, so this returns at once; on a lost device Vulkan guarantees it returns
             # (VK_ERROR_DEVICE_LOST), and where the loss was only reported it keeps us from destroying what is in use.
+            # Its result is not an error here: a lost device is closed all the same.
             lib.vkDeviceWaitIdle(ctx.device)
             self._programs.destroy()
             self._submitter.destroy()
@@ -359,7 +377,7 @@ def devices(config: VulkanConfig | None = None) -> list[Device]:
     physicals = query_physical_devices()
     wanted = range(len(physicals)) if config.device_ids is None else config.device_ids
     with _open_lock:
-        out = []  # before the loop: a with block that opens with a loop can lose its lock to Ctrl-C (memory.py)
+        out = []  # before the loop: a with block that opens with a loop can lose its lock to Ctrl-C (memory/pool.py)
         for index in wanted:
             if not isinstance(index, int) or not 0 <= index < len(physicals):
                 raise BackendError(ErrorStatus.InvalidArgument,

@@ -26,7 +26,9 @@ WANTED_FEATURES = {
                  "shaderFloat16", "shaderInt8", "timelineSemaphore", "vulkanMemoryModel",
                  "vulkanMemoryModelDeviceScope", "shaderBufferInt64Atomics", "shaderSharedInt64Atomics"),
 }
-DEVICE_TYPES = {0: "other", 1: "integrated_gpu", 2: "discrete_gpu", 3: "virtual_gpu", 4: "cpu"}
+DEVICE_TYPES = {"VK_PHYSICAL_DEVICE_TYPE_OTHER": "other", "VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU": "integrated_gpu",
+                "VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU": "discrete_gpu", "VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU": "virtual_gpu",
+                "VK_PHYSICAL_DEVICE_TYPE_CPU": "cpu"}
 
 
 @dataclass(frozen=True)
@@ -153,8 +155,13 @@ class Instance:
         check(lib.vkCreateInstance(info, ffi.NULL, out), "vkCreateInstance", ErrorStatus.Initialization)
         self.handle = out[0]
         self.api_version = api
-        missing = lib.vkb_load_instance_functions(self.handle)
-        log.debug("instance %s created (%d optional functions absent)", version_string(api), missing)
+        names = ffi.new("char[]", 4096)
+        if lib.vkb_load_instance_functions(self.handle, names, 4096):
+            lib.vkDestroyInstance(self.handle, ffi.NULL)
+            raise BackendError(ErrorStatus.Initialization,
+                               f"the Vulkan loader lacks functions vkbackend needs: {ffi.string(names).decode()}; "
+                               "update libvulkan1 (the loader) and the driver")
+        log.debug("instance %s created", version_string(api))
         self.messenger = None
         if self.validation:
             messenger = ffi.new("VkDebugUtilsMessengerEXT*")
@@ -198,14 +205,12 @@ def fork_message(what: str) -> str:
 
 
 def _after_fork_in_child() -> None:
-    """Make every device of the parent unusable here, with a clear error, and leave Vulkan to the parent."""
+    """Leave Vulkan to the parent: devices() refuses to start it afresh here (context.py makes the parent's devices
+    unusable)."""
     instance = Instance._current
     if instance is None:
         return
     Instance.forked_from = instance.pid
-    for device in instance.devices + instance.abandoned:
-        device._ctx.forked = True
-        device._ctx.usable = False
     # The driver's C exit handlers would act on the parent's threads (csrc/fork.c); Python's own still run.
     vulkan()[1].vkb_skip_inherited_exit_handlers()
 
@@ -232,7 +237,6 @@ class PhysicalDevice:
     properties: object       # VkPhysicalDeviceProperties2 (cdata, kept alive here)
     vulkan11: object
     push_props: object
-    host_props: object
     features: object         # the queried VkPhysicalDeviceFeatures2 chain
     vulkan11_features: object
     vulkan12_features: object
@@ -252,14 +256,11 @@ def query_physical_devices() -> list[PhysicalDevice]:
         props = ffi.new("VkPhysicalDeviceProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2})
         v11 = ffi.new("VkPhysicalDeviceVulkan11Properties*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES})
         push = ffi.new("VkPhysicalDevicePushDescriptorPropertiesKHR*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR})
-        host = ffi.new("VkPhysicalDeviceExternalMemoryHostPropertiesEXT*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT})
         exts = frozenset(ffi.string(e.extensionName).decode() for e in
                          _enumerate(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties", raw, ffi.NULL))
         chain = [v11]
         if "VK_KHR_push_descriptor" in exts:
             chain.append(push)
-        if "VK_EXT_external_memory_host" in exts:
-            chain.append(host)
         _link(props, chain)
         lib.vkGetPhysicalDeviceProperties2(raw, props)
         name = ffi.string(props.properties.deviceName).decode()
@@ -274,14 +275,7 @@ def query_physical_devices() -> list[PhysicalDevice]:
             continue
         # Prefer a family with timestamps, and among those the first (usually the universal queue).
         family = next((i for i in compute if families[i].timestampValidBits), compute[0])
-        feats = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2})
-        f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES})
-        f12 = ffi.new("VkPhysicalDeviceVulkan12Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
-        r2 = ffi.new("VkPhysicalDeviceRobustness2FeaturesEXT*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT})
-        pr = ffi.new("VkPhysicalDevicePipelineRobustnessFeaturesEXT*",
-                     {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT})
-        _link(feats, [f11, f12] + ([r2] if "VK_EXT_robustness2" in exts else [])
-              + ([pr] if "VK_EXT_pipeline_robustness" in exts else []))
+        feats, f11, f12, r2, pr = _feature_chain("VK_EXT_robustness2" in exts, "VK_EXT_pipeline_robustness" in exts)
         lib.vkGetPhysicalDeviceFeatures2(raw, feats)
         mem = ffi.new("VkPhysicalDeviceMemoryProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2})
         lib.vkGetPhysicalDeviceMemoryProperties2(raw, mem)
@@ -289,12 +283,25 @@ def query_physical_devices() -> list[PhysicalDevice]:
         found.append(PhysicalDevice(
             index=len(found), handle=raw, queue_family=family, timestamp_bits=families[family].timestampValidBits,
             properties=props, vulkan11=v11, push_props=push if "VK_KHR_push_descriptor" in exts else None,
-            host_props=host if "VK_EXT_external_memory_host" in exts else None,
             features=feats, vulkan11_features=f11, vulkan12_features=f12, robustness2_features=r2,
             pipeline_robustness_features=pr, extensions=exts,
             memory_types=[(mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex) for i in range(mp.memoryTypeCount)],
             heaps=[(mp.memoryHeaps[i].size, mp.memoryHeaps[i].flags) for i in range(mp.memoryHeapCount)]))
     return found
+
+
+def _feature_chain(robustness2: bool, pipeline_robustness: bool) -> tuple:
+    """Zeroed feature structs chained from a VkPhysicalDeviceFeatures2, to query (the extensions' structs only where
+    the device has the extension) or to enable: ``(head, vulkan11, vulkan12, robustness2, pipeline_robustness)``."""
+    ffi, lib = vulkan()
+    feats = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2})
+    f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES})
+    f12 = ffi.new("VkPhysicalDeviceVulkan12Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
+    r2 = ffi.new("VkPhysicalDeviceRobustness2FeaturesEXT*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT})
+    pr = ffi.new("VkPhysicalDevicePipelineRobustnessFeaturesEXT*",
+                 {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT})
+    _link(feats, [f11, f12] + ([r2] if robustness2 else []) + ([pr] if pipeline_robustness else []))
+    return feats, f11, f12, r2, pr
 
 
 def _link(head, chain) -> None:
@@ -362,13 +369,7 @@ def create_device(physical: PhysicalDevice, config: VulkanConfig) -> DeviceHandl
     per_pipeline = robust and bool(physical.pipeline_robustness_features.pipelineRobustness)
     if not per_pipeline and "VK_EXT_pipeline_robustness" in enabled_exts:
         enabled_exts.remove("VK_EXT_pipeline_robustness")
-    feats = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2})
-    f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES})
-    f12 = ffi.new("VkPhysicalDeviceVulkan12Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
-    r2 = ffi.new("VkPhysicalDeviceRobustness2FeaturesEXT*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT})
-    pr = ffi.new("VkPhysicalDevicePipelineRobustnessFeaturesEXT*",
-                 {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT})
-    _link(feats, [f11, f12] + ([r2] if robust2 else []) + ([pr] if per_pipeline else []))
+    feats, f11, f12, r2, pr = _feature_chain(robust2, per_pipeline)
     enabled: set[str] = set()
     for group, dst, src in (("features", feats.features, physical.features.features),
                             ("vulkan11", f11, physical.vulkan11_features), ("vulkan12", f12, physical.vulkan12_features)):
@@ -420,7 +421,7 @@ def describe(physical: PhysicalDevice, exts: frozenset[str], features: frozenset
         max_buffers = min(max_buffers, physical.push_props.maxPushDescriptors)
     return DeviceInfo(
         name=ffi.string(p.deviceName).decode(), vendor_id=p.vendorID, device_id=p.deviceID,
-        device_type=DEVICE_TYPES.get(p.deviceType, "other"), api_version=version_string(p.apiVersion),
+        device_type=next((kind for name, kind in DEVICE_TYPES.items() if getattr(lib, name) == p.deviceType), "other"), api_version=version_string(p.apiVersion),
         driver_version=p.driverVersion,
         max_global_work_dims=tuple(limits.maxComputeWorkGroupCount[i] for i in range(3)),
         max_local_work_dims=tuple(limits.maxComputeWorkGroupSize[i] for i in range(3)),

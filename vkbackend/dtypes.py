@@ -44,7 +44,7 @@ _INT_ONLY = frozenset({"mod", "bitwise"})
 def dtype_capabilities(features: frozenset[str]) -> dict[DType, frozenset[str]]:
     """Which operations the device supports per type, from the enabled feature names (see discovery.py).
 
-    The rules are the original backend's: float64 without transcendentals (drivers crash or return garbage), bfloat16
+    The rules: float64 without transcendentals (drivers crash or return garbage), bfloat16
     off until shaders handle it, float16 only with shaderFloat16 and 16-bit storage, int64 only with shaderInt64, int8
     and int16 only with their storage features. An empty set means the type is unsupported.
     """

@@ -1,7 +1,8 @@
 """Typed errors, and the one place that turns a ``VkResult`` into one.
 
-Every Vulkan call that returns a ``VkResult`` goes through :func:`check`; nothing else maps results, so a newcomer
-looking for "what happens when the driver says no" finds it here.
+Every Vulkan call that returns a ``VkResult`` goes through :func:`check` (or, where the error is kept for a later
+sync point rather than raised, :func:`vk_error`); nothing else maps results, so a newcomer looking for "what happens
+when the driver says no" finds it here.
 """
 from __future__ import annotations
 
@@ -206,17 +207,21 @@ def result_name(result: int) -> str:
 
 
 def check(result: int, what: str, status: ErrorStatus | None = None) -> None:
-    """Raise a :class:`BackendError` unless ``result`` is ``VK_SUCCESS`` (0).
+    """Raise :func:`vk_error` of ``result`` unless it is ``VK_SUCCESS`` (0)."""
+    if result != 0:
+        raise vk_error(result, what, status)
+
+
+def vk_error(result: int, what: str, status: ErrorStatus | None = None) -> BackendError:
+    """The typed error for a failed ``result``: the one place a ``VkResult`` becomes an exception.
 
     ``what`` names the call (its first word: the function) and what it was for; ``status`` overrides the status for
     failures where the caller knows better (a ``VK_ERROR_OUT_OF_DEVICE_MEMORY`` from pipeline creation is still a
     compilation failure to the user), except that a lost device always reports ``DeviceLost``. Where the function and
     result say what to do (no driver, no device), the message says it too.
     """
-    if result == 0:
-        return
     name, mapped = _by_value.get(result, (f"VkResult({result})", ErrorStatus.KernelLaunch))
     if status is not None and mapped is not ErrorStatus.DeviceLost:
         mapped = status
     hint = _HINTS.get((what.split(" ", 1)[0], name))
-    raise BackendError(mapped, f"{what} failed with {name}" + (f": {hint}" if hint else ""))
+    return BackendError(mapped, f"{what} failed with {name}" + (f": {hint}" if hint else ""))

@@ -12,14 +12,14 @@ is skipped and reported as ``KernelLaunch`` at the next sync point.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .errors import BackendError, ErrorStatus
 from .types import Grid, Scalar
 
 if TYPE_CHECKING:
-    from .device import Device
+    from .memory import MemoryPool
 
 Launch = tuple[int, Sequence[int], Sequence[Scalar], Grid]   # (program, buffers, scalars, grid), as Device.launch takes
 
@@ -31,8 +31,12 @@ class LaunchGraph:
     kernel whose grid is empty until a variable is bound).
     """
 
-    def __init__(self, device: "Device", launches: Sequence[Launch | None]) -> None:
-        self._device = device
+    def __init__(self, pack_launch: Callable[..., bytes], enqueue: Callable[[bytes], None], run_timed: Callable[[bytes], int],
+                 pool: "MemoryPool", closed: Callable[[], bool], launches: Sequence[Launch | None]) -> None:
+        # What the device lends its graphs: its launch checker and packer, its queue, its timed runs, its buffers, and
+        # whether it is closed.
+        self._pack_launch, self._enqueue, self._run_timed = pack_launch, enqueue, run_timed
+        self._pool, self._device_closed = pool, closed
         self._records: list[bytes] | None = []
         self._held: list[tuple[int, ...]] = []   # per launch, the buffer ids it holds a reference on
         self._blob: bytes | None = None          # the joined records, rebuilt after an update
@@ -58,13 +62,13 @@ class LaunchGraph:
         except (TypeError, ValueError):
             raise BackendError(ErrorStatus.InvalidArgument,
                                f"a LaunchGraph launch is (program, buffers, scalars, grid) or None, got {launch!r}") from None
-        record = self._device._record(prog, buffers, scalars, grid)
+        record = self._pack_launch(prog, buffers, scalars, grid)
         if held and tuple(buffers) == held:
             return record, held
         return record, self._hold(buffers)
 
     def _hold(self, buffers: Sequence[int]) -> tuple[int, ...]:
-        pool = self._device.memory_pool
+        pool = self._pool
         held: list[int] = []
         try:
             for buf in buffers:
@@ -103,21 +107,20 @@ class LaunchGraph:
         """Queue every launch of the graph, in order; returns at once (errors surface at the next sync point)."""
         records = self._joined()
         if records:  # a graph of placeholders only queues nothing (an empty item would submit an empty batch)
-            self._device._enqueue(records)
+            self._enqueue(records)
 
     def launch_timed(self) -> int:
         """Run the graph alone and return its GPU time in nanoseconds (a sync point)."""
-        return self._device._run_timed(self._joined())
+        return self._run_timed(self._joined())
 
     def _release(self, buffers: tuple[int, ...]) -> None:
-        pool = self._device.memory_pool
         for buf in buffers:
-            pool.release(buf)
+            self._pool.release(buf)
 
     def close(self) -> None:
         """Drop the graph's buffer references. Idempotent; also done when the graph is collected."""
         held, self._held, self._records, self._blob = self._held, [], None, None
-        if not held or self._device._ctx.closed:
+        if not held or self._device_closed():
             return
         for buffers in held:
             self._release(buffers)

@@ -1,19 +1,26 @@
 """BatchSubmitter: the window of pending records, one command buffer and one fence per batch, and reaping.
 
-The worker appends packed records (see Device.launch and MemoryPool) to ``window``; ``flush`` hands the whole window
-to the C recorder in one call, which also decides the barriers (csrc/recorder.c), and submits it. Command buffers,
-fences and descriptor pools are recycled when their batch's fence signals; nothing has a fixed capacity.
+The worker moves launch records from its queue into the window (``take_records``) and adds copies and completions;
+``submit`` hands the whole window to the C recorder in one call (csrc/recorder.c), which also decides the barriers,
+and submits it. Command buffers, fences and descriptor pools are recycled when their batch's fence signals; nothing
+has a fixed capacity. Everything here runs on the device's worker thread.
 """
 from __future__ import annotations
 
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 
+from . import records
 from .context import DeviceContext
-from .errors import BackendError, ErrorStatus, check, result_name
+from .descriptors import DescriptorSets
+from .errors import BackendError, ErrorStatus, check, vk_error
+from .programs import ProgramTable
 
 log = logging.getLogger("vkbackend")
+
+__all__ = ["BatchSubmitter"]
 
 _RECORD_ERRORS = {1: "its grid is outside 1..maxComputeWorkGroupCount per axis", 2: "the program was released",
                   3: "a buffer was released before the launch ran", 4: "a malformed record"}
@@ -34,9 +41,9 @@ class Batch:
 class BatchSubmitter:
     """Records and submits windows of work for one device's queue. Used only by that device's worker."""
 
-    def __init__(self, ctx: DeviceContext, programs) -> None:
+    def __init__(self, ctx: DeviceContext, table: ProgramTable) -> None:
         self.ctx = ctx
-        self.programs = programs
+        self._table = table
         ffi, lib = ctx.ffi, ctx.lib
         info = ctx.info
         pool_info = ffi.new("VkCommandPoolCreateInfo*", {
@@ -45,46 +52,89 @@ class BatchSubmitter:
             "queueFamilyIndex": ctx.handles.physical.queue_family})
         pool = ffi.new("VkCommandPool*")
         check(lib.vkCreateCommandPool(ctx.device, pool_info, ffi.NULL, pool), "vkCreateCommandPool", ErrorStatus.Initialization)
-        self.command_pool = pool[0]
-        self.query_pool = ffi.NULL
+        self._command_pool = pool[0]
+        self._query_pool = ffi.NULL
         if info.timestamps:
             qinfo = ffi.new("VkQueryPoolCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                                        "queryType": lib.VK_QUERY_TYPE_TIMESTAMP, "queryCount": 2})
             qp = ffi.new("VkQueryPool*")
             result = lib.vkCreateQueryPool(ctx.device, qinfo, ffi.NULL, qp)
             if result != 0:
-                lib.vkDestroyCommandPool(ctx.device, self.command_pool, ffi.NULL)
+                lib.vkDestroyCommandPool(ctx.device, self._command_pool, ffi.NULL)
                 check(result, "vkCreateQueryPool", ErrorStatus.Initialization)
-            self.query_pool = qp[0]
-        self.window: list[bytes] = []
-        self.window_callbacks: list = []
-        self.window_free_bytes = 0   # device memory the window's completions give back (see Worker.defer)
-        self.in_flight: deque[Batch] = deque()
-        self.abandoned: list[Batch] = []  # given up on (device lost, deadline at close): destroyed with the rest
-        self.spare: list[Batch] = []
-        self.spare_descriptor_pools: list = []
-        self.descriptor_pool_sets = 1024
+            self._query_pool = qp[0]
+        self._records: list[bytes] = []      # the window: records not yet submitted, in order
+        self._callbacks: list[Callable] = []  # what runs once the window's batch completes
+        self._free_bytes = 0                  # device memory those completions give back
+        self.window_limit = max(1, ctx.config.window_launches)
+        self._in_flight: deque[Batch] = deque()
+        self._abandoned: list[Batch] = []    # given up on (device lost, deadline at close): destroyed with the rest
+        self._spare: list[Batch] = []
+        self._descriptors = None if info.push_descriptors else DescriptorSets(ctx)
         self.submitted = 0      # serial of the last submitted batch
         self.completed = 0      # serial of the last completed batch
-        self.window_limit = max(1, ctx.config.window_launches)
-        self.push_descriptors = info.push_descriptors
         self._window = ffi.new("vkb_window*")
         self._window.device = ctx.device
-        self._window.query_pool = self.query_pool
+        self._window.query_pool = self._query_pool
         self._window.slots = ctx.slots
         self._window.epoch = 1
         for axis in range(3):
             self._window.max_groups[axis] = info.max_global_work_dims[axis]
         self._fence_ptr = ffi.new("VkFence*")
-        self.stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0, "throttled": 0}
+        self.stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0}
 
-    # ----- batches ----------------------------------------------------------------------------------------------
+    # ----- the window ---------------------------------------------------------------------------------------------
+    def take_records(self, queue: deque) -> bool:
+        """Move launch records (``bytes``) from the head of ``queue`` into the window, until the window is full or the
+        head is something else. True when the window is full."""
+        window, limit = self._records, self.window_limit
+        while queue and queue[0].__class__ is bytes:
+            window.append(queue.popleft())
+            if len(window) >= limit:
+                return True
+        return False
+
+    def add_copy(self, record: bytes, on_done: Callable | None) -> bool:
+        """Add a copy record, and ``on_done`` to run once it has completed on the GPU. True when the window is full."""
+        self._records.append(record)
+        if on_done is not None:
+            self._callbacks.append(on_done)
+        return len(self._records) >= self.window_limit
+
+    def after_queued(self, fn: Callable, nbytes: int = 0) -> int:
+        """Run ``fn`` once all work added so far has completed: with the window's batch, else with the last batch in
+        flight, else now. ``nbytes`` is the device memory it gives back; returns what the window holds back so."""
+        if self._records or self._callbacks:
+            self._callbacks.append(fn)
+            self._free_bytes += nbytes
+            return self._free_bytes
+        if self._in_flight:
+            self._in_flight[-1].callbacks.append(fn)
+        else:
+            self._run([fn])
+        return 0
+
+    @property
+    def pending(self) -> bool:
+        """Whether the window holds anything to submit."""
+        return bool(self._records or self._callbacks)
+
+    @property
+    def window_records(self) -> int:
+        return len(self._records)
+
+    @property
+    def in_flight(self) -> int:
+        """How many submitted batches have not completed."""
+        return len(self._in_flight)
+
+    # ----- batches ------------------------------------------------------------------------------------------------
     def _new_batch(self) -> Batch:
-        if self.spare:
-            return self.spare.pop()
+        if self._spare:
+            return self._spare.pop()
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
         alloc = ffi.new("VkCommandBufferAllocateInfo*", {
-            "sType": lib.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self.command_pool,
+            "sType": lib.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self._command_pool,
             "level": lib.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1})
         cmd = ffi.new("VkCommandBuffer*")
         check(lib.vkAllocateCommandBuffers(dev, alloc, cmd), "vkAllocateCommandBuffers", ErrorStatus.MemoryAllocation)
@@ -92,19 +142,19 @@ class BatchSubmitter:
         finfo = ffi.new("VkFenceCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
         result = lib.vkCreateFence(dev, finfo, ffi.NULL, fence)
         if result != 0:
-            lib.vkFreeCommandBuffers(dev, self.command_pool, 1, cmd)
+            lib.vkFreeCommandBuffers(dev, self._command_pool, 1, cmd)
             check(result, "vkCreateFence", ErrorStatus.MemoryAllocation)
         return Batch(cmd[0], fence[0])
 
-    def flush(self) -> None:
+    def submit(self) -> None:
         """Record the window into one command buffer and submit it with one fence."""
-        if not self.window and not self.window_callbacks:
+        if not self._records and not self._callbacks:
             return
         ctx = self.ctx
         ffi, lib = ctx.ffi, ctx.lib
-        records, self.window = self.window, []
-        callbacks, self.window_callbacks = self.window_callbacks, []
-        self.window_free_bytes = 0
+        window, self._records = self._records, []
+        callbacks, self._callbacks = self._callbacks, []
+        self._free_bytes = 0
         if ctx.lost is not None:
             self._run(callbacks)
             return
@@ -114,41 +164,41 @@ class BatchSubmitter:
             ctx.fail(error)
             self._unsubmitted(callbacks)
             return
-        words = b"".join(records)
+        words = b"".join(window)
         w = self._window
         w.cmd = batch.cmd
         w.words = ffi.cast("const uint32_t*", ffi.from_buffer(words))
         w.n_words = len(words) // 4
-        w.programs = self.programs.table
-        w.n_programs = self.programs.capacity
-        w.batch = self.submitted + 1
-        keep_sets = None
+        w.programs = self._table.array
+        w.n_programs = self._table.capacity
         w.sets, w.n_sets = ffi.NULL, 0
         try:
-            if not self.push_descriptors:
-                keep_sets = self._descriptor_sets(records, batch)
-                if keep_sets is not None:
-                    w.sets, w.n_sets = keep_sets, len(keep_sets)
+            sets = self._descriptor_sets(batch) if self._descriptors is not None else None
+            if sets is not None:
+                w.sets, w.n_sets = sets, len(sets)
             t0 = time.perf_counter_ns()
             result = lib.vkb_submit_window(w, ctx.handles.queue, batch.fence)
             self.stats["submit_ns"] += time.perf_counter_ns() - t0
             if w.n_errors:
                 ctx.fail(BackendError(ErrorStatus.KernelLaunch,
-                                      f"{w.n_errors} launch(es) skipped; the first, of program {self.programs.name(w.error_program)}, "
+                                      f"{w.n_errors} launch(es) skipped; the first, of {self._table.name(w.error_program)}, "
                                       f"because {_RECORD_ERRORS.get(w.error_code, 'of an unknown error')}"))
             check(result, f"recording and submitting {w.n_dispatches} dispatches", ErrorStatus.KernelLaunch)
         except Exception as error:  # whatever it was, waiters must be released and the error must reach a sync point
             ctx.fail(error if isinstance(error, BackendError)
                      else BackendError(ErrorStatus.KernelLaunch, f"submitting a window failed: {error!r}"))
-            lib.vkResetCommandBuffer(batch.cmd, 0)
+            if lib.vkResetCommandBuffer(batch.cmd, 0) != 0:  # keep it out of reuse: it may hold the failed recording
+                self._abandoned.append(batch)
+                self._unsubmitted(callbacks)
+                return
             self._recycle_descriptor_pools(batch)
-            self.spare.append(batch)
+            self._spare.append(batch)
             self._unsubmitted(callbacks)  # the error reaches the next sync point
             return
         self.submitted += 1
         batch.serial = self.submitted
         batch.callbacks = callbacks
-        self.in_flight.append(batch)
+        self._in_flight.append(batch)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("batch %d: %d dispatches, %d copies, %d barriers", batch.serial, w.n_dispatches, w.n_copies,
                       w.n_barriers)
@@ -158,87 +208,41 @@ class BatchSubmitter:
         st["barriers"] += w.n_barriers
         st["copies"] += w.n_copies
 
-    def _descriptor_sets(self, records: list[bytes], batch: Batch):
-        """Without push descriptors: one descriptor set per dispatch, from pools that grow and are reset on reuse."""
-        ffi, lib, ctx = self.ctx.ffi, self.ctx.lib, self.ctx
-        layouts = []
-        for rec in records:
-            if rec[0] == lib.VKB_RECORD_DISPATCH and len(rec) >= 8:
-                layouts.append(self.programs.set_layout(int.from_bytes(rec[4:8], "little")))
-        if not layouts:
+    def _descriptor_sets(self, batch: Batch):
+        """Without push descriptors: a set per dispatch of the window, in order (None when it has no dispatch)."""
+        ffi, lib, w = self.ctx.ffi, self.ctx.lib, self._window
+        count = lib.vkb_window_set_layouts(w, ffi.NULL, 0)
+        if not count:
             return None
-        sets = ffi.new("VkDescriptorSet[]", len(layouts))
-        done = 0
-        while done < len(layouts):
-            pool = batch.descriptor_pools[-1][0] if batch.descriptor_pools else self._descriptor_pool(batch)
-            n = len(layouts) - done
-            layout_arr = ffi.new("VkDescriptorSetLayout[]", layouts[done:])
-            info = ffi.new("VkDescriptorSetAllocateInfo*", {
-                "sType": lib.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": pool,
-                "descriptorSetCount": n, "pSetLayouts": layout_arr})
-            result = lib.vkAllocateDescriptorSets(ctx.device, info, sets + done)
-            if result == 0:
-                done += n
-                continue
-            if n > 1:  # the pool is too small for all at once: take what fits one by one, then grow
-                for i in range(n):
-                    info.descriptorSetCount = 1
-                    info.pSetLayouts = layout_arr + i
-                    if lib.vkAllocateDescriptorSets(ctx.device, info, sets + done) != 0:
-                        break
-                    done += 1
-            if done < len(layouts):
-                self.descriptor_pool_sets *= 2
-                self._descriptor_pool(batch)
-        return sets
-
-    def _descriptor_pool(self, batch: Batch):
-        """A pool for at least ``descriptor_pool_sets`` sets: a reset spare one, else a new one."""
-        ffi, lib, ctx = self.ctx.ffi, self.ctx.lib, self.ctx
-        n = self.descriptor_pool_sets
-        fitting = [i for i, (_, sets) in enumerate(self.spare_descriptor_pools) if sets >= n]
-        if fitting:
-            pool, n = self.spare_descriptor_pools.pop(fitting[0])
-        else:
-            size = ffi.new("VkDescriptorPoolSize*", {"type": lib.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                     "descriptorCount": n * ctx.info.max_storage_buffers})
-            info = ffi.new("VkDescriptorPoolCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                                                           "maxSets": n, "poolSizeCount": 1, "pPoolSizes": size})
-            out = ffi.new("VkDescriptorPool*")
-            check(lib.vkCreateDescriptorPool(ctx.device, info, ffi.NULL, out), "vkCreateDescriptorPool",
-                  ErrorStatus.MemoryAllocation)
-            pool = out[0]
-        batch.descriptor_pools.append((pool, n))
-        return pool
+        layouts = ffi.new("VkDescriptorSetLayout[]", count)
+        lib.vkb_window_set_layouts(w, layouts, count)
+        return self._descriptors.allocate(layouts, count, batch.descriptor_pools)
 
     def _recycle_descriptor_pools(self, batch: Batch) -> None:
-        for pool, n in batch.descriptor_pools:
-            self.ctx.lib.vkResetDescriptorPool(self.ctx.device, pool, 0)
-            self.spare_descriptor_pools.append((pool, n))
-        self.spare_descriptor_pools.sort(key=lambda p: p[1])
-        batch.descriptor_pools = []
+        if self._descriptors is not None:
+            self._descriptors.recycle(batch.descriptor_pools)
 
     # ----- completion ---------------------------------------------------------------------------------------------
     def _complete(self, batch: Batch) -> None:
-        self.in_flight.popleft()
+        self._in_flight.popleft()
         lib = self.ctx.lib
         self._fence_ptr[0] = batch.fence
         result = lib.vkResetFences(self.ctx.device, 1, self._fence_ptr)
         if result != 0:
-            self.ctx.fail(BackendError(ErrorStatus.KernelSync, f"vkResetFences failed with {result_name(result)}"))
+            self.ctx.fail(vk_error(result, "vkResetFences", ErrorStatus.KernelSync))
         self._recycle_descriptor_pools(batch)
         self.completed = batch.serial
         callbacks, batch.callbacks = batch.callbacks, []
         # A fence that could not be reset is still signalled: submitting with it again is invalid (it crashes the
         # validation layer), so its batch is set aside and destroyed at close instead of reused.
-        (self.spare if result == 0 else self.abandoned).append(batch)
+        (self._spare if result == 0 else self._abandoned).append(batch)
         self._run(callbacks)
 
     def _unsubmitted(self, callbacks: list) -> None:
         """Completions of a window that was never submitted. They may free buffers that earlier batches still use, so
         they wait for the last batch in flight; with none in flight they run now."""
-        if self.in_flight and self.ctx.lost is None:
-            self.in_flight[-1].callbacks.extend(callbacks)
+        if self._in_flight and self.ctx.lost is None:
+            self._in_flight[-1].callbacks.extend(callbacks)
         else:
             self._run(callbacks)
 
@@ -251,29 +255,29 @@ class BatchSubmitter:
 
     def _fence_failed(self, result: int, what: str) -> None:
         """A fence query failed: a lost device is sticky and releases every waiter; other failures are kept."""
-        status = ErrorStatus.DeviceLost if result == self.ctx.lib.VK_ERROR_DEVICE_LOST else ErrorStatus.KernelSync
-        self.ctx.fail(BackendError(status, f"{what} failed with {result_name(result)}"))
-        if status is ErrorStatus.DeviceLost:
+        error = vk_error(result, what, ErrorStatus.KernelSync)
+        self.ctx.fail(error)
+        if error.status is ErrorStatus.DeviceLost:
             self.abandon()
 
     def abandon(self) -> None:
         """The device is gone: run every pending completion so no thread waits forever."""
-        while self.in_flight:
-            batch = self.in_flight.popleft()
-            self.abandoned.append(batch)
+        while self._in_flight:
+            batch = self._in_flight.popleft()
+            self._abandoned.append(batch)
             self._run(batch.callbacks)
             batch.callbacks = []
-        self._run(self.window_callbacks)
-        self.window_callbacks = []
-        self.window = []
+        self._run(self._callbacks)
+        self._callbacks = []
+        self._records = []
 
     def reap(self) -> None:
         """Complete every batch whose fence has signalled, without waiting."""
         lib, dev = self.ctx.lib, self.ctx.device
-        while self.in_flight:
-            result = lib.vkGetFenceStatus(dev, self.in_flight[0].fence)
+        while self._in_flight:
+            result = lib.vkGetFenceStatus(dev, self._in_flight[0].fence)
             if result == 0:
-                self._complete(self.in_flight[0])
+                self._complete(self._in_flight[0])
             elif result == lib.VK_NOT_READY:
                 return
             else:
@@ -285,7 +289,7 @@ class BatchSubmitter:
 
         The wait polls in C (csrc/fence.c): a blocking vkWaitForFences can oversleep by milliseconds."""
         lib = self.ctx.lib
-        batch = self.in_flight[0]
+        batch = self._in_flight[0]
         result = lib.vkb_wait_fence(self.ctx.device, batch.fence, timeout_ns)
         if result == 0:
             self._complete(batch)
@@ -297,9 +301,9 @@ class BatchSubmitter:
 
     def drain(self, timeout_ns: int) -> None:
         """Submit the window and wait for every batch; a batch that outlives the deadline raises KernelSync."""
-        self.flush()
+        self.submit()
         deadline = time.monotonic_ns() + timeout_ns
-        while self.in_flight:
+        while self._in_flight:
             left = deadline - time.monotonic_ns()
             # The wait gets the whole time left, so a VK_TIMEOUT from it means the deadline has passed.
             result = self.wait_oldest(left) if left > 0 else self.ctx.lib.VK_TIMEOUT
@@ -312,22 +316,21 @@ class BatchSubmitter:
                                    f"GPU work on {self.ctx.info.name} did not finish within "
                                    f"{timeout_ns / 1e9:.1f} s (VKBACKEND_SYNC_TIMEOUT_S); it may still be running")
 
-    def timed(self, records: bytes, timeout_ns: int) -> int:
+    def timed(self, window: bytes, timeout_ns: int) -> int:
         """Run packed records alone between two timestamps; GPU nanoseconds (wall clock without timestamps)."""
         lib, ffi = self.ctx.lib, self.ctx.ffi
         self.drain(timeout_ns)
         if not self.ctx.info.timestamps:
             start = time.perf_counter_ns()
-            self.window.append(records)
+            self._records.append(window)
             self.drain(timeout_ns)
             return time.perf_counter_ns() - start
-        q = lib.VKB_RECORD_RESET_QUERIES, lib.VKB_RECORD_TIMESTAMP
-        self.window += [_words(q[0], 0, 2), _words(q[1], 0), records, _words(q[1], 1)]
+        self._records += [records.reset_queries(0, 2), records.timestamp(0), window, records.timestamp(1)]
         self.drain(timeout_ns)
         if self.ctx.lost is not None:
             return 0
         stamps = ffi.new("uint64_t[2]")
-        check(lib.vkGetQueryPoolResults(self.ctx.device, self.query_pool, 0, 2, 16, stamps, 8,
+        check(lib.vkGetQueryPoolResults(self.ctx.device, self._query_pool, 0, 2, 16, stamps, 8,
                                         lib.VK_QUERY_RESULT_64_BIT | lib.VK_QUERY_RESULT_WAIT_BIT),
               "vkGetQueryPoolResults", ErrorStatus.KernelSync)
         bits = self.ctx.handles.physical.timestamp_bits
@@ -335,19 +338,15 @@ class BatchSubmitter:
         return int(ticks * self.ctx.info.timestamp_period_ns)
 
     def destroy(self) -> None:
+        """Destroy every batch, pool and fence (the device is idle)."""
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
-        for batch in self.spare + list(self.in_flight) + self.abandoned:
+        batches = self._spare + list(self._in_flight) + self._abandoned
+        for batch in batches:
             lib.vkDestroyFence(dev, batch.fence, ffi.NULL)
-            for pool, _ in batch.descriptor_pools:
-                lib.vkDestroyDescriptorPool(dev, pool, ffi.NULL)
-        for pool, _ in self.spare_descriptor_pools:
-            lib.vkDestroyDescriptorPool(dev, pool, ffi.NULL)
-        self.spare, self.spare_descriptor_pools, self.abandoned = [], [], []
-        self.in_flight.clear()
-        lib.vkDestroyCommandPool(dev, self.command_pool, ffi.NULL)
-        if self.query_pool != ffi.NULL:
-            lib.vkDestroyQueryPool(dev, self.query_pool, ffi.NULL)
-
-
-def _words(*values: int) -> bytes:
-    return b"".join(v.to_bytes(4, "little") for v in values)
+        if self._descriptors is not None:
+            self._descriptors.destroy([batch.descriptor_pools for batch in batches])
+        self._spare, self._abandoned = [], []
+        self._in_flight.clear()
+        lib.vkDestroyCommandPool(dev, self._command_pool, ffi.NULL)
+        if self._query_pool != ffi.NULL:
+            lib.vkDestroyQueryPool(dev, self._query_pool, ffi.NULL)

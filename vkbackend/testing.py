@@ -47,7 +47,7 @@ def inject(function: str, result: str, after: int = 0) -> None:
     if not isinstance(function, str):
         raise BackendError(ErrorStatus.InvalidArgument, f"inject: function must be a Vulkan function name, got {function!r}")
     index = _ffi.function_index(function)  # InvalidArgument for names vkbackend does not declare
-    if function not in _result_functions():
+    if not _ffi.lib.vkb_function_returns_result(index):
         raise BackendError(ErrorStatus.InvalidArgument,
                            f"inject: {function} returns no VkResult, so it cannot be made to fail")
     value = _result_value(result)
@@ -64,27 +64,3 @@ def clear() -> None:
 def pending() -> bool:
     """True while an injected fault is armed and has not fired."""
     return bool(_ffi.lib.vkb_fault_pending())
-
-
-_RESULT_FUNCTIONS: frozenset[str] | None = None
-
-
-def _result_functions() -> frozenset[str]:
-    """Names of the declared Vulkan functions that return VkResult (read from the cdef the module was built from)."""
-    global _RESULT_FUNCTIONS
-    if _RESULT_FUNCTIONS is None:
-        ffi = _ffi.ffi
-        names = set()
-        lib = _ffi.lib
-        for i in range(lib.VKB_FN_COUNT):
-            name = ffi.string(lib.vkb_function_name(i)).decode()
-            try:
-                ctype = ffi.typeof(getattr(lib, name))
-            except (AttributeError, TypeError):
-                continue
-            if ctype.kind == "pointer":
-                ctype = ctype.item
-            if ctype.kind == "function" and ctype.result.kind != "void":  # VkResult (an int32_t) or void
-                names.add(name)
-        _RESULT_FUNCTIONS = frozenset(names)
-    return _RESULT_FUNCTIONS

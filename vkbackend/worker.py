@@ -1,35 +1,41 @@
-"""The per-device worker thread: the only code that records, submits and waits for that device.
+"""Worker: the per-device thread, the only code that records, submits and waits for that device.
 
 Callers append to a deque (thread-safe without a lock): launch records as ``bytes`` (the fast path), everything else
-as small tuples. The worker drains the deque in bulk into the submitter's window and submits when the window is full,
-when a sync point or a copy needs it, and when its queue runs empty while the GPU is idle, so a lone launch starts at
-once. Every wait happens inside a C call or on a lock, with the GIL released.
+as small tuples. The worker moves launch records in bulk into the submitter's window and submits when the window is
+full, when a sync point or a copy someone waits on needs it, and when its queue runs empty while the GPU is idle, so
+a lone launch starts at once. Every wait happens inside a C call or on a lock, with the GIL released.
+
+Back-pressure is the worker's too. A full window is submitted only while fewer than MAX_IN_FLIGHT batches run,
+which bounds the driver's command memory; the records meanwhile wait in the queue, and past QUEUE_HIGH of them
+(about 10 MiB) the launching threads wait (``admit``) until the worker has taken the queue down to QUEUE_LOW. The
+worker looks at the queue after each full window; while it takes nothing from it for long (waiting for room on the
+GPU, or inside a call such as a pipeline creation), launching threads look themselves. Launching stays one append:
+the fast path reads only ``ctx.usable``, which both states turn off (``DeviceContext.set_busy``).
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 
 from .config import validation_enabled
-from .context import DeviceContext, Signal
+from .context import DeviceContext
 from .errors import BackendError, ErrorStatus
+from .submit import BatchSubmitter
+from .wakeup import WAKE_S, Signal
 
 log = logging.getLogger("vkbackend")
 
-_COPY, _DEFER, _CALL, _FLUSH, _STOP = range(5)
+__all__ = ["Worker"]
+
+_COPY, _DEFER, _CALL, _STOP = range(4)
 MIN_QUEUED_WINDOW = 256       # launches worth a submit while another batch runs
 MAX_EARLY_IN_FLIGHT = 2       # an early submit (before the GPU is idle) queues at most this many batches
 BUSY_POLL_NS = 200_000        # while the GPU runs and callers feed us: how long one fence wait may block
 FREE_FLUSH_BYTES = 64 << 20   # released memory a window may hold back before it is submitted
 IDLE_WAIT_NS = 1_000_000      # nothing queued but batches in flight: the longest a new item waits for us
 STOP_GRACE_S = 10.0           # stop(): how much longer than the deadline the thread may take to end
-# Back-pressure. A full window is submitted only while fewer than MAX_IN_FLIGHT batches run, which bounds the
-# driver's command memory; the records meanwhile wait in the queue, and past QUEUE_HIGH of them (about 10 MiB) the
-# launching threads wait (DeviceContext.admit) until the worker has taken the queue down to QUEUE_LOW. The worker
-# looks at the queue after each full window; while it takes nothing from it for long (waiting for room on the GPU,
-# or inside a call such as a pipeline creation), the launching threads look themselves. Launching stays one append:
-# the fast path only reads ctx.usable, which both turn off.
 MAX_IN_FLIGHT = 4
 QUEUE_HIGH = 1 << 16
 QUEUE_LOW = 1 << 14
@@ -49,18 +55,28 @@ class Future:
 class Worker:
     """One thread per device, fed by ``queue``."""
 
-    def __init__(self, ctx: DeviceContext, submitter) -> None:
+    def __init__(self, ctx: DeviceContext, submitter: BatchSubmitter) -> None:
         self.ctx = ctx
-        self.submitter = submitter
+        self._submitter = submitter
         self.queue: deque = deque()
         self.wake = Signal()
-        self.idle = False
+        self.idle = False           # asleep with nothing queued, recorded or running; the waker clears it
         self.queue_high, self.queue_low = QUEUE_HIGH, QUEUE_LOW
-        self.finished = False  # set by the thread as it ends: every batch completed (or the device was lost)
+        self.throttled = False      # launching threads wait (admit) until the queue is down to queue_low
+        self._watched = False       # the worker takes nothing from its queue for now: launchers check its length
+        self._room = Signal()       # set when the throttle lifts
+        self._gate = threading.Lock()  # the two flags change together with ctx.usable (from the worker or a launcher)
+        self.throttle_count = 0
+        self.finished = False       # set by the thread as it ends: every batch completed (or the device was lost)
         self.thread = threading.Thread(target=self._run, name=f"vkbackend-worker:{ctx.info.name}", daemon=True)
         self.thread.start()
 
     # ----- called from any thread ---------------------------------------------------------------------------------
+    @property
+    def quiet(self) -> bool:
+        """Nothing queued, recorded or running on the GPU."""
+        return self.idle and not self.queue
+
     def put(self, item) -> None:
         """Queue an item and wake the worker if it sleeps."""
         self.queue.append(item)
@@ -68,9 +84,10 @@ class Worker:
             self.idle = False
             self.wake.set()  # no call between these two: an interrupt cannot leave idle cleared and the worker asleep
 
-    def copy(self, record: bytes, on_done, flush: bool = False) -> None:
-        """Queue a copy record; ``on_done`` runs on the worker once the copy has completed on the GPU."""
-        self.put((_COPY, record, on_done, flush))
+    def queue_copy(self, record: bytes, on_done, submit: bool = False) -> None:
+        """Queue a copy record; ``on_done`` runs on the worker once the copy has completed on the GPU. With ``submit``
+        the window is submitted at once (someone waits for the copy)."""
+        self.put((_COPY, record, on_done, submit))
 
     def defer(self, fn, nbytes: int = 0, wake: bool = True) -> None:
         """Run ``fn`` on the worker once all work queued before it has completed on the GPU.
@@ -102,8 +119,12 @@ class Worker:
         """Wait for a copy to complete, within the sync deadline."""
         self.ctx.wait(ticket, self.ctx.sync_timeout_s, f"a copy on {self.ctx.info.name} did not complete")
 
+    def drain(self) -> None:
+        """Submit everything queued and wait for the GPU to finish it, within the sync deadline (no error check)."""
+        self.call(self._submitter.drain, self.ctx.sync_timeout_ns)
+
     def sync(self) -> None:
-        """A sync point: wait for every queued launch and copy, then raise the first asynchronous error."""
+        """A sync point: drain, then raise the first asynchronous error since the last sync point."""
         self.drain()
         if log.isEnabledFor(logging.DEBUG) and validation_enabled():
             from .discovery import validation_messages  # only with VKBACKEND_DEBUG=1 and VKBACKEND_VALIDATION=1
@@ -111,6 +132,29 @@ class Worker:
             if messages:
                 log.debug("validation layer:\n%s", messages)
         self.ctx.raise_pending()
+
+    def timed(self, window: bytes) -> int:
+        """Run packed records alone between two timestamps and return their GPU time in nanoseconds."""
+        return self.call(self._submitter.timed, window, self.ctx.sync_timeout_ns)
+
+    def admit(self) -> None:
+        """The launch slow path, taken while ``ctx.usable`` is false: fail on a closed, lost or forked device; while
+        the worker is far behind (throttled), wait until it has caught up, within the sync deadline."""
+        ctx = self.ctx
+        ctx.ensure_usable()
+        if self._watched and not self.throttled and len(self.queue) > self.queue_high:
+            self._set_throttled(True)
+        if not self.throttled:
+            return
+        deadline = time.monotonic() + ctx.sync_timeout_s
+        while self.throttled:
+            if self._room.take(WAKE_S):
+                self._room.set()  # pass the wake-up on to the next launching thread
+            ctx.ensure_usable()
+            if self.throttled and time.monotonic() >= deadline:
+                raise BackendError(ErrorStatus.KernelSync,
+                                   f"the launch queue of {ctx.info.name} did not drain within {ctx.sync_timeout_s:.1f} s "
+                                   "(VKBACKEND_SYNC_TIMEOUT_S): the GPU is far behind and made no progress")
 
     def stop(self) -> bool:
         """Finish queued work within the sync deadline, then end the thread.
@@ -125,43 +169,48 @@ class Worker:
             self.thread.join(self.ctx.sync_timeout_s + STOP_GRACE_S)
         return self.finished and not self.thread.is_alive()
 
-    # ----- the thread ---------------------------------------------------------------------------------------------
-    def drain(self) -> None:
-        """Submit everything queued and wait for the GPU to finish it, within the sync deadline (no error check)."""
-        self.call(self.submitter.drain, self.ctx.sync_timeout_ns)
+    # ----- back-pressure ------------------------------------------------------------------------------------------
+    def _set_throttled(self, on: bool) -> None:
+        with self._gate:
+            if on and not self.throttled:
+                self._room.clear()
+                self.throttle_count += 1
+            self.throttled = on
+            self.ctx.set_busy(self.throttled or self._watched)
+        if not on:
+            self._room.set()
 
+    def _set_watched(self, on: bool) -> None:
+        with self._gate:
+            self._watched = on
+            self.ctx.set_busy(self.throttled or self._watched)
+
+    # ----- the thread ---------------------------------------------------------------------------------------------
     def _run(self) -> None:
-        q, sub = self.queue, self.submitter
-        window = sub.window
+        q, sub = self.queue, self._submitter
         while True:
             if q:
                 try:
                     while q:
-                        item = q.popleft()
-                        if item.__class__ is bytes:
-                            window.append(item)
-                            if len(window) >= sub.window_limit:
-                                self._flush_full()
-                                window = sub.window
-                        elif self._handle(item):
+                        if q[0].__class__ is bytes:
+                            if sub.take_records(q):
+                                self._submit_full()
+                        elif self._handle(q.popleft()):
                             self._shutdown()
                             return
-                        window = sub.window
                 except Exception as error:  # keep the thread alive whatever happens; report at the next sync
                     log.exception("vkbackend worker error")
                     self.ctx.fail(error if isinstance(error, BackendError)
                                   else BackendError(ErrorStatus.KernelLaunch, f"worker error: {error!r}"))
-                    window = sub.window
                 continue
             try:
                 sub.reap()
-                if window or sub.window_callbacks:
+                if sub.pending:
                     # Submit at once when the GPU is idle (a lone launch starts now); while it is busy, keep one more
                     # batch queued behind the running one once the window is worth a submit, so the GPU never waits
                     # for us to notice its fence and record the next window.
-                    if not sub.in_flight or (len(sub.in_flight) < MAX_EARLY_IN_FLIGHT and len(window) >= MIN_QUEUED_WINDOW):
-                        sub.flush()
-                        window = sub.window
+                    if not sub.in_flight or (sub.in_flight < MAX_EARLY_IN_FLIGHT and sub.window_records >= MIN_QUEUED_WINDOW):
+                        sub.submit()
                     else:
                         sub.wait_oldest(BUSY_POLL_NS)
                     continue
@@ -173,10 +222,9 @@ class Worker:
                 self.ctx.fail(error if isinstance(error, BackendError)
                               else BackendError(ErrorStatus.KernelSync, f"worker error: {error!r}"))
                 sub.abandon()
-                window = sub.window
                 continue
-            if self.ctx.throttled:
-                self.ctx.set_throttled(False)
+            if self.throttled:
+                self._set_throttled(False)
             self.idle = True
             if not q:
                 self.wake.take()
@@ -184,67 +232,57 @@ class Worker:
             self.idle = False
 
     def _handle(self, item: tuple) -> bool:
-        """One non-launch item; True when the worker should stop."""
+        """One item other than a launch record; True when the worker should stop."""
         kind = item[0]
-        sub = self.submitter
+        sub = self._submitter
         if kind == _COPY:
-            _, record, on_done, flush = item
-            sub.window.append(record)
-            if on_done is not None:
-                sub.window_callbacks.append(on_done)
-            if flush:
-                sub.flush()
-            elif len(sub.window) >= sub.window_limit:
-                self._flush_full()
+            _, record, on_done, submit = item
+            if sub.add_copy(record, on_done) and not submit:
+                self._submit_full()
+            elif submit:
+                sub.submit()
         elif kind == _DEFER:
             _, fn, nbytes = item
-            if sub.window or sub.window_callbacks:
-                sub.window_callbacks.append(fn)
-                sub.window_free_bytes += nbytes
-                if sub.window_free_bytes >= FREE_FLUSH_BYTES and len(sub.in_flight) < MAX_EARLY_IN_FLIGHT:
-                    sub.flush()
-            elif sub.in_flight:
-                sub.in_flight[-1].callbacks.append(fn)
-            else:
-                sub._run([fn])
+            if sub.after_queued(fn, nbytes) >= FREE_FLUSH_BYTES and sub.in_flight < MAX_EARLY_IN_FLIGHT:
+                sub.submit()
         elif kind == _CALL:
             _, fn, args, future = item
-            self.ctx.set_watched(True)  # the queue is not drained meanwhile (a pipeline creation takes milliseconds)
+            self._set_watched(True)  # the queue is not drained meanwhile (a pipeline creation takes milliseconds)
             try:
                 future.value = fn(*args)
             except BaseException as error:  # handed to the caller, who raises it
                 future.error = error
             finally:
-                self.ctx.set_watched(False)
+                self._set_watched(False)
             future.event.set()
         elif kind == _STOP:
             return True
         return False
 
-    def _flush_full(self) -> None:
+    def _submit_full(self) -> None:
         """Submit a full window once fewer than MAX_IN_FLIGHT batches run; throttle the launching threads while the
-        queue is past QUEUE_HIGH, and lift the throttle once it is down to QUEUE_LOW."""
-        sub, ctx, q = self.submitter, self.ctx, self.queue
-        if len(sub.in_flight) >= MAX_IN_FLIGHT:
-            ctx.set_watched(True)  # waiting here for the GPU, the worker takes nothing from the queue
+        queue is past queue_high, and lift the throttle once it is down to queue_low."""
+        sub, ctx, q = self._submitter, self.ctx, self.queue
+        if sub.in_flight >= MAX_IN_FLIGHT:
+            self._set_watched(True)  # waiting here for the GPU, the worker takes nothing from the queue
             try:
-                while len(sub.in_flight) >= MAX_IN_FLIGHT and ctx.lost is None and not ctx.closed:
+                while sub.in_flight >= MAX_IN_FLIGHT and ctx.lost is None and not ctx.closed:
                     sub.wait_oldest(BUSY_POLL_NS)
-                sub.flush()
+                sub.submit()
             finally:
-                ctx.set_watched(False)
+                self._set_watched(False)
         else:
-            sub.flush()
-        if len(q) > self.queue_high and not ctx.throttled and not ctx.closed:
-            ctx.set_throttled(True)
-        elif ctx.throttled and len(q) <= self.queue_low:
-            ctx.set_throttled(False)
+            sub.submit()
+        if len(q) > self.queue_high and not self.throttled and not ctx.closed:
+            self._set_throttled(True)
+        elif self.throttled and len(q) <= self.queue_low:
+            self._set_throttled(False)
 
     def _shutdown(self) -> None:
         try:
-            self.submitter.drain(self.ctx.sync_timeout_ns)
+            self._submitter.drain(self.ctx.sync_timeout_ns)
         except BackendError:
             if self.ctx.lost is None:  # past the deadline and still running: close() abandons the device
                 return
-            self.submitter.abandon()
+            self._submitter.abandon()
         self.finished = True

@@ -22,8 +22,9 @@ from tinygrad.device import Compiled
 from tinygrad.helpers import Context, Target
 from tinygrad.runtime.ops_null import NullAllocator, NullProgram
 
-from vkbackend.tinygrad.compiler import unpack_lib
-from vkbackend.tinygrad.renderer import DeviceCaps, VKRenderer, make_arch, parse_arch, read_meta
+from vkbackend.tinygrad.caps import DeviceCaps, make_arch, parse_arch
+from vkbackend.tinygrad.kernel_format import read_meta, unpack_lib
+from vkbackend.tinygrad.renderer import VKRenderer
 
 FULL = DeviceCaps(
     f16=True,

@@ -1,17 +1,15 @@
-/* The debug-utils callback: validation messages are appended to a bounded buffer under a mutex and counted. Python
+/* The debug-utils callback: validation messages are appended to a bounded buffer under a mutex. Python
  * (tests, VKBACKEND_DEBUG) takes them; nothing runs Python on the driver's threads. */
 #include <pthread.h>
 
 static pthread_mutex_t vkb_debug_lock = PTHREAD_MUTEX_INITIALIZER;
 static char vkb_debug_text[1 << 16];
 static size_t vkb_debug_used;
-static uint64_t vkb_debug_count;
 
 static VKAPI_ATTR VkBool32 VKAPI_CALL vkb_debug_callback(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
         VkDebugUtilsMessageTypeFlagsEXT types, const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
     (void)types; (void)user;
     pthread_mutex_lock(&vkb_debug_lock);
-    vkb_debug_count++;
     size_t room = sizeof(vkb_debug_text) - vkb_debug_used;
     if (room > 1) {
         int n = snprintf(vkb_debug_text + vkb_debug_used, room, "[%s] %s\n",
@@ -30,13 +28,6 @@ int vkb_debug_messenger_create(VkInstance instance, VkDebugUtilsMessengerEXT *me
     info.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT;
     info.pfnUserCallback = vkb_debug_callback;
     return vkCreateDebugUtilsMessengerEXT(instance, &info, NULL, messenger);
-}
-
-uint64_t vkb_debug_message_count(void) {
-    pthread_mutex_lock(&vkb_debug_lock);
-    uint64_t n = vkb_debug_count;
-    pthread_mutex_unlock(&vkb_debug_lock);
-    return n;
 }
 
 size_t vkb_debug_take_messages(char *out, size_t capacity) {

@@ -1,20 +1,50 @@
-/* Records a window of packed launch records into one command buffer: the hot loop of the backend.
+/* Records a window of records (see decl/vkb.h for their layout) into one command buffer: the hot loop of the backend.
  *
- * Records are runs of uint32 words (see vkbackend/submit.py, which writes them):
- *   DISPATCH   kind, program, gx, gy, gz, slot[n_buffers], push[push_words]
- *   COPY       kind, src slot, dst slot, src offset lo/hi, dst offset lo/hi, size lo/hi
- *   TIMESTAMP  kind, query               (top of pipe for even queries, bottom of pipe for odd ones)
- *   RESET_QUERIES kind, first, count
  * Barriers come from hazards: each root slot remembers the barrier epoch of its last read and last write; a record
  * that reads or writes something written in the current epoch, or writes something read in it, gets one global
  * memory barrier first and opens a new epoch. Independent records get none. A record that cannot run (bad grid,
- * unknown program or slot) is skipped and reported; the rest of the window still runs. */
+ * unknown slot) is skipped and reported; the rest of the window still runs. A malformed record, or a dispatch of an
+ * unknown program, ends the window: the length of what follows it cannot be known. */
 
 enum { VKB_MAX_BINDINGS = 64 };
 
 #define VKB_STAGES (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT)
 #define VKB_WRITES (VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)
 #define VKB_ACCESSES (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)
+
+/* The number of words of the record at p, and for a dispatch its program; 0 when it cannot be read, with the reason
+ * in *error (VKB_ERROR_PROGRAM: a dispatch of an unknown program, else VKB_ERROR_MALFORMED). */
+static size_t vkb_record_length(const vkb_window *w, const uint32_t *p, const vkb_program **prog, int *error) {
+    size_t left = (size_t)(w->words + w->n_words - p), n = 0;
+    *prog = NULL;
+    *error = VKB_ERROR_MALFORMED;
+    switch (p[0]) {
+    case VKB_RECORD_DISPATCH:
+        if (left < 5) return 0;
+        *prog = p[1] < w->n_programs ? w->programs[p[1]] : NULL;
+        if (!*prog || (*prog)->n_buffers > VKB_MAX_BINDINGS) { *error = VKB_ERROR_PROGRAM; return 0; }
+        n = 5 + (*prog)->n_buffers + (*prog)->push_words;
+        break;
+    case VKB_RECORD_COPY: n = 9; break;
+    case VKB_RECORD_TIMESTAMP: n = 2; break;
+    case VKB_RECORD_RESET_QUERIES: n = 3; break;
+    default: return 0;
+    }
+    return n <= left ? n : 0;
+}
+
+uint32_t vkb_window_set_layouts(const vkb_window *w, VkDescriptorSetLayout *out, uint32_t capacity) {
+    uint32_t count = 0;
+    const vkb_program *prog;
+    int error;
+    for (const uint32_t *p = w->words, *end = w->words + w->n_words; p < end;) {
+        size_t n = vkb_record_length(w, p, &prog, &error);
+        if (!n) break;
+        if (prog) { if (count < capacity) out[count] = prog->set_layout; count++; }
+        p += n;
+    }
+    return count;
+}
 
 static void vkb_barrier(vkb_window *w, VkFlags dst_stages, VkFlags dst_access) {
     VkMemoryBarrier barrier = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VKB_WRITES, dst_access};
@@ -37,110 +67,95 @@ static void vkb_order(vkb_window *w, vkb_slot *const *roots, const uint8_t *acce
     for (uint32_t i = 0; i < n; i++) {
         if (access[i] & VKB_ACCESS_READ) roots[i]->read_epoch = w->epoch;
         if (access[i] & VKB_ACCESS_WRITE) roots[i]->write_epoch = w->epoch;
-        roots[i]->last_batch = w->batch;
     }
 }
 
-static vkb_slot *vkb_root_of(vkb_window *w, vkb_slot *s) {
-    vkb_slot *root = vkb_slot_at(w->slots, s->root);
-    return root ? root : s;
+/* The slot `number` names, if it holds a buffer, and its root. */
+static vkb_slot *vkb_live_slot(vkb_window *w, uint32_t number, vkb_slot **root) {
+    vkb_slot *s = vkb_slot_at(w->slots, number);
+    if (!s || !s->buffer) return NULL;
+    vkb_slot *r = vkb_slot_at(w->slots, s->root);
+    *root = r ? r : s;
+    return s;
 }
 
-int vkb_record_window(vkb_window *w) {
-    const uint32_t *p = w->words, *end = w->words + w->n_words;
-    VkPipeline bound = NULL;
-    uint32_t set_index = 0;
+static void vkb_record_dispatch(vkb_window *w, const uint32_t *p, const vkb_program *prog, uint32_t *set_index,
+                                VkPipeline *bound) {
     VkWriteDescriptorSet writes[VKB_MAX_BINDINGS];
     VkDescriptorBufferInfo infos[VKB_MAX_BINDINGS];
     vkb_slot *roots[VKB_MAX_BINDINGS];
+    const uint32_t *slots = p + 5, *push = slots + prog->n_buffers;
+    uint32_t gx = p[2], gy = p[3], gz = p[4];
+    VkDescriptorSet set = w->sets ? w->sets[*set_index < w->n_sets ? *set_index : w->n_sets - 1] : NULL;
+    if (w->sets) (*set_index)++;  /* one set per dispatch, skipped or not */
+    if (!gx || !gy || !gz || gx > w->max_groups[0] || gy > w->max_groups[1] || gz > w->max_groups[2]) {
+        vkb_skip(w, VKB_ERROR_GRID, p[1]);
+        return;
+    }
+    for (uint32_t i = 0; i < prog->n_buffers; i++) {
+        vkb_slot *s = vkb_live_slot(w, slots[i], &roots[i]);
+        if (!s) { vkb_skip(w, VKB_ERROR_SLOT, p[1]); return; }
+        infos[i] = (VkDescriptorBufferInfo){s->buffer, s->offset, s->range};
+        writes[i] = (VkWriteDescriptorSet){VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, NULL, set, i, 0, 1,
+                                           VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, NULL, &infos[i], NULL};
+    }
+    vkb_order(w, roots, prog->access, prog->n_buffers);
+    if (prog->pipeline != *bound) {
+        vkCmdBindPipeline(w->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, prog->pipeline);
+        *bound = prog->pipeline;
+    }
+    if (prog->n_buffers && set) {
+        vkUpdateDescriptorSets(w->device, prog->n_buffers, writes, 0, NULL);
+        vkCmdBindDescriptorSets(w->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, prog->layout, 0, 1, &set, 0, NULL);
+    } else if (prog->n_buffers) {
+        vkCmdPushDescriptorSetKHR(w->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, prog->layout, 0, prog->n_buffers, writes);
+    }
+    if (prog->push_words)
+        vkCmdPushConstants(w->cmd, prog->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, prog->push_words * 4, push);
+    vkCmdDispatch(w->cmd, gx, gy, gz);
+    w->n_dispatches++;
+}
+
+static void vkb_record_copy(vkb_window *w, const uint32_t *p) {
+    static const uint8_t copy_access[2] = {VKB_ACCESS_READ, VKB_ACCESS_WRITE};
+    vkb_slot *roots[2];
+    vkb_slot *src = vkb_live_slot(w, p[1], &roots[0]), *dst = vkb_live_slot(w, p[2], &roots[1]);
+    if (!src || !dst) { vkb_skip(w, VKB_ERROR_SLOT, 0); return; }
+    vkb_order(w, roots, copy_access, 2);
+    uint64_t src_off = p[3] | ((uint64_t)p[4] << 32), dst_off = p[5] | ((uint64_t)p[6] << 32);
+    VkBufferCopy region = {src->offset + src_off, dst->offset + dst_off, p[7] | ((uint64_t)p[8] << 32)};
+    vkCmdCopyBuffer(w->cmd, src->buffer, dst->buffer, 1, &region);
+    w->n_copies++;
+}
+
+static void vkb_record_window(vkb_window *w) {
+    uint32_t set_index = 0;
+    VkPipeline bound = NULL;
+    const vkb_program *prog;
+    int error;
     w->n_dispatches = w->n_barriers = w->n_copies = w->n_errors = 0;
     w->error_code = 0; w->error_program = 0;
-
-    while (p < end) {
-        uint32_t kind = p[0];
-        if (kind == VKB_RECORD_DISPATCH) {
-            if (end - p < 5) { vkb_skip(w, VKB_ERROR_MALFORMED, 0); break; }
-            uint32_t prog_id = p[1];
-            const vkb_program *prog = prog_id < w->n_programs ? w->programs[prog_id] : NULL;
-            if (!prog || prog->n_buffers > VKB_MAX_BINDINGS) { vkb_skip(w, VKB_ERROR_PROGRAM, prog_id); break; }
-            const uint32_t *slots = p + 5, *push = slots + prog->n_buffers;
-            const uint32_t *next = push + prog->push_words;
-            if (next > end) { vkb_skip(w, VKB_ERROR_MALFORMED, prog_id); break; }
-            uint32_t gx = p[2], gy = p[3], gz = p[4];
-            p = next;
-            if (!gx || !gy || !gz || gx > w->max_groups[0] || gy > w->max_groups[1] || gz > w->max_groups[2]) {
-                vkb_skip(w, VKB_ERROR_GRID, prog_id);
-                if (w->sets) set_index++;
-                continue;
-            }
-            int bad = 0;
-            for (uint32_t i = 0; i < prog->n_buffers; i++) {
-                vkb_slot *s = vkb_slot_at(w->slots, slots[i]);
-                if (!s || !s->buffer) { bad = 1; break; }
-                s->last_batch = w->batch;
-                roots[i] = vkb_root_of(w, s);
-                infos[i] = (VkDescriptorBufferInfo){s->buffer, s->offset, s->range};
-                writes[i] = (VkWriteDescriptorSet){VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, NULL, NULL, i, 0, 1,
-                                                   VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, NULL, &infos[i], NULL};
-            }
-            if (bad) { vkb_skip(w, VKB_ERROR_SLOT, prog_id); if (w->sets) set_index++; continue; }
-            vkb_order(w, roots, prog->access, prog->n_buffers);
-            if (prog->pipeline != bound) {
-                vkCmdBindPipeline(w->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, prog->pipeline);
-                bound = prog->pipeline;
-            }
-            if (prog->n_buffers) {
-                if (w->sets) {
-                    VkDescriptorSet set = w->sets[set_index < w->n_sets ? set_index : w->n_sets - 1];
-                    for (uint32_t i = 0; i < prog->n_buffers; i++) writes[i].dstSet = set;
-                    vkUpdateDescriptorSets(w->device, prog->n_buffers, writes, 0, NULL);
-                    vkCmdBindDescriptorSets(w->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, prog->layout, 0, 1, &set, 0, NULL);
-                } else {
-                    vkCmdPushDescriptorSetKHR(w->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, prog->layout, 0, prog->n_buffers, writes);
-                }
-            }
-            if (w->sets) set_index++;
-            if (prog->push_words)
-                vkCmdPushConstants(w->cmd, prog->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, prog->push_words * 4, push);
-            vkCmdDispatch(w->cmd, gx, gy, gz);
-            w->n_dispatches++;
-        } else if (kind == VKB_RECORD_COPY) {
-            if (end - p < 9) { vkb_skip(w, VKB_ERROR_MALFORMED, 0); break; }
-            vkb_slot *src = vkb_slot_at(w->slots, p[1]), *dst = vkb_slot_at(w->slots, p[2]);
-            uint64_t src_off = p[3] | ((uint64_t)p[4] << 32), dst_off = p[5] | ((uint64_t)p[6] << 32);
-            uint64_t size = p[7] | ((uint64_t)p[8] << 32);
-            p += 9;
-            if (!src || !dst || !src->buffer || !dst->buffer) { vkb_skip(w, VKB_ERROR_SLOT, 0); continue; }
-            static const uint8_t copy_access[2] = {VKB_ACCESS_READ, VKB_ACCESS_WRITE};
-            src->last_batch = dst->last_batch = w->batch;
-            roots[0] = vkb_root_of(w, src); roots[1] = vkb_root_of(w, dst);
-            vkb_order(w, roots, copy_access, 2);
-            VkBufferCopy region = {src->offset + src_off, dst->offset + dst_off, size};
-            vkCmdCopyBuffer(w->cmd, src->buffer, dst->buffer, 1, &region);
-            w->n_copies++;
-        } else if (kind == VKB_RECORD_TIMESTAMP) {
-            if (end - p < 2) { vkb_skip(w, VKB_ERROR_MALFORMED, 0); break; }
-            uint32_t query = p[1];
-            p += 2;
-            vkCmdWriteTimestamp(w->cmd, (query & 1) ? VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT : VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
-                                w->query_pool, query);
-        } else if (kind == VKB_RECORD_RESET_QUERIES) {
-            if (end - p < 3) { vkb_skip(w, VKB_ERROR_MALFORMED, 0); break; }
-            vkCmdResetQueryPool(w->cmd, w->query_pool, p[1], p[2]);
-            p += 3;
-        } else {
-            vkb_skip(w, VKB_ERROR_MALFORMED, 0);
+    for (const uint32_t *p = w->words, *end = w->words + w->n_words; p < end;) {
+        size_t n = vkb_record_length(w, p, &prog, &error);
+        if (!n) { vkb_skip(w, error, p[0] == VKB_RECORD_DISPATCH && end - p >= 2 ? p[1] : 0); break; }
+        switch (p[0]) {
+        case VKB_RECORD_DISPATCH: vkb_record_dispatch(w, p, prog, &set_index, &bound); break;
+        case VKB_RECORD_COPY: vkb_record_copy(w, p); break;
+        case VKB_RECORD_TIMESTAMP:
+            vkCmdWriteTimestamp(w->cmd, (p[1] & 1) ? VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT : VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
+                                w->query_pool, p[1]);
             break;
+        case VKB_RECORD_RESET_QUERIES: vkCmdResetQueryPool(w->cmd, w->query_pool, p[1], p[2]); break;
         }
+        p += n;
     }
     /* Make this window's writes visible to the host, for read-backs through mapped staging memory. */
     VkMemoryBarrier to_host = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VKB_WRITES, VK_ACCESS_HOST_READ_BIT};
     vkCmdPipelineBarrier(w->cmd, VKB_STAGES, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
-    return (int)w->n_errors;
 }
 
 /* Begin, record, end and submit in one call, so the worker gives up and retakes the GIL once per window rather than
- * once per Vulkan call. Returns the first failing VkResult (the window's skipped records are in window->n_errors). */
+ * once per Vulkan call. */
 VkResult vkb_submit_window(vkb_window *w, VkQueue queue, VkFence fence) {
     VkCommandBufferBeginInfo begin = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
                                       VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};

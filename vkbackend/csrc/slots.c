@@ -29,11 +29,6 @@ int vkb_slots_set(vkb_slot_table *table, uint32_t slot, VkBuffer buffer, uint64_
     }
     vkb_slot *s = &(*chunk)[slot % VKB_SLOT_CHUNK];
     s->buffer = buffer; s->offset = offset; s->range = range; s->root = root;
-    s->read_epoch = 0; s->write_epoch = 0; s->last_batch = 0;
+    s->read_epoch = 0; s->write_epoch = 0;
     return 0;
-}
-
-uint32_t vkb_slots_last_batch(vkb_slot_table *table, uint32_t slot) {
-    vkb_slot *s = vkb_slot_at(table, slot);
-    return s ? s->last_batch : 0;
 }

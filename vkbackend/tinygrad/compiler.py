@@ -1,47 +1,21 @@
 """GLSL -> SPIR-V for tinygrad, through :func:`vkbackend.compile_glsl` (glslang).
 
-The "binary" tinygrad caches and hands to :class:`vkbackend.tinygrad.ops_vk.VKProgram` is a small container: the
-kernel's metadata (local size, bindings, number of variables), the SPIR-V of the common variant (``VK_VIEWS=0``: no
-per-binding offsets), and the GLSL source, from which the rarely needed ``VK_VIEWS=1`` variant is compiled on first use.
-
-Kernels on global ids (tinygrad's ``NOLOCALS``) take their work-group size from specialization constants 0-2;
-:func:`with_local_size` writes a size into their defaults, so one compiled module serves every size tinygrad tries.
+The compiler turns a rendered kernel into the binary of kernel_format.py. Kernels on global ids (tinygrad's
+``NOLOCALS``) take their work-group size from specialization constants 0-2; :func:`with_local_size` writes a size into
+their defaults, so one compiled module serves every size tinygrad tries.
 """
 
 from __future__ import annotations
 
-import json
 import struct
-from dataclasses import dataclass
 
 from tinygrad.device import CompileError, Compiler
 
-from vkbackend.tinygrad.renderer import read_meta
+from vkbackend.tinygrad.kernel_format import pack_lib, read_meta, unpack_lib
 
-__all__ = ["VKCompiler", "VKLib", "pack_lib", "unpack_lib", "compile_variant", "with_local_size"]
+__all__ = ["VKCompiler", "compile_variant", "with_local_size"]
 
-MAGIC = b"VKTG\x01"
 CACHE_KEY = "compile_vk_glsl_v1"
-
-
-@dataclass(frozen=True)
-class VKLib:
-    meta: dict
-    spirv: bytes
-    source: str
-
-
-def pack_lib(meta: dict, spirv: bytes, source: str) -> bytes:
-    m = json.dumps(meta, separators=(",", ":")).encode()
-    return MAGIC + struct.pack("<II", len(m), len(spirv)) + m + spirv + source.encode()
-
-
-def unpack_lib(lib: bytes) -> VKLib:
-    if not lib.startswith(MAGIC):
-        raise ValueError("not a vkbackend-tinygrad binary")
-    ml, sl = struct.unpack_from("<II", lib, len(MAGIC))
-    o = len(MAGIC) + 8
-    return VKLib(json.loads(lib[o : o + ml]), bytes(lib[o + ml : o + ml + sl]), lib[o + ml + sl :].decode())
 
 
 def compile_variant(source: str, views: bool) -> bytes:

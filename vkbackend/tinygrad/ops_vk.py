@@ -24,8 +24,10 @@ from collections.abc import Sequence
 
 from tinygrad.device import BufferSpec, Compiled, LRUAllocator, Program, TinyELF
 
-from vkbackend.tinygrad.compiler import compile_variant, unpack_lib, with_local_size
-from vkbackend.tinygrad.renderer import DeviceCaps, VKRenderer, make_arch
+from vkbackend.tinygrad.caps import caps_from_info, make_arch, max_kernel_buffers
+from vkbackend.tinygrad.compiler import compile_variant, with_local_size
+from vkbackend.tinygrad.kernel_format import unpack_lib
+from vkbackend.tinygrad.renderer import VKRenderer
 
 __all__ = ["VKDevice", "VKAllocator", "VKProgram", "VKBuffer", "VKRenderer", "vk_devices", "caps_from_info"]
 
@@ -47,44 +49,6 @@ def vk_devices() -> list:
 
             _devices = list(vkbackend.devices())
         return _devices
-
-
-def _nonempty(info, name: str) -> bool:
-    from vkbackend.dtypes import DType  # noqa: PLC0415
-
-    return bool(info.dtype_capabilities.get(DType[name]))
-
-
-def caps_from_info(info) -> DeviceCaps:
-    """What the renderer may use on a device, from its :class:`vkbackend.DeviceInfo`.
-
-    8- and 16-bit integers need both the storage feature (``dtype_capabilities``) and arithmetic (``shaderInt8`` /
-    ``shaderInt16``); tinygrad's bool is stored as one byte, so it rides on int8."""
-    feats = getattr(info, "features", None)
-
-    def feat(name: str) -> bool:
-        return feats is None or name in feats
-
-    i64 = _nonempty(info, "int64")
-    return DeviceCaps(
-        f16=_nonempty(info, "float16"),
-        f64=_nonempty(info, "float64") and i64,
-        i8=_nonempty(info, "int8") and feat("shaderInt8"),
-        i16=_nonempty(info, "int16") and feat("shaderInt16"),
-        i64=i64,
-        global_max=tuple(int(x) for x in info.max_global_work_dims),
-        local_max=tuple(int(x) for x in info.max_local_work_dims),
-        local_threads=int(info.max_local_threads),
-        shared_max=int(info.local_mem_size),
-    )
-
-
-def max_kernel_buffers(info) -> int:
-    """Buffers one kernel may bind: storage-buffer bindings, and one push-constant word per binding for view offsets
-    (8 words are kept for the kernel's integer variables)."""
-    limit = int(getattr(info, "max_storage_buffers", 32) or 32)
-    pc_words = int(getattr(info, "max_push_constants_size", 128) or 128) // 4
-    return max(4, min(limit, pc_words - 8, 31))
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -23,10 +23,8 @@ workers, so everything it knows about the device travels in ``target.arch``: see
 
 from __future__ import annotations
 
-import json
 import math
 import struct
-from dataclasses import dataclass
 
 from tinygrad.codegen.decomp.transcendental import xexp2, xlog2, xsin
 from tinygrad.dtype import AddrSpace, DType, dtypes, float_to_bf16
@@ -34,218 +32,14 @@ from tinygrad.helpers import Target, strip_parens
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite, create_non_native_float_pats, pm_manual_bf16_cast
 from tinygrad.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 
-__all__ = ["VKRenderer", "DeviceCaps", "make_arch", "parse_arch", "META_PREFIX"]
+from vkbackend.tinygrad.caps import parse_arch
+from vkbackend.tinygrad.compiler import VKCompiler
+from vkbackend.tinygrad.glsl_types import TYPE_MAP, bitcast, cast, float_literal, int_literal, storage_dtype, value_type
+from vkbackend.tinygrad.kernel_format import with_meta
+from vkbackend.tinygrad.memory_access import (global_vector_macros, plan_vector_widths, render_index, render_load,
+                                              render_store)
 
-# first line of every rendered kernel: a JSON header the compiler and the program read (local size, bindings...)
-META_PREFIX = "// vkbackend-tinygrad "
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# device capabilities carried in Target.arch
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DeviceCaps:
-    """What the renderer needs to know about a device.  Serialised into ``Target.arch`` (see :func:`make_arch`)."""
-
-    f16: bool = False
-    f64: bool = False
-    i8: bool = False
-    i16: bool = False
-    i64: bool = False
-    global_max: tuple[int, int, int] = (65535, 65535, 65535)
-    local_max: tuple[int, int, int] = (1024, 1024, 64)
-    local_threads: int = 128
-    shared_max: int = 16384
-
-
-_FLAGS = ("f16", "f64", "i8", "i16", "i64")
-
-
-def make_arch(caps: DeviceCaps) -> str:
-    """``DeviceCaps`` -> a compact arch string such as ``f16,i8,i16,i64,f64,g65535/65535/65535,l1024/1024/64,t1024,s32768``.
-
-    It contains no ``:`` or ``+`` (tinygrad's target separators), so ``DEV=VK::<arch>`` can also override it."""
-    toks = [f for f in _FLAGS if getattr(caps, f)]
-    toks += [
-        "g" + "/".join(map(str, caps.global_max)),
-        "l" + "/".join(map(str, caps.local_max)),
-        f"t{caps.local_threads}",
-        f"s{caps.shared_max}",
-    ]
-    return ",".join(toks)
-
-
-def parse_arch(arch: str) -> DeviceCaps:
-    """Inverse of :func:`make_arch`; unknown tokens are ignored, missing ones keep the Vulkan-minimum defaults."""
-    kw: dict = {}
-    for tok in (t.strip() for t in (arch or "").split(",")):
-        if not tok:
-            continue
-        if tok in _FLAGS:
-            kw[tok] = True
-        elif tok[0] in "gl" and "/" in tok:
-            vals = tuple(int(x) for x in tok[1:].split("/"))
-            if len(vals) == 3:
-                kw["global_max" if tok[0] == "g" else "local_max"] = vals
-        elif tok[0] in "ts" and tok[1:].isdigit():
-            kw["local_threads" if tok[0] == "t" else "shared_max"] = int(tok[1:])
-    return DeviceCaps(**kw)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# GLSL spelling helpers
-# ---------------------------------------------------------------------------------------------------------------------
-
-TYPE_MAP: dict[DType, str] = {
-    dtypes.bool: "bool",
-    dtypes.int8: "int8_t",
-    dtypes.uint8: "uint8_t",
-    dtypes.int16: "int16_t",
-    dtypes.uint16: "uint16_t",
-    dtypes.int32: "int",
-    dtypes.uint32: "uint",
-    dtypes.int64: "int64_t",
-    dtypes.uint64: "uint64_t",
-    dtypes.float16: "float16_t",
-    dtypes.float32: "float",
-    dtypes.float64: "double",
-    dtypes.bfloat16: "uint16_t",  # bfloat16 lives as its bits; tinygrad's manual bf16 casts and float ALU do the rest
-}
-
-# how a value of each float type is reinterpreted as / built from an integer of the same width
-_F2I = {
-    dtypes.float16: ("float16BitsToInt16", "float16BitsToUint16"),
-    dtypes.float32: ("floatBitsToInt", "floatBitsToUint"),
-    dtypes.float64: ("doubleBitsToInt64", "doubleBitsToUint64"),
-}
-_I2F = {
-    dtypes.float16: ("int16BitsToFloat16", dtypes.int16),
-    dtypes.float32: ("intBitsToFloat", dtypes.int32),
-    dtypes.float64: ("int64BitsToDouble", dtypes.int64),
-}
-_U2F = {
-    dtypes.float16: ("uint16BitsToFloat16", dtypes.uint16),
-    dtypes.float32: ("uintBitsToFloat", dtypes.uint32),
-    dtypes.float64: ("uint64BitsToDouble", dtypes.uint64),
-}
-_UINT = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
-
-# GLSL's vector type prefix per scalar type (``vec4``, ``f16vec4``, ``ivec2``...): 2-4 lanes; wider values are arrays
-_VEC_PREFIX: dict[DType, str] = {
-    dtypes.bool: "b",
-    dtypes.int8: "i8",
-    dtypes.uint8: "u8",
-    dtypes.int16: "i16",
-    dtypes.uint16: "u16",
-    dtypes.int32: "i",
-    dtypes.uint32: "u",
-    dtypes.int64: "i64",
-    dtypes.uint64: "u64",
-    dtypes.float16: "f16",
-    dtypes.float32: "",
-    dtypes.float64: "d",
-    dtypes.bfloat16: "u16",
-}
-
-
-def _vec_type(dt: DType, n: int) -> str | None:
-    """GLSL's ``n``-lane vector type of ``dt`` (``vec4``, ``f16vec2``...), or None where GLSL has none."""
-    return f"{_VEC_PREFIX[dt]}vec{n}" if 2 <= n <= 4 and dt in _VEC_PREFIX else None
-
-
-def _value_type(dt: DType, n: int) -> str:
-    """The GLSL type of an ``n``-lane value: the scalar, a vector of 2-4 lanes, else an array (e.g. 8 halves)."""
-    if n == 1:
-        return TYPE_MAP[dt]
-    return _vec_type(dt, n) or f"{TYPE_MAP[dt]}[{n}]"
-
-
-def _storage_dtype(dt: DType) -> DType:
-    """The element type a global buffer of ``dt`` is declared with (GLSL has no 1-byte bool in buffers)."""
-    return dtypes.uint8 if dt == dtypes.bool else dt
-
-
-def _int_literal(val: int, dt: DType) -> str:
-    bits = dt.itemsize * 8
-    if dt in dtypes.uints:
-        val &= (1 << bits) - 1
-        return f"{val}u" if bits <= 32 else f"{val}ul"
-    val = ((val + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1))  # wrap to the signed range
-    if bits <= 32:
-        return f"({val + 1}-1)" if val == -(1 << 31) else (f"({val})" if val < 0 else str(val))
-    return f"({val + 1}l-1l)" if val == -(1 << 63) else (f"({val}l)" if val < 0 else f"{val}l")
-
-
-def _float_literal(val: float, dt: DType) -> str:
-    if math.isnan(val) or math.isinf(val):
-        bits = {dtypes.float16: 16, dtypes.float32: 32, dtypes.float64: 64}[dt]
-        if math.isnan(val):
-            pat = {16: 0x7E00, 32: 0x7FC00000, 64: 0x7FF8000000000000}[bits]
-        else:
-            pat = {16: 0x7C00, 32: 0x7F800000, 64: 0x7FF0000000000000}[bits] | ((1 << (bits - 1)) if val < 0 else 0)
-        if bits == 32:
-            return f"uintBitsToFloat({pat}u)"
-        if bits == 64:
-            return f"uint64BitsToDouble({pat}ul)"
-        return f"uint16BitsToFloat16(uint16_t({pat}u))"
-    if dt == dtypes.float64:
-        return f"{float(val)!r}lf"
-    # float and half: render the float32 value exactly (repr of the rounded value round-trips)
-    v32 = struct.unpack("<f", struct.pack("<f", float(val)))[0] if abs(val) < 3.4028235e38 else float(val)
-    s = f"{v32!r}f"
-    return s if dt == dtypes.float32 else f"float16_t({s})"
-
-
-def _cast(dst: DType, src: DType, val: str) -> str:
-    """A value conversion ``(dst)val`` with C semantics where GLSL's differs."""
-    if dst == src:
-        return val
-    if dst == dtypes.bool:
-        return f"({val}!={_zero(src)})" if src != dtypes.bool else val
-    if src == dtypes.bool:
-        return (
-            f"{TYPE_MAP[dst]}({val})"
-            if dst in (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32)
-            else f"{TYPE_MAP[dst]}({val}?1:0)"
-        )
-    if dtypes.is_float(src) and dtypes.is_int(dst) and dst.itemsize < 4:
-        # float -> 8/16-bit integers must go through int32 (direct conversion is broken on some drivers, and C truncates)
-        return f"{TYPE_MAP[dst]}(int({val}))"
-    if dtypes.is_float(src) and dst == dtypes.uint32:
-        # C on x86 (and numpy) convert through a 64-bit signed integer: negative floats wrap instead of being undefined
-        return f"({val}<{_zero(src)}?uint(int({val})):uint({val}))"
-    return f"{TYPE_MAP[dst]}({val})"
-
-
-def _zero(dt: DType) -> str:
-    if dt == dtypes.bool:
-        return "false"
-    if dtypes.is_float(dt):
-        return _float_literal(0.0, dt)
-    return f"{TYPE_MAP[dt]}(0)"
-
-
-def _bitcast(dst: DType, src: DType, val: str) -> str:
-    if dst == src:
-        return val
-    # bfloat16 values are uint16_t bits
-    if src == dtypes.bfloat16:
-        return _bitcast(dst, dtypes.uint16, val)
-    if dst == dtypes.bfloat16:
-        return _bitcast(dtypes.uint16, src, val)
-    assert dst.itemsize == src.itemsize, f"bitcast {src} -> {dst} changes the size"
-    if dtypes.is_float(src):
-        fn_i, fn_u = _F2I[src]
-        if dtypes.is_float(dst):
-            return f"{_I2F[dst][0]}({fn_i}({val}))"
-        return f"{fn_u if dst in dtypes.uints else fn_i}({val})"
-    if dtypes.is_float(dst):
-        fn, idt = (_U2F if src in dtypes.uints else _I2F)[dst]
-        return f"{fn}({_cast(idt, src, val) if src != idt else val})"
-    # integer <-> integer of the same width: GLSL's conversion constructors keep the bits
-    return f"{TYPE_MAP[dst]}({val})"
+__all__ = ["VKRenderer"]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -281,9 +75,6 @@ vk_extra_matcher = (
     + pm_manual_bf16_cast
 )
 
-
-def _is_bool(u: UOp) -> bool:
-    return u.dtype == dtypes.bool
 
 
 # ops whose value the renderer may write inline into a parent expression (see CStyleLanguage._render); anything else is
@@ -350,249 +141,12 @@ def _render_alu(ctx: "VKRenderer", x: UOp) -> str | None:
         # multiply blocks that inexact rewrite (see VK_EXP2M in render_kernel)
         return f"vk_exp2m({ctx[m.src[0]]},{ctx[m.src[1]]})"
     if x.op is Ops.RECIPROCAL:
-        return f"({_float_literal(1.0, x.dtype)}/{srcs[0]})"
+        return f"({float_literal(1.0, x.dtype)}/{srcs[0]})"
     if x.op is Ops.NEG and sdt == dtypes.bool:
         return f"(!{srcs[0]})"
     return None
 
 
-def _bitcast_param(bc: UOp) -> tuple[UOp, UOp | None]:
-    """``BITCAST(PARAM | SHRINK(PARAM, start, n))`` (through AFTERs) -> (param, start or None)."""
-    src, start = _base_buffer(bc.src[0]), None
-    if src.op is Ops.SHRINK:
-        src, start = _base_buffer(src.src[0]), src.src[1]
-    if src.op is not Ops.PARAM:
-        raise RuntimeError(f"VK renderer: pointer bitcast of {src.op} is not supported")
-    return src, start
-
-
-def _is_ptr_view(buf: UOp) -> bool:
-    """A pointer bitcast of a global argument (a view of it as another element type)."""
-    return buf.op is Ops.BITCAST and buf.addrspace is AddrSpace.GLOBAL
-
-
-def _ptr_view(bidx: UOp):
-    """``INDEX(BITCAST(PARAM | SHRINK(PARAM, start, n)), idx)`` -> (param, start, idx, view dtype); else None.
-
-    GLSL has no pointer casts, and an aliased declaration of the binding cannot express a view whose start is not a
-    multiple of the new element size, so such accesses are composed from (or split into) the buffer's own elements."""
-    if bidx.op is not Ops.INDEX or not _is_ptr_view(bc := bidx.src[0]):
-        return None
-    param, start = _bitcast_param(bc)
-    return param, start, bidx.src[1], bc.dtype
-
-
-def _as_uint(dt: DType, val: str) -> str:
-    """The bits of a value of ``dt`` as the unsigned integer of the same size."""
-    return _bitcast(_UINT[dt.itemsize], dt, val) if dt != dtypes.bool else f"uint8_t({val}?1u:0u)"
-
-
-def _view_access(ctx: "VKRenderer", param: UOp, start: UOp | None, idx: UOp):
-    """(element expression for the buffer's element index ``e``, S, start string, idx string)."""
-    sdt = _storage_dtype(param.dtype)
-    key = ctx._global_keys[ctx[param]]
-    return (lambda e: f"{ctx[param]}[VK_I{key}(int({e}))]"), sdt, ("0" if start is None else ctx[start]), ctx[idx]
-
-
-def _render_view_load(ctx: "VKRenderer", bidx: UOp) -> str | None:
-    if (pv := _ptr_view(bidx)) is None:
-        return None
-    param, start, idx, tdt = pv
-    elem, sdt, st, i = _view_access(ctx, param, start, idx)
-    ut = _UINT[tdt.itemsize]
-    if tdt.itemsize >= sdt.itemsize:
-        k = tdt.itemsize // sdt.itemsize
-        parts = [
-            f"({TYPE_MAP[ut]}({_as_uint(sdt, elem(f'{st}+({i})*{k}+{j}'))})<<{j * sdt.itemsize * 8})" for j in range(k)
-        ]
-        return _bitcast(tdt, ut, "(" + "|".join(parts) + ")")
-    k = sdt.itemsize // tdt.itemsize
-    word = _as_uint(sdt, elem(f"{st}+({i})/{k}"))
-    return _bitcast(tdt, ut, f"{TYPE_MAP[ut]}({word}>>((({i})%{k})*{tdt.itemsize * 8}))")
-
-
-def _render_view_store(ctx: "VKRenderer", bidx: UOp, var: UOp) -> str | None:
-    if (pv := _ptr_view(bidx)) is None:
-        return None
-    param, start, idx, tdt = pv
-    elem, sdt, st, i = _view_access(ctx, param, start, idx)
-    if tdt.itemsize < sdt.itemsize:
-        raise RuntimeError(
-            f"VK renderer: a store through a {tdt} view of a {sdt} buffer would race with its neighbours"
-        )
-    k, ut, us = tdt.itemsize // sdt.itemsize, _UINT[tdt.itemsize], _UINT[sdt.itemsize]
-    lines = [f"{{ {TYPE_MAP[ut]} vk_bits = {_as_uint(tdt, ctx[var])};"]
-    for j in range(k):
-        lines.append(
-            f"  {elem(f'{st}+({i})*{k}+{j}')} = {_bitcast(sdt, us, f'{TYPE_MAP[us]}(vk_bits>>{j * sdt.itemsize * 8})')}; "
-        )
-    return "\n".join(lines) + "}"
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# vector accesses
-# ---------------------------------------------------------------------------------------------------------------------
-# With ``supports_float4`` tinygrad's memory coalescing (codegen/late/coalesce.py) turns runs of 2 or 4 consecutive
-# float/half/int/uint accesses (8 halves with ALLOW_HALF8) into LOAD/STORE of SHRINK(buffer, idx, n), with idx a
-# multiple of n counted from the start of the buffer, and reads lanes back with INDEX(vector, lane).  GLSL has no
-# pointer casts, and vkbackend refuses two declarations of one binding, so every buffer is declared once, with the
-# widest element every access to it in the kernel can use (its *declared width*): a buffer only ever accessed 4 at a
-# time is a ``vec4`` array; one also accessed 2 at a time a ``vec2`` array (a 4-wide access is then two ``vec2``); one
-# also accessed element-wise stays scalar, and its vector accesses are composed lane by lane.  A kernel's VK_VIEWS=1
-# variant (a view at an unaligned byte offset, where idx + offset is no longer a multiple of n) declares every global
-# buffer scalar.  Global vector accesses go through macros (``VK_V<slot>_<n>`` loads, ``VK_S<slot>_<n>`` stores)
-# that differ between the two variants.
-
-
-def _base_buffer(u: UOp) -> UOp:
-    while u.op is Ops.AFTER:
-        u = u.src[0]
-    return u
-
-
-def _is_global_param(buf: UOp) -> bool:
-    return buf.op is Ops.PARAM and buf.addrspace is AddrSpace.GLOBAL
-
-
-def _is_local_buffer(buf: UOp) -> bool:
-    return buf.op is Ops.BUFFER and buf.addrspace is AddrSpace.LOCAL
-
-
-def _declared_width(buf: UOp, widths: set[int]) -> int:
-    """The element width (in lanes) ``buf`` is declared with, given the widths of all its accesses (see above)."""
-    dw = min(widths)
-    if dw == 1 or any(w % dw for w in widths):
-        return 1
-    dw = min(dw, 4)  # GLSL vectors have 2-4 lanes: 8 halves are two f16vec4
-    dt = _storage_dtype(buf.dtype)
-    if dt == dtypes.bool or _vec_type(dt, dw) is None or (_is_local_buffer(buf) and buf.max_numel() % dw):
-        return 1
-    return dw
-
-
-def plan_vector_widths(uops: list[UOp]) -> dict[UOp, int]:
-    """Declared width of every global argument and local buffer that a LOAD or STORE reads or writes (1: scalar)."""
-    widths: dict[UOp, set[int]] = {}
-    for u in uops:
-        if u.op not in (Ops.LOAD, Ops.STORE) or u.src[0].op not in (Ops.INDEX, Ops.SHRINK):
-            continue
-        mop = u.src[0]
-        buf = _base_buffer(mop.src[0])
-        if _is_ptr_view(buf):
-            widths.setdefault(_bitcast_param(buf)[0], set()).add(1)  # composed from the buffer's own elements
-        elif _is_global_param(buf) or _is_local_buffer(buf):
-            widths.setdefault(buf, set()).add(mop.max_numel() if mop.op is Ops.SHRINK else 1)
-    return {buf: _declared_width(buf, ws) for buf, ws in widths.items()}
-
-
-def _piece_index(i: str, dw: int, p: int) -> str:
-    """Index of the ``p``-th ``dw``-lane element of an access starting at lane index ``i`` (a multiple of ``dw``)."""
-    if dw == 1:
-        return f"({i})+{p}" if p else i
-    base = f"({i})>>{int(math.log2(dw))}"
-    return f"({base})+{p}" if p else base
-
-
-def compose_load(dt: DType, w: int, dw: int, piece) -> str:
-    """A ``w``-lane value read as ``w/dw`` pieces of ``dw`` lanes; ``piece(p)`` is the expression of the p-th."""
-    if w == dw:
-        return piece(0)
-    if _vec_type(dt, w) is not None:  # vector constructors take vectors and scalars alike: vec4(vec2, vec2)
-        return f"{_value_type(dt, w)}({', '.join(piece(p) for p in range(w // dw))})"
-    lanes = [piece(e) if dw == 1 else f"{piece(e // dw)}[{e % dw}]" for e in range(w)]
-    return f"{_value_type(dt, w)}({', '.join(lanes)})"
-
-
-def compose_store(dt: DType, w: int, dw: int, piece, val: str) -> str:
-    """A store of the ``w``-lane value ``val`` as ``w/dw`` pieces of ``dw`` lanes; ``piece(p)`` is the p-th lvalue."""
-    if w == dw:
-        return f"{piece(0)} = {val};"
-    out = [f"{{ {_value_type(dt, w)} vk_t = {val};"]
-    for p in range(w // dw):
-        lanes = [f"vk_t[{p * dw + j}]" for j in range(dw)]
-        out.append(f" {piece(p)} = {lanes[0] if dw == 1 else _value_type(dt, dw) + '(' + ', '.join(lanes) + ')'};")
-    return "".join(out) + " }"
-
-
-def _global_vector_macros(name: str, key: str, slot: int, dt: DType, dw: int, w: int, store: bool) -> list[str]:
-    """``#define`` lines of the load (or store) macro of ``w`` lanes of one global argument, for both variants."""
-
-    def define(dwv: int) -> str:
-        if dwv == 1:  # scalar declaration: the index macro adds the view offset in the VK_VIEWS=1 variant
-            piece = lambda p: f"{name}[VK_I{key}({_piece_index('i', 1, p)})]"  # noqa: E731
-        else:
-            piece = lambda p: f"{name}[{_piece_index('i', dwv, p)}]"  # noqa: E731
-        if store:
-            return f"#define VK_S{slot}_{w}(i, v) {compose_store(dt, w, dwv, piece, '(v)')}"
-        return f"#define VK_V{slot}_{w}(i) ({compose_load(dt, w, dwv, piece)})"
-
-    if dw == 1:
-        return [define(1)]
-    return ["#if VK_VIEWS", define(1), "#else", define(dw), "#endif"]
-
-
-def _render_vector_load(ctx: "VKRenderer", mop: UOp) -> str:
-    """LOAD(SHRINK(buffer, idx, n)): ``n`` lanes from element ``idx`` on."""
-    buf, w, i = _base_buffer(mop.src[0]), mop.max_numel(), _index_str(ctx, mop.src[1])
-    if _is_global_param(buf):
-        ctx._vector_macros.add((buf, w, False))
-        return f"VK_V{buf.arg.slot}_{w}({i})"
-    if _is_local_buffer(buf):
-        dw = ctx._declared.get(buf, 1)
-        return compose_load(buf.dtype, w, dw, lambda p: f"{ctx[buf]}[{_piece_index(i, dw, p)}]")
-    # (tinygrad's UOp spec has no SHRINK of a pointer bitcast: views are read element by element)
-    raise RuntimeError(f"VK renderer: vector load from {buf.op} {buf.addrspace}")
-
-
-def _render_vector_store(ctx: "VKRenderer", mop: UOp, var: UOp) -> str:
-    """STORE(SHRINK(buffer, idx, n), value): ``n`` lanes from element ``idx`` on."""
-    buf, w, i = _base_buffer(mop.src[0]), mop.max_numel(), _index_str(ctx, mop.src[1])
-    if _is_global_param(buf):
-        ctx._vector_macros.add((buf, w, True))
-        return f"VK_S{buf.arg.slot}_{w}({i}, {ctx[var]});"
-    if _is_local_buffer(buf):
-        dw = ctx._declared.get(buf, 1)
-        return compose_store(buf.dtype, w, dw, lambda p: f"{ctx[buf]}[{_piece_index(i, dw, p)}]", ctx[var])
-    raise RuntimeError(f"VK renderer: vector store to {buf.op} {buf.addrspace}")
-
-
-def _index_str(ctx: "VKRenderer", idx: UOp) -> str:
-    """An index expression; GLSL indexes with 32-bit integers only (tinygrad may index with int64 from loaded data)."""
-    i = strip_parens(ctx[idx])
-    return i if idx.dtype in (dtypes.int32, dtypes.uint32) else f"int({i})"
-
-
-def _render_index(ctx: "VKRenderer", buf: UOp, idx: UOp) -> str:
-    if buf.op is Ops.BITCAST and buf.addrspace is AddrSpace.GLOBAL:
-        return "/* pointer bitcast */"  # see _ptr_view
-    name, i = ctx[buf], _index_str(ctx, idx)
-    if buf.addrspace is AddrSpace.GLOBAL:
-        key = ctx._global_keys.get(name)
-        if key is not None:
-            return f"{name}[VK_I{key}({i})]"
-    return f"{name}[{i}]"
-
-
-def _render_load(ctx: "VKRenderer", bidx: UOp) -> str:
-    if bidx.op is Ops.SHRINK:
-        return _render_vector_load(ctx, bidx)
-    if (view := _render_view_load(ctx, bidx)) is not None:
-        return view
-    acc = ctx[bidx]
-    if bidx.dtype == dtypes.bool and bidx.addrspace is AddrSpace.GLOBAL:
-        return f"(uint({acc})!=0u)"
-    return acc
-
-
-def _render_store(ctx: "VKRenderer", bidx: UOp, var: UOp) -> str:
-    if bidx.op is Ops.SHRINK:
-        return _render_vector_store(ctx, bidx, var)
-    if (view := _render_view_store(ctx, bidx, var)) is not None:
-        return view
-    val = ctx[var]
-    if var.dtype == dtypes.bool and bidx.addrspace is AddrSpace.GLOBAL:
-        val = f"uint8_t({val}?1u:0u)"
-    return f"{ctx[bidx]} = {val};"
 
 
 def _render_const(ctx: "VKRenderer", c: UOp, x: UOp) -> str:
@@ -602,9 +156,9 @@ def _render_const(ctx: "VKRenderer", c: UOp, x: UOp) -> str:
     if dt == dtypes.bfloat16:
         return f"uint16_t({struct.unpack('<I', struct.pack('<f', float_to_bf16(float(val))))[0] >> 16}u)"
     if dtypes.is_float(dt):
-        return _float_literal(float(val), dt)
+        return float_literal(float(val), dt)
     if dtypes.is_int(dt):
-        lit = _int_literal(int(val), dt)
+        lit = int_literal(int(val), dt)
         return lit if dt.itemsize >= 4 else f"{TYPE_MAP[dt]}({lit})"
     return str(val)
 
@@ -622,11 +176,11 @@ vk_string_rewrite = (
                 UPat(Ops.BITCAST, name="x"),
                 lambda ctx, x: "/* pointer bitcast */" if x.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None,
             ),
-            (UPat(Ops.BITCAST, name="x"), lambda ctx, x: _bitcast(x.dtype, x.src[0].dtype, ctx[x.src[0]])),
+            (UPat(Ops.BITCAST, name="x"), lambda ctx, x: bitcast(x.dtype, x.src[0].dtype, ctx[x.src[0]])),
             (
                 UPat(Ops.CAST, name="x"),
                 lambda ctx, x: (
-                    _cast(x.dtype, x.src[0].dtype, ctx[x.src[0]])
+                    cast(x.dtype, x.src[0].dtype, ctx[x.src[0]])
                     if x.max_numel() == 1 or x.addrspace is not AddrSpace.REG
                     else None
                 ),
@@ -634,23 +188,23 @@ vk_string_rewrite = (
             # index / load / store
             (
                 UPat(Ops.INDEX, src=(UPat.var("buf"), UPat.var("idx"))),
-                lambda ctx, buf, idx: _render_index(ctx, buf, idx),
+                lambda ctx, buf, idx: render_index(ctx, buf, idx),
             ),
             (
                 UPat(Ops.LOAD, src=(UPat.var("bidx"),)),
-                lambda ctx, bidx: _render_load(ctx, bidx),
+                lambda ctx, bidx: render_load(ctx, bidx),
             ),
             (
                 UPat(Ops.LOAD, src=(UPat.var("bidx"), UPat.var("var"), UPat.var("gate"))),
                 lambda ctx, bidx, var, gate: (
-                    f"({ctx[gate]}?{_render_load(ctx, bidx)}:{ctx[var]})"
+                    f"({ctx[gate]}?{render_load(ctx, bidx)}:{ctx[var]})"
                 ),
             ),
             (
                 UPat(Ops.STORE, src=(UPat.var("bidx"), UPat.var("var"))),
-                lambda ctx, bidx, var: _render_store(ctx, bidx, var),
+                lambda ctx, bidx, var: render_store(ctx, bidx, var),
             ),
-            # vectors: GLSL vectors of 2-4 lanes, else arrays (see _value_type)
+            # vectors: GLSL vectors of 2-4 lanes, else arrays (see value_type)
             (UPat(Ops.STACK, name="x"), lambda ctx, x: f"{ctx.render_type(x)}({','.join(ctx[y] for y in x.src)})"),
             # ALU ops whose GLSL spelling differs from C
             (UPat(set(CStyleLanguage.code_for_op.keys()), name="x"), _render_alu),
@@ -687,8 +241,6 @@ class VKRenderer(CStyleLanguage):
         self.global_max = self.caps.global_max
         self.local_max = tuple(min(m, self.caps.local_threads) for m in self.caps.local_max)
         self.shared_max = self.caps.shared_max
-        from vkbackend.tinygrad.compiler import VKCompiler
-
         self.compiler = VKCompiler()
 
     def supported_dtypes(self) -> set[DType]:
@@ -717,7 +269,7 @@ class VKRenderer(CStyleLanguage):
         n = u.max_numel()
         if n > 1 and u.addrspace is AddrSpace.REG:
             return self._render_dtype(u.dtype, n)  # register arrays
-        return _value_type(u.dtype, n)  # scalars, GLSL vectors of 2-4 lanes, arrays of more
+        return value_type(u.dtype, n)  # scalars, GLSL vectors of 2-4 lanes, arrays of more
 
     def render_cast(self, u: UOp, val: str) -> str:
         return f"{TYPE_MAP[u.dtype]}({val})"
@@ -726,7 +278,7 @@ class VKRenderer(CStyleLanguage):
         ty = TYPE_MAP[x.dtype]
         if x.addrspace is AddrSpace.LOCAL:
             dw = self._declared.get(x, 1)  # shared memory accessed only n lanes at a time is an array of vectors
-            return f"shared {_value_type(x.dtype, dw)} {self[x]}[{x.max_numel() // dw}];"
+            return f"shared {value_type(x.dtype, dw)} {self[x]}[{x.max_numel() // dw}];"
         return f"{ty} {self[x]}[{x.max_numel()}];"
 
     # ----- the kernel ---------------------------------------------------------------------------------------------
@@ -736,7 +288,7 @@ class VKRenderer(CStyleLanguage):
         for u in uops:
             if u.op is Ops.PARAM and u.addrspace is AddrSpace.GLOBAL:
                 name = f"data{u.arg.slot}_" + "_".join(str(x) for x in u.shape)
-                self._global_keys[name] = f"{u.arg.slot}_{_storage_dtype(u.dtype).itemsize}"
+                self._global_keys[name] = f"{u.arg.slot}_{storage_dtype(u.dtype).itemsize}"
         self._declared = plan_vector_widths(uops)
         self._vector_macros: set[tuple[UOp, int, bool]] = set()  # (global argument, lanes, store) used by the kernel
         return self.render_kernel(*self._render(uops), uops)
@@ -750,7 +302,7 @@ class VKRenderer(CStyleLanguage):
 
         if dw == 1:
             return [decl(TYPE_MAP[dt])]
-        return ["#if VK_VIEWS", decl(TYPE_MAP[dt]), "#else", decl(_value_type(dt, dw)), "#endif"]
+        return ["#if VK_VIEWS", decl(TYPE_MAP[dt]), "#else", decl(value_type(dt, dw)), "#endif"]
 
     def render_kernel(
         self,
@@ -810,7 +362,7 @@ class VKRenderer(CStyleLanguage):
 
         bindings = []
         for binding, (slot, name, u, mut) in enumerate(globals_):
-            dt = _storage_dtype(u.dtype)
+            dt = storage_dtype(u.dtype)
             lines += self._declare_global(binding, name, dt, "" if mut else "readonly ", self._declared.get(u, 1))
             bindings.append({"slot": slot, "sizes": [dt.itemsize]})
 
@@ -831,21 +383,15 @@ class VKRenderer(CStyleLanguage):
         lines.append("#endif")
         names = {u: name for _, name, u, _ in globals_}
         for buf, w, store in sorted(self._vector_macros, key=lambda m: (m[0].arg.slot, m[1], m[2])):
-            dt = _storage_dtype(buf.dtype)
+            dt = storage_dtype(buf.dtype)
             key = f"{buf.arg.slot}_{dt.itemsize}"
-            lines += _global_vector_macros(names[buf], key, buf.arg.slot, dt, self._declared.get(buf, 1), w, store)
+            lines += global_vector_macros(names[buf], key, buf.arg.slot, dt, self._declared.get(buf, 1), w, store)
         lines += shared
         if any("vk_exp2m(" in ln for ln in body):
             lines.append("float vk_exp2m(float a, float b) { precise float t = a*b; return exp2(t); }")
 
         meta = {"name": function_name, "local": local, "gid": uses_gid, "bindings": bindings, "nvars": len(vars_)}
         src = "\n".join(lines) + "\nvoid main() {\n" + "\n".join(body) + "\n}\n"
-        return META_PREFIX + json.dumps(meta, separators=(",", ":")) + "\n" + src
+        return with_meta(meta, src)
 
 
-def read_meta(src: str) -> dict:
-    """The JSON header :class:`VKRenderer` writes on the first line of every kernel."""
-    first = src.split("\n", 1)[0]
-    if not first.startswith(META_PREFIX):
-        raise ValueError("not a vkbackend-tinygrad kernel (no metadata line)")
-    return json.loads(first[len(META_PREFIX) :])

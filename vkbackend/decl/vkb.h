@@ -1,0 +1,84 @@
+/* The interface of our own C layer (the files of vkbackend/csrc/): the one declaration of its types, constants and functions.
+ * build_vulkan.py reads this file twice: as the last part of the cdef (what Python sees) and at the top of the C
+ * source (what csrc/ compiles against), so the two cannot disagree. Plain declarations only: cffi's parser takes no
+ * preprocessor conditionals and no inline code. */
+
+/* dispatch.c (generated) and loader.c: libvulkan is opened at run time, and every vk* function the backend calls is a
+ * small static wrapper (dispatch.c) that calls through the table loader.c fills, counts successes and honours an
+ * injected fault. Functions are named by their index in that table. */
+int vkb_open_library(const char *path, char *err, size_t errlen);
+int vkb_library_loaded(void);
+int vkb_load_instance_functions(VkInstance instance, char *missing, size_t capacity);
+int vkb_function_count(void);
+int vkb_function_index(const char *name);
+const char *vkb_function_name(int fn);
+int vkb_function_returns_result(int fn);
+uint64_t vkb_success_count(int fn);
+
+/* fault.c: a testing hook; the call of `fn` after `after` successful ones returns `result`, once. */
+void vkb_fault_inject(int fn, int result, int after);
+void vkb_fault_clear(void);
+int vkb_fault_pending(void);
+
+/* debug.c: validation messages are kept in C and handed to Python on request. */
+int vkb_debug_messenger_create(VkInstance instance, VkDebugUtilsMessengerEXT *messenger);
+size_t vkb_debug_take_messages(char *out, size_t capacity);
+
+/* fork.c: in a forked child, exit without running the exit handlers inherited from the parent (the driver's). */
+int vkb_skip_inherited_exit_handlers(void);
+
+/* copy.c: memcpy with the GIL released (cffi releases it around every call), split over threads when large. */
+void vkb_copy(void *dst, const void *src, size_t n, int threads);
+
+/* fence.c: wait for a fence by polling (a blocking vkWaitForFences can oversleep by milliseconds on some drivers). */
+VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns);
+
+/* slots.c: the buffer table. A slot is the number a record uses to name a buffer (or a view of one); the memory pool
+ * writes slots under its lock from whichever thread allocates, and the worker's recorder reads them. Chunks of the
+ * table never move, so readers need no lock. */
+typedef struct {
+    VkBuffer buffer; uint64_t offset; uint64_t range;
+    uint32_t root;        /* the slot whose hazard state this one shares (itself, or a view's parent) */
+    uint32_t read_epoch;  /* hazard state: the barrier epoch of the last read / write */
+    uint32_t write_epoch;
+} vkb_slot;
+typedef struct vkb_slot_table vkb_slot_table;
+vkb_slot_table *vkb_slots_new(void);
+void vkb_slots_delete(vkb_slot_table *table);
+int vkb_slots_set(vkb_slot_table *table, uint32_t slot, VkBuffer buffer, uint64_t offset, uint64_t range, uint32_t root);
+
+/* recorder.c: one call records a whole window of records into one command buffer. The records are runs of uint32
+ * words, packed by vkbackend/records.py:
+ *   DISPATCH       kind, program index, gx, gy, gz, slot[n_buffers], push[push_words]
+ *   COPY           kind, src slot, dst slot, src offset lo/hi, dst offset lo/hi, size lo/hi
+ *   TIMESTAMP      kind, query               (top of pipe for even queries, bottom of pipe for odd ones)
+ *   RESET_QUERIES  kind, first, count */
+enum { VKB_RECORD_DISPATCH = 0, VKB_RECORD_COPY = 1, VKB_RECORD_TIMESTAMP = 2, VKB_RECORD_RESET_QUERIES = 3 };
+enum { VKB_ACCESS_READ = 1, VKB_ACCESS_WRITE = 2 };
+/* Why a record was skipped (vkb_window.error_code). */
+enum { VKB_ERROR_GRID = 1, VKB_ERROR_PROGRAM = 2, VKB_ERROR_SLOT = 3, VKB_ERROR_MALFORMED = 4 };
+
+/* A program as the recorder sees it; the program table (vkbackend/programs.py) holds one per program index. */
+typedef struct {
+    VkPipeline pipeline; VkPipelineLayout layout; VkDescriptorSetLayout set_layout;
+    uint32_t n_buffers; uint32_t push_words;
+    const uint8_t *access;   /* VKB_ACCESS_* per binding, from SPIR-V reflection */
+} vkb_program;
+
+typedef struct {
+    VkCommandBuffer cmd; VkDevice device; VkQueryPool query_pool;
+    vkb_slot_table *slots;
+    vkb_program *const *programs; uint32_t n_programs;
+    const uint32_t *words; size_t n_words;
+    uint32_t max_groups[3];
+    uint32_t epoch;                /* in and out: the barrier epoch carries across windows */
+    const VkDescriptorSet *sets;   /* NULL: push descriptors; else one set per dispatch, in order */
+    uint32_t n_sets;
+    uint32_t n_dispatches, n_barriers, n_copies;   /* out */
+    uint32_t n_errors, error_program; int error_code; /* out: the first record that was skipped, and why */
+} vkb_window;
+/* Without push descriptors: the set layout of each dispatch of the window, in order; returns how many there are
+ * (it writes at most `capacity`). A dispatch of an unknown program counts, with a NULL layout. */
+uint32_t vkb_window_set_layouts(const vkb_window *window, VkDescriptorSetLayout *out, uint32_t capacity);
+/* Begin, record, end and submit; returns the first failing VkResult (skipped records are in window->n_errors). */
+VkResult vkb_submit_window(vkb_window *window, VkQueue queue, VkFence fence);

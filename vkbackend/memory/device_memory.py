@@ -1,0 +1,116 @@
+"""DeviceMemory: memory types, raw allocations (one VkDeviceMemory bound to one VkBuffer) and what they hold.
+
+Buffers live in DEVICE_LOCAL memory, the type with the fewest other properties: plain VRAM on a discrete GPU. On the
+H200 the first HOST_VISIBLE|HOST_COHERENT type is system memory, and kernels reading it ran 21x slower. Staging
+memory is HOST_VISIBLE|HOST_COHERENT, HOST_CACHED where offered and never DEVICE_LOCAL, so read-backs never read
+through the BAR.
+
+Creating memory objects is thread-safe in Vulkan (only queues and command pools need one owner), so allocations are
+made in the caller's thread; the counters here are kept under the memory pool's lock.
+"""
+from __future__ import annotations
+
+from ..discovery import memory_budget
+from ..errors import BackendError, ErrorStatus, check
+
+__all__ = ["DeviceMemory"]
+
+
+class DeviceMemory:
+    """The raw allocations of one device, and the bytes and objects they hold."""
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        lib = ctx.lib
+        self.allocations = 0                     # VkDeviceMemory objects held
+        self.held = 0                            # bytes of them
+        self._sizes: dict[int, int] = {}         # each one's size as allocated, by handle (drivers may round up)
+        self.device_type = self.pick_type(required=lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, preferred=0,
+                                          avoid=lib.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)
+        self.heap_index = ctx.handles.physical.memory_types[self.device_type][1]
+        self.heap_size = ctx.handles.physical.heaps[self.heap_index][0]
+        self._budget_ext = "VK_EXT_memory_budget" in ctx.handles.extensions
+
+    def pick_type(self, required: int, preferred: int, avoid: int) -> int:
+        """The memory type with all of ``required``; then most of ``preferred``, fewest of ``avoid``, fewest bits."""
+        lib = self.ctx.lib
+        ignore = lib.VK_MEMORY_PROPERTY_PROTECTED_BIT | lib.VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT
+        best, best_key = None, None
+        for index, (flags, _heap) in enumerate(self.ctx.handles.physical.memory_types):
+            if flags & required != required or flags & ignore:
+                continue
+            key = (bin(flags & preferred).count("1"), -bin(flags & avoid).count("1"), -bin(flags).count("1"))
+            if best_key is None or key > best_key:
+                best, best_key = index, key
+        if best is None:
+            raise BackendError(ErrorStatus.Initialization, f"{self.ctx.info.name} has no memory type with flags {required:#x}")
+        return best
+
+    @property
+    def free_bytes(self) -> int:
+        """Bytes this process can still allocate on the device heap: the driver's budget (VK_EXT_memory_budget) less
+        what is in use, or without that extension the heap's size less what is held here."""
+        budget, usage = memory_budget(self.ctx.handles.physical, self._budget_ext)[self.heap_index]
+        return max(0, budget - (usage if self._budget_ext else self.held))
+
+    def create(self, size: int, type_index: int, what: str):
+        """``(memory, buffer)``: one VkDeviceMemory of ``size`` bytes bound to one VkBuffer covering all of it."""
+        ctx = self.ctx
+        ffi, lib = ctx.ffi, ctx.lib
+        info = ctx.info
+        if size > info.max_memory_allocation_size:
+            raise BackendError(ErrorStatus.MemoryAllocation,
+                               f"{what}: {size} bytes exceed maxMemoryAllocationSize ({info.max_memory_allocation_size}) of "
+                               f"{info.name}; split the data into smaller buffers")
+        if self.allocations >= info.max_memory_allocation_count:
+            raise BackendError(ErrorStatus.MemoryAllocation,
+                               f"{what}: {info.name} allows {info.max_memory_allocation_count} memory allocations "
+                               "(maxMemoryAllocationCount) and all are in use; release buffers")
+        usage = (lib.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | lib.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+                 | lib.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+        binfo = ffi.new("VkBufferCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": size,
+                                                "usage": usage, "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE})
+        buf = ffi.new("VkBuffer*")
+        mem = ffi.new("VkDeviceMemory*")
+        try:  # on any failure, an interrupt (Ctrl-C) included, nothing made here is left behind
+            check(lib.vkCreateBuffer(ctx.device, binfo, ffi.NULL, buf), f"vkCreateBuffer ({what}, {size} bytes)",
+                  ErrorStatus.MemoryAllocation)
+            req = ffi.new("VkMemoryRequirements*")
+            lib.vkGetBufferMemoryRequirements(ctx.device, buf[0], req)
+            ainfo = ffi.new("VkMemoryAllocateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                                      "allocationSize": req.size, "memoryTypeIndex": type_index})
+            check(lib.vkAllocateMemory(ctx.device, ainfo, ffi.NULL, mem),
+                  f"vkAllocateMemory ({what}, {req.size} bytes; {self.free_bytes} bytes free)", ErrorStatus.MemoryAllocation)
+            check(lib.vkBindBufferMemory(ctx.device, buf[0], mem[0], 0), f"vkBindBufferMemory ({what})",
+                  ErrorStatus.MemoryAllocation)
+            key, held = int(ffi.cast("uintptr_t", mem[0])), req.size
+        except BaseException:
+            if mem[0] != ffi.NULL:
+                lib.vkFreeMemory(ctx.device, mem[0], ffi.NULL)
+            if buf[0] != ffi.NULL:
+                lib.vkDestroyBuffer(ctx.device, buf[0], ffi.NULL)
+            raise
+        # No call from here to the caller's use of the handles, so an interrupt cannot land in between.
+        self.allocations += 1
+        self.held += held
+        self._sizes[key] = held
+        return mem[0], buf[0]
+
+    def destroy(self, memory, buffer, size: int) -> None:
+        """Destroy a ``create``'s buffer and free its memory (no submitted work may use it)."""
+        ffi, lib = self.ctx.ffi, self.ctx.lib
+        lib.vkDestroyBuffer(self.ctx.device, buffer, ffi.NULL)
+        lib.vkFreeMemory(self.ctx.device, memory, ffi.NULL)
+        self.allocations -= 1
+        self.held -= self._sizes.pop(int(ffi.cast("uintptr_t", memory)), size)
+
+    def map(self, memory, size: int, what: str):
+        """A ``char*`` to the first ``size`` bytes of host-visible ``memory``."""
+        ffi, lib = self.ctx.ffi, self.ctx.lib
+        ptr = ffi.new("void**")
+        check(lib.vkMapMemory(self.ctx.device, memory, 0, size, 0, ptr), f"vkMapMemory ({what})",
+              ErrorStatus.MemoryAllocation)
+        return ffi.cast("char*", ptr[0])
+
+    def unmap(self, memory) -> None:
+        self.ctx.lib.vkUnmapMemory(self.ctx.device, memory)

@@ -1,0 +1,464 @@
+"""MemoryPool: device buffers named by integer ids, with reference counts and views; their slots and blocks.
+
+Buffers up to SUBALLOC_MAX are buddy blocks of shared chunks (buddy.py); larger ones get memory of their own
+(device_memory.py). Allocation happens in the caller's thread under the pool's lock. Freeing waits for the GPU: a
+released buffer's id is gone at once, but its memory and slot are freed on the worker once every batch queued before
+the release has completed; while nothing is queued, recorded or in flight, views and blocks are freed at once.
+
+Interrupts (Ctrl-C) land in the caller's thread between bytecodes after a call, at a ``with`` block's exit and at a
+loop's back edge. The pool keeps every block and slot either listed or owned by something the worker frees, by
+taking and recording them in statements with no call in between; a ``with`` block must not open with a loop (see
+transfers.py).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .. import records
+from ..errors import BackendError, ErrorStatus, InvalidArgumentTypeError
+from ..ids import next_id
+from ..types import HostBuffer, PoolStats
+from .buddy import MIN_BLOCK, Chunk, order_of
+from .device_memory import DeviceMemory
+from .staging import StagingRing
+from .transfers import Transfers
+
+if TYPE_CHECKING:
+    from ..context import DeviceContext
+    from ..worker import Worker
+
+log = logging.getLogger("vkbackend")
+
+__all__ = ["MemoryPool"]
+
+CHUNK_BYTES = 64 << 20        # the size of a chunk that small buffers are blocks of
+SUBALLOC_MAX = 16 << 20       # larger buffers get their own VkDeviceMemory
+RECENT_PER_ORDER = 64         # freed blocks kept per size for O(1) reuse
+LAZY_FREE_BYTES = 16 << 20    # a release of this much, or with this many buffers waiting, wakes the worker to free them
+LAZY_FREE_BUFFERS = 1024
+STAGING_BUFFER_BYTES = {"gpu": 32 << 20, "other": 8 << 20}   # the default size of one staging buffer (measured)
+
+
+@dataclass(eq=False)
+class _Buffer:
+    """A live buffer or view, as the pool knows it."""
+
+    id: int
+    slot: int
+    size: int
+    vk_buffer: object
+    offset: int                   # of the buffer's bytes inside vk_buffer
+    root: "_Buffer"               # itself, or the parent for a view (hazards and lifetime follow the root)
+    chunk: Chunk | None = None    # sub-allocated: its chunk and order; dedicated: None
+    order: int = 0
+    memory: object = None         # dedicated VkDeviceMemory
+    refcount: int = 1
+    views: int = 0                # live views of this root: each holds one of its references
+
+
+class MemoryPool:
+    """Device buffers of one device, named by integer ids, with reference counts.
+
+    ``allocate`` starts a buffer at count 1; ``retain``/``release`` move it; at zero it is freed once no submitted
+    GPU work uses it. Transfers are ordered against launches on the same device.
+    """
+
+    def __init__(self, ctx: "DeviceContext", worker: "Worker") -> None:
+        self.ctx = ctx
+        self._worker = worker
+        info = ctx.info
+        self._lock = threading.Lock()
+        self._entries: dict[int, _Buffer] = {}
+        self.slot_of: dict[int, int] = {}        # bindable live ids -> slot; Device.launch reads this directly
+        self._free_slots: deque[int] = deque()   # FIFO: a released slot is reused as late as possible
+        self._next_slot = 1                      # slot 0 stays empty so a zeroed record never names a buffer
+        self._chunks: list[Chunk] = []
+        self._recent: dict[int, list[tuple[Chunk, int]]] = {}   # freed blocks kept for reuse, by order
+        # Released buffers waiting to be freed on the worker, with their release numbers: a free scheduled after
+        # release n frees every buffer up to n, so one whose scheduling an interrupt lost goes with the next.
+        self._dying: deque[tuple[int, _Buffer]] = deque()
+        self._released = 0
+        self._destroyed = False
+        self.alignment = max(MIN_BLOCK, info.min_storage_buffer_offset_alignment)
+        self.memory = DeviceMemory(ctx)
+        size = min(CHUNK_BYTES, info.max_memory_allocation_size, max(self.memory.heap_size // 16, 1 << 20))
+        self.chunk_bytes = 1 << (size.bit_length() - 1)
+        cfg = ctx.config
+        kind = "gpu" if info.device_type in ("discrete_gpu", "integrated_gpu") else "other"
+        ring = StagingRing(ctx, self.memory, self._new_slot, max(1 << 16, cfg.staging_buffer_bytes or STAGING_BUFFER_BYTES[kind]),
+                           max(2, cfg.staging_buffers))
+        self.transfers = Transfers(ctx, worker, ring, cfg.resolved_copy_threads())
+
+    def _new_slot(self, vk_buffer, offset: int, size: int, root_slot: int | None) -> int:
+        """A slot of the buffer table (see decl/vkb.h) for ``size`` bytes of ``vk_buffer`` at ``offset``, sharing the
+        hazard state of ``root_slot`` (None: its own)."""
+        slot = self._free_slots.popleft() if self._free_slots else None
+        if slot is None:
+            slot, self._next_slot = self._next_slot, self._next_slot + 1
+        root = slot if root_slot is None else root_slot
+        if self.ctx.lib.vkb_slots_set(self.ctx.slots, slot, vk_buffer, offset, size, root) != 0:
+            raise BackendError(ErrorStatus.MemoryAllocation, "too many live buffers (16 Mi slots); release some")
+        return slot
+
+    # ----- allocation -----------------------------------------------------------------------------------------------
+    @property
+    def free_bytes(self) -> int:
+        """Bytes this process can still allocate on the device: the driver's budget for the heap (VK_EXT_memory_budget)
+        less what is in use, or without that extension the heap's size less what this pool holds."""
+        return self.memory.free_bytes
+
+    def allocate(self, nbytes: int) -> int:
+        """A new device buffer of ``nbytes`` bytes, with reference count 1. Its contents are undefined."""
+        self.ctx.ensure_usable()
+        if not _is_int(nbytes) or nbytes <= 0:
+            raise BackendError(ErrorStatus.InvalidArgument, f"allocate needs a positive byte count, got {nbytes!r}")
+        info = self.ctx.info
+        if nbytes > info.max_memory_allocation_size:
+            raise BackendError(ErrorStatus.MemoryAllocation,
+                               f"a buffer of {nbytes} bytes exceeds maxMemoryAllocationSize ({info.max_memory_allocation_size}) "
+                               f"of {info.name}; split the data into smaller buffers")
+        for attempt in (0, 1):
+            try:
+                with self._lock:
+                    if self.ctx.closed:  # close() destroys the pool under this lock: nothing may be made after it
+                        raise self.ctx.closed_error()
+                    if nbytes <= SUBALLOC_MAX and nbytes <= self.chunk_bytes // 4:
+                        chunk, offset, order = self._take_block(nbytes)
+                        vk_buffer, memory = chunk.buffer, None
+                    else:
+                        free = self.memory.free_bytes
+                        if nbytes > free:
+                            raise BackendError(ErrorStatus.MemoryAllocation,
+                                               f"a buffer of {nbytes} bytes does not fit: {free} bytes of device memory are free "
+                                               f"on {info.name}; release buffers or use a smaller size")
+                        memory, vk_buffer = self.memory.create(nbytes, self.memory.device_type, "buffer")
+                        chunk, offset, order = None, 0, 0
+                    try:
+                        buf_id = next_id()
+                        slot = self._new_slot(vk_buffer, offset, nbytes, None)
+                        entry = _Buffer(buf_id, slot, nbytes, vk_buffer, offset, None, chunk, order, memory)  # type: ignore[arg-type]
+                        entry.root = entry
+                        self._entries[buf_id] = entry
+                    except BaseException:  # out of slots, or interrupted (Ctrl-C): the memory goes back
+                        if chunk is not None:
+                            chunk.give(offset, order)
+                        else:
+                            self.memory.destroy(memory, vk_buffer, nbytes)
+                        raise
+                    if nbytes <= info.max_storage_buffer_range:
+                        self.slot_of[buf_id] = slot
+                break
+            except BackendError as error:  # out of memory while released buffers wait for the GPU: wait, retry
+                if attempt or error.status is not ErrorStatus.MemoryAllocation or not self._reclaim():
+                    raise
+        return buf_id
+
+    def _reclaim(self) -> bool:
+        """Wait (within the sync deadline) for the GPU work that holds back released buffers, so that their memory is
+        free again; False when there was nothing to wait for or the wait failed."""
+        if not self._dying:
+            return False
+        try:
+            self._worker.drain()
+        except BackendError:
+            return False
+        return True
+
+    def _take_block(self, nbytes: int):
+        order = order_of(max(nbytes, self.alignment))
+        recent = self._recent.get(order)
+        if recent:
+            chunk, offset = recent.pop()
+            return chunk, offset, order
+        for chunk in self._chunks:
+            offset = chunk.take(order)
+            if offset is not None:
+                return chunk, offset, order
+        self._trim_recent()  # blocks held for reuse may complete a buddy pair before we take new memory
+        for chunk in self._chunks:
+            offset = chunk.take(order)
+            if offset is not None:
+                return chunk, offset, order
+        if self.chunk_bytes > self.memory.free_bytes:
+            raise BackendError(ErrorStatus.MemoryAllocation,
+                               f"a buffer of {nbytes} bytes needs a new {self.chunk_bytes}-byte chunk but only "
+                               f"{self.memory.free_bytes} bytes are free on {self.ctx.info.name}; release buffers")
+        chunk = Chunk(None, None, self.chunk_bytes)
+        chunk.memory, chunk.buffer = self.memory.create(self.chunk_bytes, self.memory.device_type, "chunk")
+        self._chunks.append(chunk)  # listed with no call after the handles arrive: an interrupt cannot lose them
+        return chunk, chunk.take(order), order
+
+    def _trim_recent(self) -> None:
+        for order, blocks in self._recent.items():
+            while blocks:  # each block leaves the list before it is given: interrupted, it can only be lost, not doubled
+                chunk, offset = blocks.pop()
+                chunk.give(offset, order)
+
+    # ----- ids, references, views -------------------------------------------------------------------------------
+    def _entry(self, buf: int, what: str) -> _Buffer:
+        try:
+            return self._entries[buf]
+        except (KeyError, TypeError):
+            kind = "" if isinstance(buf, int) and not isinstance(buf, bool) else f" ({type(buf).__name__}, not an id)"
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"{what}: buffer {buf!r}{kind} is not a live buffer of {self.ctx.info.name}; ids are "
+                               "the ints allocate() and view() return, until released") from None
+
+    def is_live(self, buf: object) -> bool:
+        """Whether ``buf`` is the id of a live buffer or view of this pool (bindable or not)."""
+        try:
+            return buf in self._entries
+        except TypeError:  # unhashable junk from a caller
+            return False
+
+    def size_of(self, buf: int) -> int:
+        """The size in bytes of a live buffer or view."""
+        return self._entry(buf, "size_of").size
+
+    def retain(self, buf: int) -> None:
+        """Add one reference to ``buf``."""
+        with self._lock:
+            self._entry(buf, "retain").refcount += 1
+
+    def release(self, buf: int) -> None:
+        """Drop one reference; at zero the buffer is freed once no submitted GPU work uses it. Never blocks.
+
+        A view's last release also drops the reference it holds on its root, at once, so which ids are live never
+        depends on the GPU's progress; only the memory waits. In a forked child it does nothing: the buffer is the
+        parent's (and a lock the parent's threads held at the fork would stay held here).
+        """
+        if self.ctx.forked:
+            return
+        with self._lock:
+            entry = self._entry(buf, "release")
+            if entry.refcount <= entry.views:  # freeing it would leave its views pointing at freed memory
+                raise BackendError(ErrorStatus.InvalidArgument,
+                                   f"release: buffer {buf} has no reference left of its own; its {entry.views} live "
+                                   "view(s) hold the rest (release it once per allocate/retain, and its views)")
+            entry.refcount -= 1
+            if entry.refcount:
+                return
+            # No call from here to the end of the block (the deque's += runs in C without a call): an interrupt
+            # (Ctrl-C) cannot leave a buffer half released.
+            self._released += 1
+            del self._entries[entry.id]
+            if entry.id in self.slot_of:
+                del self.slot_of[entry.id]
+            root, nbytes = entry.root, entry.size
+            if root is not entry:
+                root.views -= 1
+                root.refcount -= 1
+                nbytes = 0
+                if not root.refcount:
+                    del self._entries[root.id]
+                    if root.id in self.slot_of:
+                        del self.slot_of[root.id]
+                    nbytes = root.size
+                    self._dying += ((self._released, entry), (self._released, root))
+            if root is entry or root.refcount:
+                self._dying += ((self._released, entry),)
+            upto = self._released
+        worker = self._worker
+        if worker.quiet and self._free_dying_here():  # nothing queued, recorded or running
+            return
+        # A release should not cost a wake-up of the worker (a thread switch): frees wait for its next wake, unless
+        # they hold back much memory or many buffers.
+        worker.defer(functools.partial(self._free_dying, upto), nbytes,
+                     wake=nbytes >= LAZY_FREE_BYTES or len(self._dying) >= LAZY_FREE_BUFFERS)
+
+    def _free_dying_here(self) -> bool:
+        """In the caller's thread, while no GPU work can use them: free the released views and sub-allocated blocks
+        at once, each without a call that an interrupt could split (the rest, dedicated memory and blocks past the
+        recent ones kept, goes to the worker). True when nothing is left waiting."""
+        lib, ffi = self.ctx.lib, self.ctx.ffi
+        with self._lock:
+            if self._destroyed:  # (and the with block must not open with the loop: see the module's docstring)
+                return True
+            while self._dying:
+                entry = self._dying[0][1]
+                if entry.root is entry:
+                    recent = self._recent.setdefault(entry.order, [])
+                    if entry.chunk is None or len(recent) >= RECENT_PER_ORDER:
+                        return False
+                lib.vkb_slots_set(self.ctx.slots, entry.slot, ffi.NULL, 0, 0, entry.slot)  # repeating it is harmless
+                del self._dying[0]
+                self._free_slots += (entry.slot,)
+                if entry.root is entry:
+                    recent += ((entry.chunk, entry.offset),)
+        return True
+
+    def _free_dying(self, upto: int) -> None:
+        """On the worker, once the GPU work queued before it is done: free the buffers released up to number ``upto``
+        (all released before this was queued, so nothing still queued uses them)."""
+        dead = []
+        with self._lock:
+            while self._dying and self._dying[0][0] <= upto:
+                dead.append(self._dying.popleft()[1])
+        self._free(dead)
+
+    def _free(self, dead: list[_Buffer]) -> None:
+        """Free released buffers (a view first, then its root when that was its last reference)."""
+        lib, ffi = self.ctx.lib, self.ctx.ffi
+        with self._lock:
+            if self._destroyed:  # a release racing close(): destroy() freed everything
+                return
+            for entry in dead:
+                lib.vkb_slots_set(self.ctx.slots, entry.slot, ffi.NULL, 0, 0, entry.slot)
+                self._free_slots.append(entry.slot)
+                if entry.root is not entry:
+                    continue  # a view owns no memory
+                if entry.chunk is not None:
+                    recent = self._recent.setdefault(entry.order, [])
+                    if len(recent) < RECENT_PER_ORDER:
+                        recent.append((entry.chunk, entry.offset))
+                    else:
+                        entry.chunk.give(entry.offset, entry.order)
+                else:
+                    self.memory.destroy(entry.memory, entry.vk_buffer, entry.size)
+
+    def view(self, buf: int, offset: int, nbytes: int) -> int:
+        """A new buffer id for ``nbytes`` bytes of ``buf`` starting at ``offset``; it holds a reference to ``buf``.
+
+        ``offset`` must be a multiple of ``info.min_storage_buffer_offset_alignment``.
+        """
+        align = self.ctx.info.min_storage_buffer_offset_alignment
+        with self._lock:
+            parent = self._entry(buf, "view")
+            if not _is_int(offset) or offset < 0 or offset % align:
+                raise BackendError(ErrorStatus.InvalidArgument,
+                                   f"view offset {offset!r} must be a non-negative multiple of {align} "
+                                   "(minStorageBufferOffsetAlignment)")
+            if not _is_int(nbytes) or nbytes <= 0 or offset + nbytes > parent.size:
+                raise BackendError(ErrorStatus.InvalidArgument,
+                                   f"view [{offset}, {offset}+{nbytes!r}) does not fit in buffer {buf} of {parent.size} bytes")
+            root = parent.root
+            entry = _Buffer(next_id(), 0, nbytes, root.vk_buffer, parent.offset + offset, root)
+            entry.slot = self._new_slot(root.vk_buffer, parent.offset + offset, nbytes, root.slot)
+            # From here on no call, so an interrupt cannot leave the view half made.
+            self._entries[entry.id] = entry
+            root.refcount += 1
+            root.views += 1
+            if nbytes <= self.ctx.info.max_storage_buffer_range:
+                self.slot_of[entry.id] = entry.slot
+        return entry.id
+
+    # ----- transfers ----------------------------------------------------------------------------------------------
+    def _check_range(self, entry: _Buffer, offset: int, nbytes: int, what: str) -> None:
+        if not _is_int(offset) or offset < 0 or offset + nbytes > entry.size:
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"{what}: {nbytes} bytes at offset {offset!r} do not fit in buffer {entry.id} "
+                               f"of {entry.size} bytes")
+
+    def host_to_pool(self, src: HostBuffer, dst: int, offset: int = 0) -> None:
+        """Copy a host buffer (any buffer-protocol object) into ``dst`` at byte ``offset``.
+
+        Ordered after every earlier launch and copy on this device. ``src`` may be reused as soon as this returns.
+        """
+        self.ctx.ensure_usable()
+        data = _bytes_view(src, writable=False)
+        entry = self._entry(dst, "host_to_pool")
+        self._check_range(entry, offset, data.nbytes, "host_to_pool")
+        if data.nbytes:
+            ffi = self.ctx.ffi
+            self.transfers.upload(ffi.cast("char*", ffi.from_buffer(data)), data.nbytes, entry.slot, offset)
+
+    def pool_to_host(self, src: int, dst: HostBuffer, offset: int = 0) -> None:
+        """Copy ``len(dst)`` bytes of ``src`` from byte ``offset`` into the writable host buffer ``dst``.
+
+        A sync point: it waits for every earlier launch and copy, and raises the first asynchronous error since the
+        last sync point.
+        """
+        self.ctx.ensure_usable()
+        data = _bytes_view(dst, writable=True)
+        entry = self._entry(src, "pool_to_host")
+        self._check_range(entry, offset, data.nbytes, "pool_to_host")
+        ffi = self.ctx.ffi
+        self.transfers.download(entry.slot, offset, ffi.cast("char*", ffi.from_buffer(data)), data.nbytes)
+        self._worker.sync()
+
+    def pool_to_pool(self, src_pool: "MemoryPool", src: int, dst: int) -> None:
+        """Copy all of ``src`` (a buffer of ``src_pool``) into ``dst`` (of this pool), which must be as large.
+
+        Within one device this is one GPU copy, ordered like launches; between devices the bytes pass through host
+        memory in parts.
+        """
+        if not isinstance(src_pool, MemoryPool):
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"pool_to_pool: src_pool must be a MemoryPool (device.memory_pool), got {type(src_pool).__name__}")
+        s = src_pool._entry(src, "pool_to_pool source")
+        d = self._entry(dst, "pool_to_pool destination")
+        if d.size < s.size:
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"pool_to_pool: destination {dst} has {d.size} bytes, source {src} has {s.size}")
+        if src_pool is self:
+            self.ctx.ensure_usable()
+            self._worker.queue_copy(records.copy(s.slot, d.slot, 0, 0, s.size), None)
+            return
+        import numpy as np
+        bounce = np.empty(min(s.size, 4 * self.transfers.ring.buffer_bytes), dtype=np.uint8)
+        pos = 0
+        while pos < s.size:
+            n = min(bounce.size, s.size - pos)
+            src_pool.pool_to_host(src, bounce[:n], pos)
+            self.host_to_pool(bounce[:n], dst, pos)
+            pos += n
+
+    # ----- teardown and accounting --------------------------------------------------------------------------------
+    def trim(self) -> int:
+        """Give back to the driver the device memory the pool keeps for reuse: freed blocks held for quick reuse, and
+        chunks no live buffer uses. Buffers released but still waiting for the GPU are not touched (a sync first makes
+        them count). Returns the bytes given back. The pool never does this on its own: after a peak it keeps what
+        the peak needed, like a caching allocator; call this to return it."""
+        freed = 0
+        with self._lock:
+            self._trim_recent()
+            for chunk in [c for c in self._chunks if c.used == 0]:  # every block was freed after the GPU was done
+                self._chunks.remove(chunk)  # unlisted first: an interrupt can leak it, never free it twice
+                self.memory.destroy(chunk.memory, chunk.buffer, chunk.size)
+                freed += chunk.size
+        return freed
+
+    def stats(self) -> PoolStats:
+        """Counters for tests and the soak: live buffers, memory objects and bytes held."""
+        with self._lock:
+            return {"live_buffers": len(self._entries), "memory_objects": self.memory.allocations,
+                    "held_bytes": self.memory.held, "chunks": len(self._chunks)}
+
+    def destroy(self) -> None:
+        """Free every Vulkan object of the pool (the device must be idle, and no transfer in progress)."""
+        with self._lock:
+            self._destroyed = True
+            for entry in [*self._entries.values(), *(e for _, e in self._dying)]:
+                if entry.root is entry and entry.chunk is None and entry.memory is not None:
+                    self.memory.destroy(entry.memory, entry.vk_buffer, entry.size)
+            self._entries.clear()
+            self._dying.clear()
+            self.slot_of.clear()
+            for chunk in self._chunks:
+                self.memory.destroy(chunk.memory, chunk.buffer, chunk.size)
+            self._chunks.clear()
+            self._recent.clear()
+            self.transfers.ring.destroy()
+
+
+def _is_int(value) -> bool:
+    """An int, and not a bool: True is 1 to Python, but as a size or an offset it is a mistake."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _bytes_view(obj, writable: bool) -> memoryview:
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
+                                       f"expected a buffer-protocol object (bytes, bytearray, numpy array), got {type(obj).__name__}") from None
+    if not view.c_contiguous:
+        raise BackendError(ErrorStatus.InvalidArgument, "the host buffer must be C-contiguous (use numpy.ascontiguousarray)")
+    if writable and view.readonly:
+        raise BackendError(ErrorStatus.InvalidArgument, "the destination host buffer is read-only")
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view

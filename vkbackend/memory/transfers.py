@@ -1,0 +1,124 @@
+"""Transfers between host memory and device buffers, streamed through the staging ring.
+
+``upload``: per staging buffer, take one, memcpy into it in C with the GIL released (split over up to 8 threads),
+queue a copy record; it returns when the source has been read, and the copies run in stream order with launches.
+``download`` keeps two staging buffers in flight: while the GPU copies part k+1 into staging, the caller copies part
+k out; it is a sync point. A staging buffer is never waited for while holding another, so threads transferring at
+once cannot deadlock on the ring.
+
+Interrupts (Ctrl-C) land in the caller's thread between bytecodes after a call, at a ``with`` block's exit and at a
+loop's back edge. Every staging buffer is a Lease listed before it is filled, and an interrupted or failing transfer
+hands the give-back of each to the worker, to run once the copies queued so far are done. A try block never opens
+with a loop: CPython 3.11 raises an interrupt taken at the loop's back edge from the instruction before the loop's
+head, outside the try, so neither its handlers nor its finally would run.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+from .. import records
+from ..wakeup import WAKE_S, Signal
+from .staging import Lease, StagingRing
+
+__all__ = ["Transfers"]
+
+
+class Transfers:
+    """The transfers of one device's memory pool: the staging ring, and the transfers in progress."""
+
+    def __init__(self, ctx, worker, ring: StagingRing, copy_threads: int) -> None:
+        self.ctx, self._worker, self.ring, self.copy_threads = ctx, worker, ring, copy_threads
+        # Threads inside a transfer may be copying into or out of the mapped ring with the GIL released: close() waits
+        # for them to leave before it unmaps it. A plain Lock, whose `with` an interrupt cannot split.
+        self._lock = threading.Lock()
+        self._active: list[object] = []
+
+    def upload(self, src_ptr, nbytes: int, dst_slot: int, offset: int) -> None:
+        """Copy ``nbytes`` from host memory at ``src_ptr`` into slot ``dst_slot`` at byte ``offset``; returns once the
+        source has been read."""
+        lib, ring, worker = self.ctx.lib, self.ring, self._worker
+        lease, token = None, object()
+        try:
+            self._begin(token)
+            pos = 0
+            while pos < nbytes:
+                n = min(ring.buffer_bytes, nbytes - pos)
+                lease = Lease(ring)
+                ring.acquire(lease)
+                lib.vkb_copy(lease.host, src_ptr + pos, n, self.copy_threads)
+                worker.queue_copy(records.copy(lease.slot, dst_slot, 0, offset + pos, n), lease.give_back)
+                pos += n
+        except BaseException:
+            if lease is not None and lease.slot is not None:  # its copy may be queued: give it back after that
+                worker.defer(lease.give_back)
+            raise
+        finally:
+            with self._lock:  # inline, not a call, which an interrupt could skip
+                if token in self._active:
+                    self._active.remove(token)
+
+    def download(self, src_slot: int, offset: int, dst_ptr, nbytes: int) -> None:
+        """Copy ``nbytes`` of slot ``src_slot`` from byte ``offset`` to host memory at ``dst_ptr``. It waits for the
+        copies it queues; the caller's sync point then raises what went wrong before."""
+        lib, ring, worker = self.ctx.lib, self.ring, self._worker
+        leases: deque[Lease] = deque()  # oldest first; each is listed before it holds a staging buffer
+
+        def finish_oldest() -> None:
+            lease = leases[0]
+            worker.wait_ticket(lease.ticket)  # on a timeout the lease stays listed, and is given back below
+            lib.vkb_copy(dst_ptr + lease.pos, lease.host, lease.n, self.copy_threads)
+            lease.give_back()
+            leases.popleft()
+
+        token = object()
+        try:
+            self._begin(token)
+            pos = 0
+            while pos < nbytes:
+                n = min(ring.buffer_bytes, nbytes - pos)
+                lease = Lease(ring, pos, n)
+                leases.append(lease)
+                if not ring.acquire(lease, block=len(leases) == 1):  # never wait for one while holding another
+                    leases.pop()
+                    finish_oldest()
+                    continue
+                lease.ticket = Signal()
+                worker.queue_copy(records.copy(src_slot, lease.slot, offset + pos, 0, n), lease.ticket.set, submit=True)
+                pos += n
+            while leases:
+                finish_oldest()
+        except BaseException:  # an error, a timeout or an interrupt: give each buffer back once its copy is done
+            for lease in leases:
+                if lease.slot is not None:
+                    worker.defer(lease.give_back)
+            raise
+        finally:
+            with self._lock:  # inline, not a call, which an interrupt could skip
+                if token in self._active:
+                    self._active.remove(token)
+
+    def _begin(self, token: object) -> None:
+        """List a transfer (first thing in its try block, so that its finally always unlists it)."""
+        with self._lock:
+            if self.ctx.closed:  # checked under the lock that close() waits behind: no transfer starts after it
+                raise self.ctx.closed_error()
+            self._active.append(token)
+
+    def wait_finished(self, timeout_s: float) -> bool:
+        """After close() began: wait for threads still inside a transfer to leave (they notice the close within
+        WAKE_S at every wait); False when one is still inside after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:  # a transfer that passed its closed check has counted itself by now
+                if not self._active:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(WAKE_S / 10)
+
+    @property
+    def active(self) -> int:
+        """How many transfers are in progress."""
+        return len(self._active)

@@ -1,0 +1,109 @@
+"""Every record the recorder reads (csrc/recorder.c; their layouts are in decl/vkb.h), packed here by name.
+
+A record is a run of little-endian uint32 words: a kind, then its operands. Launches are packed in the caller's
+thread (the caller already holds the arguments, and it leaves the worker an append per launch), copies by the
+memory pool's transfers, timestamps by the submitter's timed runs.
+"""
+from __future__ import annotations
+
+import linecache
+import struct
+from collections.abc import Callable
+
+from ._ffi import lib
+from .errors import BackendError, ErrorStatus
+from .spirv import ProgramInfo
+
+__all__ = ["DISPATCH", "COPY", "TIMESTAMP", "RESET_QUERIES", "dispatch_format", "copy", "timestamp",
+           "reset_queries", "dispatch_packer", "forget_packer"]
+
+DISPATCH, COPY = lib.VKB_RECORD_DISPATCH, lib.VKB_RECORD_COPY
+TIMESTAMP, RESET_QUERIES = lib.VKB_RECORD_TIMESTAMP, lib.VKB_RECORD_RESET_QUERIES
+
+_DISPATCH_HEADER = "<5I"            # kind, program index, gx, gy, gz; then a slot per buffer and the push constants
+_COPY = struct.Struct("<9I")        # kind, src slot, dst slot, src offset, dst offset, size (64-bit values as lo, hi)
+_TIMESTAMP = struct.Struct("<2I")   # kind, query
+_RESET_QUERIES = struct.Struct("<3I")  # kind, first, count
+
+
+def push_format(info: ProgramInfo) -> str:
+    """struct format of a program's push-constant block: members at their offsets, padded to whole words."""
+    fmt, pos = "", 0
+    for member in sorted(info.push_constants, key=lambda m: m.offset):
+        if member.offset < pos:
+            raise BackendError(ErrorStatus.KernelCompilation, f"push-constant member {member.name} overlaps another")
+        fmt += "x" * (member.offset - pos) + member.format
+        pos = member.offset + member.size
+    size = (info.push_constant_size + 3) // 4 * 4
+    return fmt + "x" * (size - pos)
+
+
+def dispatch_format(info: ProgramInfo) -> struct.Struct:
+    """The layout of a dispatch record of the program ``info`` describes (packed with DISPATCH first)."""
+    return struct.Struct(_DISPATCH_HEADER + "I" * len(info.buffers) + push_format(info))
+
+
+def copy(src_slot: int, dst_slot: int, src_offset: int, dst_offset: int, nbytes: int) -> bytes:
+    """A copy of ``nbytes`` from byte ``src_offset`` of slot ``src_slot`` to byte ``dst_offset`` of ``dst_slot``."""
+    return _COPY.pack(COPY, src_slot, dst_slot, src_offset & 0xFFFFFFFF, src_offset >> 32,
+                      dst_offset & 0xFFFFFFFF, dst_offset >> 32, nbytes & 0xFFFFFFFF, nbytes >> 32)
+
+
+def timestamp(query: int) -> bytes:
+    """A timestamp into ``query`` of the device's query pool: top of pipe for even queries, bottom for odd ones."""
+    return _TIMESTAMP.pack(TIMESTAMP, query)
+
+
+def reset_queries(first: int, count: int) -> bytes:
+    """A reset of queries ``first`` to ``first + count - 1``."""
+    return _RESET_QUERIES.pack(RESET_QUERIES, first, count)
+
+
+# The launch fast path, specialised per program with its argument counts unrolled: unpacking fixed-size sequences,
+# a few comparisons, one struct.pack and one append. It is the whole per-launch cost in the caller's thread.
+# Anything unusual (a wrong count, an unknown buffer, a GridArg, a short grid, a scalar out of range, a device that is
+# not ctx.usable) raises KeyError/ValueError/TypeError/struct.error before queueing anything, and Device.launch then
+# takes the slow path, which explains the problem, handles the case or waits for room. Strictness costs little here
+# (about 20 ns a launch on lavapipe, measured): no float or bool equals a buffer id (ids.py), struct refuses floats
+# for integers, of the bools only True could pass the grid's range check and it is looked for, and two or more
+# buffers are indexed once, which a set (bound in its hash order) cannot be.
+_PACKER = """\
+def pack(buffers, scalars, grid):
+    [{buffers}] = buffers
+    [{scalars}] = scalars
+    gx, gy, gz = grid
+{indexed}\
+    if 0 < gx <= {mx} and 0 < gy <= {my} and 0 < gz <= {mz} and gx is not True and gy is not True and gz is not True \\
+            and ctx.usable:
+        {emit}
+    raise ValueError("grid out of range, or the device not usable now")
+"""
+
+
+def dispatch_packer(name: str, index: int, info: ProgramInfo, record: struct.Struct, slot_of: dict,
+                    max_grid: tuple[int, int, int], ctx, append: Callable[[bytes], None] | None) -> Callable:
+    """A function ``(buffers, scalars, grid)`` that checks and packs one dispatch of program ``index`` and queues it
+    with ``append`` (with ``append=None`` it returns the record: a LaunchGraph's). Its source is registered with
+    linecache under ``<launch packer of NAME>``, so tracebacks through it show its lines."""
+    bufs = [f"b{i}" for i in range(len(info.buffers))]
+    scalars = [f"s{i}" for i in range(len(info.push_constants))]
+    args = ", ".join([f"DISPATCH, {int(index)}, gx, gy, gz", *(f"slot_of[{b}]" for b in bufs), *scalars])
+    mx, my, mz = (int(m) for m in max_grid)
+    source = _PACKER.format(buffers=", ".join(bufs), scalars=", ".join(scalars), mx=mx, my=my, mz=mz,
+                            indexed="    buffers[0]\n" if len(bufs) > 1 else "",
+                            emit=f"return record({args})" if append is None else f"return append(record({args}))")
+    filename = _packer_filename(name, append is None)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"record": record.pack, "slot_of": slot_of, "ctx": ctx, "append": append, "DISPATCH": DISPATCH}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace["pack"]
+
+
+def forget_packer(name: str) -> None:
+    """Drop the sources of a released program's packers from linecache."""
+    for returning in (False, True):
+        linecache.cache.pop(_packer_filename(name, returning), None)
+
+
+def _packer_filename(name: str, returning: bool) -> str:
+    return f"<launch packer of {name}{' (graph)' if returning else ''}>"

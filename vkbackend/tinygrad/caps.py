@@ -1,0 +1,99 @@
+"""What the renderer knows about a device (DeviceCaps), and how it travels in tinygrad's ``Target.arch``.
+
+tinygrad pickles renderers to its compile workers keeping only the ``Target``, so everything the renderer needs to
+know about a device is written into ``target.arch`` (:func:`make_arch`) and read back there (:func:`parse_arch`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DeviceCaps", "make_arch", "parse_arch", "caps_from_info", "max_kernel_buffers"]
+
+
+@dataclass(frozen=True)
+class DeviceCaps:
+    """What the renderer needs to know about a device.  Serialised into ``Target.arch`` (see :func:`make_arch`)."""
+
+    f16: bool = False
+    f64: bool = False
+    i8: bool = False
+    i16: bool = False
+    i64: bool = False
+    global_max: tuple[int, int, int] = (65535, 65535, 65535)
+    local_max: tuple[int, int, int] = (1024, 1024, 64)
+    local_threads: int = 128
+    shared_max: int = 16384
+
+
+_FLAGS = ("f16", "f64", "i8", "i16", "i64")
+
+
+def make_arch(caps: DeviceCaps) -> str:
+    """``DeviceCaps`` -> a compact arch string such as ``f16,i8,i16,i64,f64,g65535/65535/65535,l1024/1024/64,t1024,s32768``.
+
+    It contains no ``:`` or ``+`` (tinygrad's target separators), so ``DEV=VK::<arch>`` can also override it."""
+    toks = [f for f in _FLAGS if getattr(caps, f)]
+    toks += [
+        "g" + "/".join(map(str, caps.global_max)),
+        "l" + "/".join(map(str, caps.local_max)),
+        f"t{caps.local_threads}",
+        f"s{caps.shared_max}",
+    ]
+    return ",".join(toks)
+
+
+def parse_arch(arch: str) -> DeviceCaps:
+    """Inverse of :func:`make_arch`; unknown tokens are ignored, missing ones keep the Vulkan-minimum defaults."""
+    kw: dict = {}
+    for tok in (t.strip() for t in (arch or "").split(",")):
+        if not tok:
+            continue
+        if tok in _FLAGS:
+            kw[tok] = True
+        elif tok[0] in "gl" and "/" in tok:
+            vals = tuple(int(x) for x in tok[1:].split("/"))
+            if len(vals) == 3:
+                kw["global_max" if tok[0] == "g" else "local_max"] = vals
+        elif tok[0] in "ts" and tok[1:].isdigit():
+            kw["local_threads" if tok[0] == "t" else "shared_max"] = int(tok[1:])
+    return DeviceCaps(**kw)
+
+
+
+def _nonempty(info, name: str) -> bool:
+    from vkbackend.dtypes import DType  # noqa: PLC0415
+
+    return bool(info.dtype_capabilities.get(DType[name]))
+
+
+def caps_from_info(info) -> DeviceCaps:
+    """What the renderer may use on a device, from its :class:`vkbackend.DeviceInfo`.
+
+    8- and 16-bit integers need both the storage feature (``dtype_capabilities``) and arithmetic (``shaderInt8`` /
+    ``shaderInt16``); tinygrad's bool is stored as one byte, so it rides on int8."""
+    feats = getattr(info, "features", None)
+
+    def feat(name: str) -> bool:
+        return feats is None or name in feats
+
+    i64 = _nonempty(info, "int64")
+    return DeviceCaps(
+        f16=_nonempty(info, "float16"),
+        f64=_nonempty(info, "float64") and i64,
+        i8=_nonempty(info, "int8") and feat("shaderInt8"),
+        i16=_nonempty(info, "int16") and feat("shaderInt16"),
+        i64=i64,
+        global_max=tuple(int(x) for x in info.max_global_work_dims),
+        local_max=tuple(int(x) for x in info.max_local_work_dims),
+        local_threads=int(info.max_local_threads),
+        shared_max=int(info.local_mem_size),
+    )
+
+
+def max_kernel_buffers(info) -> int:
+    """Buffers one kernel may bind: storage-buffer bindings, and one push-constant word per binding for view offsets
+    (8 words are kept for the kernel's integer variables)."""
+    limit = int(getattr(info, "max_storage_buffers", 32) or 32)
+    pc_words = int(getattr(info, "max_push_constants_size", 128) or 128) // 4
+    return max(4, min(limit, pc_words - 8, 31))
