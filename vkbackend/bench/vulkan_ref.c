@@ -13,8 +13,9 @@
  * thrown away, with "correct" where the program checks the result itself; and under VKBACKEND_VALIDATION=1 one
  * {"validation": ...} per message of the Khronos validation layer. Errors go to stderr, with exit status 1.
  *
- * libvulkan.so.1 is opened with dlopen, so building needs only the Vulkan headers. Buffers live in the memory type
- * the backend picks for its own (memory.py); transfers go through one host-visible staging buffer.
+ * The loader (libvulkan.so.1, or $VKBACKEND_VULKAN_LIBRARY) is opened with dlopen, so building needs only the
+ * Vulkan headers. Buffers live in the memory type the backend picks for its own (memory.py); transfers go through
+ * one host-visible staging buffer.
  */
 #define _POSIX_C_SOURCE 200809L
 #define VK_NO_PROTOTYPES
@@ -164,14 +165,17 @@ static struct {
     VkDescriptorPool descriptor_pool;
 } gpu;
 
+/* The Vulkan loader: $VKBACKEND_VULKAN_LIBRARY where set, as the backend opens it, else libvulkan.so.1. */
 static void open_loader(void) {
-    void *library = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+    const char *name = getenv("VKBACKEND_VULKAN_LIBRARY");
+    if (!name || !*name) name = "libvulkan.so.1";
+    void *library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!library)
-        die("cannot open libvulkan.so.1 (%s): install the Vulkan loader (Debian/Ubuntu: apt-get install libvulkan1)",
+        die("cannot open %s (%s): install the Vulkan loader (Debian/Ubuntu: apt-get install libvulkan1)", name,
             dlerror());
     void *symbol = dlsym(library, "vkGetInstanceProcAddr");
     memcpy(&vkGetInstanceProcAddr, &symbol, sizeof symbol); /* POSIX lets a void * hold a function's address */
-    if (!vkGetInstanceProcAddr) die("libvulkan.so.1 has no vkGetInstanceProcAddr: is it a Vulkan loader?");
+    if (!vkGetInstanceProcAddr) die("%s has no vkGetInstanceProcAddr: is it a Vulkan loader?", name);
     vkCreateInstance = (PFN_vkCreateInstance)required(vkGetInstanceProcAddr(NULL, "vkCreateInstance"),
                                                       "vkCreateInstance");
 }
