@@ -96,12 +96,15 @@ def _lines(n: int) -> list[dict]:
 
 
 def test_records_from_checks_the_sum_and_keeps_the_programs_checks():
-    """No device: the figures come from the seconds, add_bw and download from c == a + b, the rest from the line."""
+    """No device: the figures come from the seconds over the arrays the program used, add_bw and download are checked
+    as c == a + b, the other cases keep the program's own check."""
     n = 1 << 20
     a, b = np.ones(n + 4, np.float32), np.full(n + 4, 2, np.float32)
     result = ChildResult(_lines(n))
     sizes = Sizes(launches=1000, elems=n + 4, allocs=1, reps=1, kernel_reps=1, warmup_s=0)
-    good = {r.case: r for r in vulkan_ref.records_from(result, sizes, a, b, np.full(n, 3, np.float32), print)}
+    log: list[str] = []
+    good = {r.case: r for r in vulkan_ref.records_from(result, sizes, a, b, np.full(n, 3, np.float32), log.append)}
+    assert log == ["vulkan-c: add_bw, upload, download on 4 MiB arrays, the most the device can bind"]  # n < elems
     assert (good["launch_chain"].value, good["launch_chain"].correct) == (1.0, True)  # us per launch
     assert good["launch_independent"].correct is False  # the program's own check said so
     assert good["add_bw"].value == float(f"{3 * n * 4 / 0.25 / 1e9:.4g}") and good["add_bw"].correct

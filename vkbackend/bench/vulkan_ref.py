@@ -121,6 +121,8 @@ def records_from(result: ChildResult, sizes: Sizes, a: np.ndarray, b: np.ndarray
         log(f"{IMPL}: validation layer: {message}")
     if result.error:
         log(f"{IMPL}: {result.error}")
+    if 0 < n < sizes.elems:
+        log(f"{IMPL}: add_bw, upload, download on {n * 4 >> 20} MiB arrays, the most the device can bind")
     summed = c is not None and n > 0 and np.array_equal(c, a[:n] + b[:n])
     array_gb = n * 4 / 1e9
 
@@ -128,6 +130,7 @@ def records_from(result: ChildResult, sizes: Sizes, a: np.ndarray, b: np.ndarray
         if case.startswith("launch_"):
             return seconds / sizes.launches * 1e6  # us per launch
         return (3 if case == "add_bw" else 1) * array_gb / seconds  # GB/s, add_bw counting its 3 arrays
+
     records = []
     for name in CASE_NAMES:
         line = cases.get(name, {})
