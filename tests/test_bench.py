@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 
 import pytest
-from _bench import run_bench
+from _bench import require_c_reference, run_bench
 
+from vkbackend.bench import vulkan_ref
 from vkbackend.bench.report import plot, table
 from vkbackend.bench.spec import CASES, IMPLS, OURS, Record
 
@@ -48,6 +49,17 @@ def test_every_case_of_ours_ran_and_is_correct(quick_run):
     assert set(ours) == set(UNITS)
     wrong = [r for r in records if not r["correct"]]
     assert not wrong, f"correctness checks failed: {wrong}"
+
+
+def test_the_c_reference_ran_beside_ours(quick_run):
+    """Where a C compiler and the Vulkan headers are found (here: cc and libvulkan-dev), the same command runs the
+    vulkan-c peer: its checked figures are in the same JSON, and the table has its column and its note."""
+    require_c_reference()
+    proc, records = quick_run
+    ours = {r["case"]: r for r in records if r["impl"] == vulkan_ref.IMPL}
+    assert sorted(ours) == sorted(vulkan_ref.CASE_NAMES), proc.stderr
+    assert all(r["correct"] for r in ours.values()), ours
+    assert f"ours/{vulkan_ref.IMPL}" in proc.stdout and vulkan_ref.NOTE in proc.stdout
 
 
 def test_table_and_plot_from_records(tmp_path):

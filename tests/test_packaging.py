@@ -40,6 +40,8 @@ BUILD_INPUTS = ["build_vulkan.py", "setup.py", "pyproject.toml", "README.md", "L
                 "vkbackend/tinygrad/vkbackend-tinygrad.pth",
                 *(f"vkbackend/decl/{p.name}" for p in (ROOT / "vkbackend" / "decl").glob("*.h")),
                 *(f"vkbackend/csrc/{p.name}" for p in (ROOT / "vkbackend" / "csrc").iterdir())]
+# What the sdist carries besides, for the bench's C reference and the GPU bench script (docs/performance.md).
+BENCH_FILES = ["vkbackend/bench/vulkan_ref.c", "scripts/gpu-bench.sh"]
 
 
 def _env() -> dict[str, str]:
@@ -85,7 +87,7 @@ def test_sdist_holds_what_the_build_needs(dist):
         names = tar.getnames()
     top = names[0].split("/")[0]
     members = {name.partition("/")[2] for name in names}
-    missing = [path for path in BUILD_INPUTS if path not in members]
+    missing = [path for path in BUILD_INPUTS + BENCH_FILES if path not in members]
     assert not missing, f"the sdist {top} lacks {missing}"
     built = [m for m in members if m.endswith((".so", ".o", ".pyc")) or m == "vkbackend/_vulkan.c"]
     assert not built, f"the sdist carries build outputs: {built}"
@@ -104,7 +106,8 @@ def test_wheel_is_tagged_for_the_abi_its_module_uses(dist):
     else:  # a debug or free-threaded interpreter: a module and wheel of this interpreter only
         assert not any(name.endswith(".abi3.so") for name in names)
         assert "-abi3-" not in wheel.name
-    assert {"vkbackend/py.typed", "vkbackend-tinygrad.pth", f"vkbackend-{VERSION}.dist-info/licenses/LICENSE"} <= names
+    assert {"vkbackend/py.typed", "vkbackend-tinygrad.pth", f"vkbackend-{VERSION}.dist-info/licenses/LICENSE",
+            "vkbackend/bench/vulkan_ref.c"} <= names
 
 
 @pytest.mark.skipif(not limited_api_supported(), reason="this interpreter has no stable ABI (debug or free-threaded)")
@@ -138,5 +141,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(dist, device, tmp_path):
     assert _run([script, "--version"], cwd=tmp_path).stdout == f"vkbackend {VERSION}\n"
     demo = _run([script, "demo"], cwd=tmp_path)
     assert "demo: all results match numpy" in demo.stdout
+    _run([python, "-c", "from vkbackend.bench import vulkan_ref; assert vulkan_ref.SOURCE.is_file(), vulkan_ref.SOURCE"],
+         cwd=tmp_path)  # the bench's C reference finds its source in the installed package
     site = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"], cwd=tmp_path).stdout
     assert (Path(site.strip()) / "vkbackend-tinygrad.pth").is_file(), "the tinygrad hook's .pth is not in site-packages"

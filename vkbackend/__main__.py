@@ -30,7 +30,8 @@ def _main(argv: list[str] | None) -> int:
     info.add_argument("--json", action="store_true", help="print them as a JSON list, one object per device")
     demo = sub.add_parser("demo", help="run GLSL kernels on a device and check them against numpy")
     demo.add_argument("--device", type=int, default=0, help="device index (default 0)")
-    bench = sub.add_parser("bench", help="benchmarks beside wgpu-py and PyTorch, where importable")
+    bench = sub.add_parser("bench", help="benchmarks beside a raw-Vulkan C program (where a C compiler is "
+                           "found), wgpu-py and PyTorch (where importable)")
     bench.add_argument("--device", type=int, default=0, help="device index (default 0; --tinygrad uses VK, device 0)")
     bench.add_argument("--json", metavar="FILE", help="also write the results to FILE as a JSON list of records")
     bench.add_argument("--plot", metavar="FILE", help="also draw them into FILE, a PNG (needs matplotlib: the bench "

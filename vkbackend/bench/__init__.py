@@ -1,8 +1,10 @@
-"""``python -m vkbackend bench``: our figures beside wgpu-py's and PyTorch CUDA's, each with a correctness check.
+"""``python -m vkbackend bench``: our figures beside a raw-Vulkan C program's, wgpu-py's and PyTorch CUDA's, each
+with a correctness check.
 
 Modules: ``spec`` (the cases, sizes and records), ``timing`` (the one timing loop), ``kernels`` (our GLSL),
-``cases`` (our cases on one device), ``compile_probe`` (the compile cases' fresh process), ``peers`` (wgpu-py and
-torch, each in a child process, skipped when not importable), ``child`` (running those children), ``report``
+``cases`` (our cases on one device), ``compile_probe`` (the compile cases' fresh process), ``peers`` (the C
+reference, wgpu-py and torch, each in a child process, skipped when it cannot run), ``vulkan_ref`` (the C reference:
+building and running ``vulkan_ref.c``, checking its results), ``child`` (running those children), ``report``
 (table, JSON, plot), ``runner`` (the driver). Submodules load on first use, so the children
 (``python -m vkbackend.bench.peers`` / ``.compile_probe``) import only what they need.
 

@@ -25,6 +25,10 @@ class CaseError(Exception):
     """A case could not produce a figure (a child process failed, say); the message says why."""
 
 
+class Skip(Exception):
+    """A peer cannot run here (no adapter, no CUDA, no C compiler); the message says why."""
+
+
 class CaseSet:
     """The cases of one implementation: ``plan`` names them, ``run`` runs them in order."""
 

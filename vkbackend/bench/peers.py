@@ -1,11 +1,13 @@
-"""The peers: the same cases on wgpu-py and on PyTorch CUDA, each in a child process of its own.
+"""The peers: the same cases on a raw-Vulkan C program, on wgpu-py and on PyTorch CUDA, each in a child process.
 
-They measure the way ``../shared/bench/peer_wgpu.py`` and ``peer_torch.py`` do: tiny launches in one compute pass
-(wgpu) or eagerly (torch) with one sync at the end; ``c = a + b`` as the wall time of 20 back-to-back launches;
-transfers of ordinary (pageable) host memory. A peer that is not importable, or (torch) has no CUDA device, is
-skipped with a reason. Neither has a persistent pipeline cache we could fill, so neither runs the compile cases.
+The C reference (``vulkan_ref``) runs the launch and transfer cases as a plain Vulkan program would, and is skipped
+without a C compiler or the Vulkan headers. wgpu-py records tiny launches into one compute pass, torch launches them
+eagerly, each with one sync at the end; for both, ``c = a + b`` is the wall time of 20 back-to-back launches and the
+transfers move ordinary (pageable) host memory. A Python peer that is not importable, or (torch) has no CUDA device,
+is skipped with a reason. None has a persistent pipeline cache we could fill, so none runs the compile cases.
 
-``python -m vkbackend.bench.peers wgpu|torch --sizes JSON [--device-name NAME]`` is the child; ``run_peer`` starts it.
+``python -m vkbackend.bench.peers vulkan-c|wgpu|torch --sizes JSON [--device-name NAME]`` is the child; ``run_peer``
+starts it.
 """
 from __future__ import annotations
 
@@ -18,25 +20,25 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .cases import CaseSet, Plan
+from . import vulkan_ref
+from .cases import CaseSet, Plan, Skip
 from .child import emit, run_module
 from .spec import Record, Sizes
 from .timing import best_of, wall
 
-PEERS = ("wgpu", "torch")
-ADD_REPEAT = 20  # launches per add_bw sample, as the reference scripts do
+PEERS = (vulkan_ref.IMPL, "wgpu", "torch")
+PYTHON_PEERS = ("wgpu", "torch")
+"""The peers that are Python packages of that name: one that is not importable is skipped without a child."""
+ADD_REPEAT = 20  # launches per add_bw sample, as wgpu's and torch's reference scripts did
 
 NOTES = {
+    vulkan_ref.IMPL: vulkan_ref.NOTE,
     "wgpu": "wgpu: launches recorded into one compute pass (one submit); add_bw = wall time of 20 dispatches in one "
             "pass; upload/download = queue.write_buffer / queue.read_buffer",
     "torch": "torch: eager add_(1) launches; add_bw = wall time of 20 torch.add; upload/download from/into a "
              "pageable numpy array (torch.from_numpy)",
 }
 """How each peer measures, where it differs from ours, for the report's footnotes."""
-
-
-class Skip(Exception):
-    """The peer cannot run here (no adapter, no CUDA); the message says why."""
 
 
 # ----- wgpu ---------------------------------------------------------------------------------------------------------
@@ -297,13 +299,14 @@ class TorchCases(CaseSet):
         return [Record.of("alloc_release", self.impl, seconds / s.allocs * 1e6, True)]
 
 
-PEER_CLASSES: dict[str, type[CaseSet]] = {"wgpu": WgpuCases, "torch": TorchCases}
+PEER_CLASSES: dict[str, Callable[[Sizes, str | None], CaseSet]] = {
+    vulkan_ref.IMPL: vulkan_ref.VulkanRefCases, "wgpu": WgpuCases, "torch": TorchCases}
 
 
 # ----- the parent's side --------------------------------------------------------------------------------------------
 def run_peer(peer: str, sizes: Sizes, device_name: str, log: Callable[[str], None]) -> list[Record]:
     """The peer's records, from a child process; none (and a logged reason) when it is skipped or fails."""
-    if importlib.util.find_spec(peer) is None:
+    if peer in PYTHON_PEERS and importlib.util.find_spec(peer) is None:
         log(f"{peer}: skipped, not importable")
         return []
     log(f"{peer}: running in a child process")

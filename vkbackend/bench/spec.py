@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-IMPLS = ("vkbackend", "wgpu", "torch")
+IMPLS = ("vkbackend", "vulkan-c", "wgpu", "torch")
 """Every implementation a record can name; ours first."""
 OURS = IMPLS[0]
 

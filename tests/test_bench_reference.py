@@ -1,0 +1,123 @@
+"""The raw-Vulkan C reference (the bench's ``vulkan-c`` peer) builds, runs on the test device and checks its results.
+
+It runs through the bench's own path (``run_peer``: a child process that builds vulkan_ref.c, runs it and checks what
+it brought back), at tiny sizes, under the suite's validation settings, which the program inherits. Nothing here is
+about speed. Skipped where no C compiler or no Vulkan headers are found, with the reason.
+"""
+from __future__ import annotations
+
+import math
+import subprocess
+
+import numpy as np
+import pytest
+from _bench import require_c_reference
+
+from vkbackend.bench import vulkan_ref
+from vkbackend.bench.child import ChildResult
+from vkbackend.bench.peers import run_peer
+from vkbackend.bench.spec import CASE_BY_NAME, IMPLS, Sizes
+from vkbackend.config import validation_enabled
+
+# 100 launches over 8 buffers: 4 of them get one launch more, so the shares' check sees both counts.
+TINY = Sizes(launches=100, elems=1 << 12, allocs=1, reps=2, kernel_reps=2, warmup_s=0.0, buffers=8)
+
+
+@pytest.fixture(scope="module")
+def reference(device):
+    """The C reference's records and log at TINY sizes, on the test device."""
+    require_c_reference()
+    log: list[str] = []
+    return run_peer(vulkan_ref.IMPL, TINY, device.info.name, log.append), log
+
+
+def test_every_case_runs_and_is_correct(reference):
+    records, log = reference
+    assert [r.case for r in records] == list(vulkan_ref.CASE_NAMES), log
+    wrong = [r for r in records if not r.correct]
+    assert not wrong, f"failed checks: {wrong}\nlog:\n" + "\n".join(log)
+
+
+def test_records_are_well_formed(reference):
+    records, _ = reference
+    assert vulkan_ref.IMPL in IMPLS
+    for r in records:
+        assert r.impl == vulkan_ref.IMPL and r.unit == CASE_BY_NAME[r.case].unit, r
+        assert isinstance(r.value, float) and math.isfinite(r.value) and r.value > 0, r
+        assert set(r.to_json()) == {"case", "impl", "value", "unit", "correct"}
+
+
+def test_it_ran_on_our_device_without_validation_messages(reference, device):
+    _, log = reference
+    assert any(line.startswith(f"{vulkan_ref.IMPL}: {device.info.name} (Vulkan ") for line in log), log
+    assert not [line for line in log if "validation layer" in line or "exited with" in line], log
+
+
+@pytest.mark.skipif(not validation_enabled(), reason="the validation layer is off (VKBACKEND_TEST_NO_VALIDATION)")
+def test_a_validation_message_fails_every_case(device, monkeypatch):
+    """Best-practices validation always warns about VK_EXT_debug_utils (a debugging extension): that message must
+    reach the log and fail the records, as any message of the layer would."""
+    require_c_reference()
+    monkeypatch.setenv("VK_LAYER_ENABLES", "VK_VALIDATION_FEATURE_ENABLE_BEST_PRACTICES_EXT")
+    log: list[str] = []
+    records = run_peer(vulkan_ref.IMPL, TINY, device.info.name, log.append)
+    assert len(records) == len(vulkan_ref.CASE_NAMES) and not any(r.correct for r in records), records
+    assert any(line.startswith(f"{vulkan_ref.IMPL}: validation layer: ") for line in log), log
+
+
+def test_no_compiler_skips_with_the_reason(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    log: list[str] = []
+    assert run_peer(vulkan_ref.IMPL, TINY, "any", log.append) == []
+    assert any("skipped, no C compiler: $CC ('/nonexistent/cc') was not found" in line for line in log), log
+
+
+def test_a_failed_build_fails_every_case_and_says_why(monkeypatch):
+    require_c_reference()
+    monkeypatch.setenv("CC", "false")  # a "compiler" that exits 1
+    log: list[str] = []
+    records = run_peer(vulkan_ref.IMPL, TINY, "any", log.append)
+    assert [(r.case, r.value, r.correct) for r in records] == [(c, None, False) for c in vulkan_ref.CASE_NAMES]
+    assert any("failed: CaseError: false -O2" in line for line in log), log
+
+
+def test_the_source_builds_without_warnings():
+    compiler, include = require_c_reference()
+    proc = subprocess.run([*compiler, "-fsyntax-only", "-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror",
+                           f"-I{include}", str(vulkan_ref.SOURCE)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _lines(n: int) -> list[dict]:
+    return [{"arrays": n}, {"case": "launch_chain", "seconds": 1e-3, "correct": True},
+            {"case": "launch_independent", "seconds": 2e-3, "correct": False},
+            {"case": "upload", "seconds": 0.5, "correct": True}, {"case": "add_bw", "seconds": 0.25},
+            {"case": "download", "seconds": 0.5}]
+
+
+def test_records_from_checks_the_sum_and_keeps_the_programs_checks():
+    """No device: the figures come from the seconds over the arrays the program used, add_bw and download are checked
+    as c == a + b, the other cases keep the program's own check."""
+    n = 1 << 20
+    a, b = np.ones(n + 4, np.float32), np.full(n + 4, 2, np.float32)
+    result = ChildResult(_lines(n))
+    sizes = Sizes(launches=1000, elems=n + 4, allocs=1, reps=1, kernel_reps=1, warmup_s=0)
+    log: list[str] = []
+    good = {r.case: r for r in vulkan_ref.records_from(result, sizes, a, b, np.full(n, 3, np.float32), log.append)}
+    assert log == ["vulkan-c: add_bw, upload, download on 4 MiB arrays, the most the device can bind"]  # n < elems
+    assert (good["launch_chain"].value, good["launch_chain"].correct) == (1.0, True)  # us per launch
+    assert good["launch_independent"].correct is False  # the program's own check said so
+    assert good["add_bw"].value == float(f"{3 * n * 4 / 0.25 / 1e9:.4g}") and good["add_bw"].correct
+    assert good["upload"].correct and good["download"].correct
+    c = np.full(n, 3, np.float32)
+    c[-1] = 0
+    bad = {r.case: r for r in vulkan_ref.records_from(result, sizes, a, b, c, print)}
+    assert not bad["add_bw"].correct and not bad["download"].correct and bad["upload"].correct
+
+
+def test_records_from_a_program_that_died_early():
+    log: list[str] = []
+    result = ChildResult(_lines(4)[:2], returncode=1, error="vulkan_ref exited with 1: vulkan_ref: boom")
+    records = vulkan_ref.records_from(result, TINY, np.ones(8, np.float32), np.ones(8, np.float32), None, log.append)
+    assert [(r.value, r.correct) for r in records[1:]] == [(None, False)] * 4
+    assert records[0].correct and "vulkan-c: vulkan_ref exited with 1: vulkan_ref: boom" in log
