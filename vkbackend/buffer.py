@@ -36,8 +36,9 @@ class Buffer:
     finalizer when neither ran. Made with ``Buffer(device, nbytes)``, :meth:`from_numpy` or :meth:`from_dlpack`.
 
     Every method is as thread-safe as the pool it calls, but closing a Buffer while another thread still uses it
-    is a use after close for that thread. In a forked child closing does nothing (the buffer is the parent's); at
-    interpreter exit the devices close and free every buffer, so no finalizer runs.
+    is a use after close for that thread. A Buffer dropped without ``close`` is released at once, or, when the cyclic
+    garbage collector is what finds it, by the next Buffer made or closed. In a forked child closing does nothing
+    (the buffer is the parent's); at interpreter exit the devices close and free every buffer, so no finalizer runs.
 
     DLPack: a Buffer imports anything on the CPU (:meth:`from_dlpack` uploads a copy). It cannot be exported without
     a copy: its bytes live in device-local Vulkan memory, which has no host pointer, and the common consumers (numpy,
