@@ -16,9 +16,10 @@ import pytest
 import vkbackend
 from vkbackend import testing
 from vkbackend._ffi import lib
-from vkbackend.errors import (NO_DEVICE_HINT, NO_DRIVER_HINT, BackendError, DeviceLostError, DyLibNotFoundError,
-                              ErrorStatus, InitializationError, InvalidArgumentError, InvalidArgumentTypeError,
-                              KernelCompilationError, KernelLaunchError, KernelSyncError, MemoryAllocationError, check)
+from vkbackend.errors import (NO_DEVICE_HINT, NO_DRIVER_HINT, BackendError, DeviceLostError, DLPackExportError,
+                              DyLibNotFoundError, ErrorStatus, InitializationError, InvalidArgumentError,
+                              InvalidArgumentTypeError, KernelCompilationError, KernelLaunchError, KernelSyncError,
+                              MemoryAllocationError, check)
 
 ROOT = Path(__file__).resolve().parents[1]
 CLASSES = {ErrorStatus.DyLibNotFound: DyLibNotFoundError, ErrorStatus.Initialization: InitializationError,
@@ -44,6 +45,8 @@ def test_builtin_types_catch_what_they_should():
     wrong_type = InvalidArgumentTypeError(ErrorStatus.InvalidArgument, "x")
     assert isinstance(wrong_type, TypeError) and isinstance(wrong_type, ValueError)
     assert wrong_type.status is ErrorStatus.InvalidArgument
+    no_export = DLPackExportError(ErrorStatus.InvalidArgument, "x")   # the DLPack protocol's type for "cannot export"
+    assert isinstance(no_export, BufferError) and isinstance(no_export, ValueError)
     for status in set(ErrorStatus) - {ErrorStatus.MemoryAllocation, ErrorStatus.InvalidArgument}:
         assert not isinstance(BackendError(status, "x"), (MemoryError, ValueError, TypeError)), status
     with pytest.raises(MemoryError):
@@ -51,7 +54,8 @@ def test_builtin_types_catch_what_they_should():
 
 
 @pytest.mark.parametrize("error", [BackendError(status, f"{status.name} context") for status in ErrorStatus]
-                         + [InvalidArgumentTypeError(ErrorStatus.InvalidArgument, "wrong type")])
+                         + [InvalidArgumentTypeError(ErrorStatus.InvalidArgument, "wrong type"),
+                            DLPackExportError(ErrorStatus.InvalidArgument, "no export")])
 def test_errors_pickle_and_copy_as_themselves(error):
     for clone in (pickle.loads(pickle.dumps(error)), copy.copy(error)):
         assert type(clone) is type(error)

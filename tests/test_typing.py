@@ -61,8 +61,8 @@ def test_every_public_callable_is_annotated():
 def test_every_public_name_is_used_by_the_typed_usage():
     """A name added to ``__all__`` gets a typed use in tests/typecheck_usage.py, so mypy checks how users call it."""
     usage = (ROOT / "tests" / "typecheck_usage.py").read_text()
-    unused = [name for name in [*vkbackend.__all__, "DeviceStats", "PoolStats", "HostBuffer", "Scalar"]
-              if name not in usage]
+    names = [*vkbackend.__all__, "DeviceStats", "PoolStats", "HostBuffer", "Scalar", "SupportsDLPack"]
+    unused = [name for name in names if name not in usage]
     assert not unused, f"names of the public API that tests/typecheck_usage.py never uses: {unused}"
 
 
@@ -73,6 +73,7 @@ def test_typed_usage_runs(device):
     finally:
         sys.path.remove(str(ROOT / "tests"))
     assert typecheck_usage.exercise(device) == 5.0   # y[1] = 2 + 2 + 0.5 + 0.5
+    assert typecheck_usage.buffers(device) == [1.0, 5.0, 7.0]
     assert [message.split(":")[0] for message in typecheck_usage.errors(device)] == [
         "InvalidArgument", "MemoryAllocationError", "InvalidArgumentTypeError", "KernelSyncError", "8"]
 

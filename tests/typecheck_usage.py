@@ -7,16 +7,19 @@ what it claims holds at run time too.
 from __future__ import annotations
 
 import array
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from typing_extensions import assert_type
 
 import vkbackend
-from vkbackend import (BackendError, BufferBinding, Device, DeviceInfo, DeviceLostError, DType, DyLibNotFoundError,
-                       ErrorStatus, GridArg, InitializationError, InvalidArgumentError, InvalidArgumentTypeError,
-                       KernelCompilationError, KernelLaunchError, KernelSyncError, LaunchGraph, MemoryAllocationError,
-                       MemoryHeap, MemoryPool, ProgramInfo, PushMember, VulkanConfig, compile_glsl, devices)
-from vkbackend.types import DeviceStats, HostBuffer, PoolStats, Scalar
+from vkbackend import (BackendError, Buffer, BufferBinding, Device, DeviceInfo, DeviceLostError, DLPackExportError,
+                       DType, DyLibNotFoundError, ErrorStatus, GridArg, InitializationError, InvalidArgumentError,
+                       InvalidArgumentTypeError, KernelCompilationError, KernelLaunchError, KernelSyncError,
+                       LaunchGraph, MemoryAllocationError, MemoryHeap, MemoryPool, ProgramInfo, PushMember,
+                       VulkanConfig, compile_glsl, devices)
+from vkbackend.types import DeviceStats, HostBuffer, PoolStats, Scalar, SupportsDLPack
 
 AXPY = """#version 450
 layout(local_size_x = 64) in;
@@ -80,6 +83,34 @@ def exercise(dev: Device, n: int = 256) -> float:
         pool.release(buf)
     dev.release_program(prog)
     return float(memoryview(out).cast("f")[1])
+
+
+def buffers(dev: Device) -> list[float]:
+    """Buffers that own their ids: from numpy and DLPack, a view written, read back; closed by ``with`` and close();
+    returns [a value the view wrote, a value written as bytes, GPU-computed 2 * x[3] + 1]."""
+    data = np.arange(64, dtype=np.float32)
+    source: SupportsDLPack = data
+    with Buffer.from_numpy(dev, data) as buf, Buffer.from_dlpack(dev, source) as copy, Buffer(dev, 256) as out:
+        assert assert_type(buf.nbytes, int) == 256 and assert_type(buf.device, Device) is dev
+        view = assert_type(buf.view(0, 128), Buffer)
+        view.write(np.ones(4, np.float32), offset=16)
+        view.close()
+        assert assert_type(view.closed, bool)
+        copy.write(np.float32(5).tobytes())
+        prog = dev.compile(compile_glsl(AXPY))
+        out.write(np.ones(64, np.float32))
+        dev.launch(prog, [copy.id, out.id], [64, 2.0], (1, 1, 1))   # out += 2 * copy
+        grid = assert_type(buf.to_numpy(np.float32, (8, 8)), npt.NDArray[Any])
+        first = copy.to_numpy(DType.float32, 1)
+        result = out.to_numpy("float32", offset=12)
+        assert assert_type(buf.__dlpack_device__(), tuple[int, int])[0] == 7
+        host = np.from_dlpack(buf, device="cpu")   # a host copy, on request
+        dev.release_program(prog)
+    try:
+        np.from_dlpack(buf)
+    except DLPackExportError as error:   # closed, and no in-place export anyway
+        assert isinstance(error, BufferError) and host.nbytes == 256
+    return [float(grid[0, 4]), float(first[0]), float(result[0])]
 
 
 def errors(dev: Device) -> list[str]:

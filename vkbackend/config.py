@@ -72,16 +72,20 @@ class VulkanConfig:
         return VulkanConfig(device_ids=device_ids, push_descriptors=env_flag("VKBACKEND_PUSH_DESCRIPTORS", True))
 
     def resolved_copy_threads(self) -> int:
+        """Threads per host memcpy of a transfer: ``copy_threads``, or (0) the usable CPUs, 1 to 8."""
         if self.copy_threads > 0:
             return self.copy_threads
         return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
     def resolved_robust_buffer_access(self) -> bool:
+        """Whether devices get robust buffer access: ``robust_buffer_access``, or (None) ``VKBACKEND_ROBUST``."""
         if self.robust_buffer_access is not None:
             return self.robust_buffer_access
         return env_flag("VKBACKEND_ROBUST", True)
 
     def resolved_switch_interval_s(self) -> float:
+        """The GIL switch interval a device lowers the interpreter's to: ``switch_interval_s``, or (None)
+        ``VKBACKEND_SWITCH_INTERVAL_S``."""
         if self.switch_interval_s is not None:
             return float(self.switch_interval_s)
         return _seconds_from_env("VKBACKEND_SWITCH_INTERVAL_S", 0.0002, positive=False)

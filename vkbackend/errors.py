@@ -92,6 +92,11 @@ class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
     Status ``InvalidArgument``; raised by name (``InvalidArgumentTypeError(ErrorStatus.InvalidArgument, ...)``)."""
 
 
+class DLPackExportError(InvalidArgumentError, BufferError):
+    """A DLPack export that cannot be made (``Buffer.__dlpack__`` without a host copy asked for); also a
+    ``BufferError``, the type the DLPack protocol has producers raise. Status ``InvalidArgument``; raised by name."""
+
+
 _CLASS_OF_STATUS: dict[ErrorStatus, type[BackendError]] = {
     ErrorStatus.DyLibNotFound: DyLibNotFoundError,
     ErrorStatus.Initialization: InitializationError,

@@ -1,10 +1,11 @@
-"""Types of the public API that are not classes of their own: the host buffers transfers take, the scalars and grid
-entries of a launch, and the dictionaries ``stats()`` returns. For annotations in code that uses vkbackend."""
+"""Types of the public API that are not classes of their own: the host buffers transfers take, the DLPack producers
+``Buffer.from_dlpack`` takes, the scalars and grid entries of a launch, and the dictionaries ``stats()`` returns. For
+annotations in code that uses vkbackend."""
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypedDict, Union
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Union
 
 if sys.version_info >= (3, 12):
     from collections.abc import Buffer
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
     from .device import GridArg
 
-__all__ = ["Buffer", "DeviceStats", "Grid", "HostBuffer", "LiveObjects", "PoolStats", "Scalar"]
+__all__ = ["Buffer", "DeviceStats", "Grid", "HostBuffer", "LiveObjects", "PoolStats", "Scalar", "SupportsDLPack"]
 
 # A C-contiguous buffer-protocol object: bytes, bytearray, memoryview, array.array, a numpy array. numpy's stubs give
 # ndarray the buffer protocol (``__buffer__``) only from Python 3.12 on, hence the explicit ndarray.
@@ -27,6 +28,14 @@ Scalar = Union[int, float, "numpy.generic[Any]"]
 
 # Work groups per axis: 1 to 3 entries, each an int or a GridArg naming a scalar of the launch.
 Grid = Sequence[Union[int, "GridArg"]]
+
+
+class SupportsDLPack(Protocol):
+    """An object that exports its data through DLPack: a numpy array, a PyTorch tensor, any array-API array."""
+
+    def __dlpack__(self, *, stream: None = None) -> Any: ...
+
+    def __dlpack_device__(self) -> tuple[int, int]: ...
 
 
 class PoolStats(TypedDict):

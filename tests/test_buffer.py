@@ -1,0 +1,292 @@
+"""Issue 14: Buffer, the owning handle on a buffer id, and DLPack for host data (on lavapipe)."""
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _reliability import REPO, run_isolated
+
+from vkbackend import (BackendError, Buffer, DLPackExportError, DType, ErrorStatus, InvalidArgumentError,
+                       InvalidArgumentTypeError)
+
+SHAPES = [(1,), (7,), (3, 5), (2, 3, 4)]
+DTYPES = [np.bool_, np.uint8, np.int16, np.float16, np.int32, np.float32, np.int64, np.float64, np.complex64]
+
+
+def sample(dtype, shape) -> np.ndarray:
+    values = np.random.default_rng(len(shape)).integers(-100, 100, shape)
+    return (values > 0 if dtype is np.bool_ else values).astype(dtype)
+
+
+def live(pool) -> int:
+    return pool.stats()["live_buffers"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_numpy_round_trip(device, dtype, shape):
+    data = sample(dtype, shape)
+    with Buffer.from_numpy(device, data) as buf:
+        assert buf.nbytes == data.nbytes and buf.device is device
+        out = buf.to_numpy(data.dtype, data.shape)
+    assert out.dtype == data.dtype and np.array_equal(out, data)
+
+
+def test_non_contiguous_arrays_are_laid_out_in_c_order(device):
+    grid = np.arange(24, dtype=np.int32).reshape(4, 6)
+    for data in (grid.T, grid[::2, 1::2], grid[:, ::-1]):
+        with Buffer.from_numpy(device, data) as buf:
+            assert np.array_equal(buf.to_numpy(np.int32, data.shape), data)
+
+
+def test_to_numpy_defaults_offsets_and_dtypes(device):
+    data = np.arange(16, dtype=np.uint32)
+    with Buffer.from_numpy(device, data) as buf:
+        assert np.array_equal(buf.to_numpy(), data.view(np.uint8))          # every byte, as uint8
+        assert np.array_equal(buf.to_numpy(np.uint32), data)               # every element, 1-D
+        assert np.array_equal(buf.to_numpy("uint32", offset=8), data[2:])  # the rest from a byte offset
+        assert np.array_equal(buf.to_numpy(DType.uint32, 3, offset=4), data[1:4])
+        assert np.array_equal(buf.to_numpy(np.uint16, (2, 2)), data.view(np.uint16)[:4].reshape(2, 2))
+
+
+def test_write_at_offsets(device):
+    with Buffer(device, 64) as buf:
+        buf.write(np.zeros(16, np.float32))
+        buf.write(np.array([1.5, 2.5], np.float32), offset=8)
+        buf.write(bytes([0, 0, 128, 63]))                                  # any buffer-protocol object: 1.0
+        buf.write(np.arange(8, dtype=np.float32).reshape(2, 4)[:, ::2], offset=32)  # laid out in C order first
+        expected = np.zeros(16, np.float32)
+        expected[[0, 2, 3]] = [1.0, 1.5, 2.5]
+        expected[8:12] = [0, 2, 4, 6]
+        assert np.array_equal(buf.to_numpy(np.float32), expected)
+
+
+def test_a_buffer_id_binds_to_launches(device, kernel):
+    affine = kernel("affine")
+    x = np.arange(256, dtype=np.float32)
+    with Buffer.from_numpy(device, x) as src, Buffer(device, x.nbytes) as dst:
+        device.launch(affine, [src.id, dst.id], [2.0, 1.0, 256], (4, 1, 1))
+        assert np.array_equal(dst.to_numpy(np.float32), 2 * x + 1)
+
+
+def test_views(device, pool):
+    align = device.info.min_storage_buffer_offset_alignment
+    data = np.arange(4 * align, dtype=np.uint8)
+    before = live(pool)
+    parent = Buffer.from_numpy(device, data)
+    view = parent.view(align, 2 * align)
+    inner = view.view(align, align)                                        # a view of a view
+    assert view.nbytes == 2 * align and live(pool) == before + 3
+    assert np.array_equal(view.to_numpy(), data[align:3 * align])
+    parent.close()                                                         # the views keep its memory
+    view.write(np.full(align, 7, np.uint8))
+    assert np.array_equal(view.to_numpy()[:align], np.full(align, 7, np.uint8))
+    assert np.array_equal(inner.to_numpy(), data[2 * align:3 * align])
+    view.close()
+    inner.close()
+    assert live(pool) == before
+    with Buffer(device, 4 * align) as whole:
+        if align > 1:
+            with pytest.raises(InvalidArgumentError, match="multiple"):
+                whole.view(1, align)
+        with pytest.raises(InvalidArgumentError, match="does not fit"):
+            whole.view(0, 8 * align)
+
+
+def test_with_closes_even_on_error(device, pool):
+    before = live(pool)
+    with pytest.raises(RuntimeError):
+        with Buffer(device, 256) as buf:
+            assert live(pool) == before + 1 and not buf.closed
+            raise RuntimeError("inside the block")
+    assert buf.closed and live(pool) == before
+
+
+def test_use_after_close_raises(device, pool):
+    buf = Buffer(device, 64)
+    buf_id = buf.id
+    buf.close()
+    buf.close()                                                            # idempotent
+    assert buf.closed and "(closed)" in repr(buf)
+    for use in (lambda: buf.id, lambda: buf.nbytes, buf.to_numpy, lambda: buf.write(b"x"), lambda: buf.view(0, 16)):
+        with pytest.raises(InvalidArgumentError, match="is closed") as caught:
+            use()
+        assert isinstance(caught.value, ValueError) and caught.value.status is ErrorStatus.InvalidArgument
+    with pytest.raises(InvalidArgumentError, match="not a live buffer"):
+        pool.size_of(buf_id)                                               # the id itself was released
+
+
+def test_finalizer_releases(device, pool):
+    before = live(pool)
+    buf = Buffer(device, 128)
+    view = buf.view(0, 64)
+    assert live(pool) == before + 2
+    del buf, view                                                          # refcounting: released at once
+    assert live(pool) == before
+
+
+def test_a_buffer_in_a_cycle_is_released_at_the_next_buffer_call(device, pool):
+    """The garbage collector may run inside the pool's locked code: a Buffer it finds waits for the next Buffer made
+    or closed, in the caller's thread."""
+    before = live(pool)
+    holder: dict = {"buf": Buffer(device, 128)}
+    holder["self"] = holder
+    del holder
+    gc.collect()
+    assert live(pool) == before + 1
+    Buffer(device, 16).close()
+    assert live(pool) == before
+
+
+CLOSED_AND_FORKED = """
+import gc
+from vkbackend import Buffer
+unraisable = []  # what a finalizer raised: Python only prints it
+sys.unraisablehook = lambda failure: unraisable.append(repr(failure.exc_value))
+dev = vkbackend.devices()[0]
+kept = Buffer.from_numpy(dev, np.arange(64, dtype=np.float32))
+dropped, closed = Buffer(dev, 64), Buffer(dev, 64)
+pid = os.fork()
+if pid == 0:  # the parent's buffers: closing and dropping them does nothing here
+    closed.close()
+    del dropped
+    os._exit(10 + len(unraisable) if closed.closed else 1)
+result["fork_exit"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+result["after_fork"] = dev.memory_pool.stats()["live_buffers"]
+dev.close()
+closed.close()  # the device freed it when it closed
+del dropped
+gc.collect()
+result["closed"] = closed.closed
+result["unraisable"] = unraisable
+"""
+
+
+def test_buffers_of_a_closed_device_and_of_a_forked_parent():
+    result = run_isolated(CLOSED_AND_FORKED)
+    assert result["fork_exit"] == 10 and result["after_fork"] == 3, result
+    assert result["closed"] and result["unraisable"] == [], result
+    assert result["validation"] == ""
+
+
+def test_buffers_left_open_at_exit():
+    """No finalizer runs at exit (closing the devices frees every buffer); nothing is raised or printed."""
+    script = ("import numpy as np, vkbackend\n"
+              "dev = vkbackend.devices()[0]\n"
+              "bufs = [vkbackend.Buffer.from_numpy(dev, np.ones(1000)) for _ in range(3)]\n"
+              "views = [b.view(0, 256) for b in bufs]\n"
+              "cycle = {'buf': vkbackend.Buffer(dev, 64)}; cycle['self'] = cycle\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stderr) == (0, "")
+
+
+class Producer:
+    """A DLPack producer that claims to live on ``device`` and delegates the export to a numpy array."""
+
+    def __init__(self, device: tuple[int, int], array: np.ndarray | None = None) -> None:
+        self.device, self.array = device, array
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.device
+
+    def __dlpack__(self, **kwargs):
+        if self.array is None:
+            raise BufferError("this producer cannot export")
+        return self.array.__dlpack__(**kwargs)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.float16, np.float32, np.float64, np.bool_])
+def test_from_dlpack_numpy(device, dtype):
+    data = sample(dtype, (3, 4))
+    for source in (data, data.T, Producer((1, 0), data)):
+        with Buffer.from_dlpack(device, source) as buf:
+            expected = np.from_dlpack(source)
+            assert np.array_equal(buf.to_numpy(expected.dtype, expected.shape), expected)
+
+
+def test_from_dlpack_refuses_what_is_not_on_the_host(device, pool):
+    before = live(pool)
+    with pytest.raises(InvalidArgumentTypeError, match="__dlpack__"):
+        Buffer.from_dlpack(device, [1, 2, 3])  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match=r"\(2, 0\) \(CUDA\).*tensor\.cpu\(\)"):
+        Buffer.from_dlpack(device, Producer((2, 0), np.zeros(4)))
+    with pytest.raises(InvalidArgumentError, match="cannot import the Producer: this producer cannot export"):
+        Buffer.from_dlpack(device, Producer((1, 0)))
+    with Buffer(device, 16) as buf, pytest.raises(InvalidArgumentError, match=r"\(7, \d+\) \(Vulkan\)"):
+        Buffer.from_dlpack(device, buf)
+    assert live(pool) == before
+
+
+def test_dlpack_export_is_a_host_copy_on_request_only(device):
+    data = np.arange(8, dtype=np.float32)
+    with Buffer.from_numpy(device, data) as buf:
+        assert buf.__dlpack_device__() == (7, device.index)               # kDLVulkan: where the bytes are
+        with pytest.raises(DLPackExportError, match="no host pointer") as caught:
+            np.from_dlpack(buf)                                           # in place: not possible
+        assert isinstance(caught.value, BufferError) and caught.value.status is ErrorStatus.InvalidArgument
+        host = np.from_dlpack(buf, device="cpu")                          # dl_device=(kDLCPU, 0): a host copy
+        assert host.dtype == np.uint8 and np.array_equal(host.view(np.float32), data)
+        with pytest.raises(DLPackExportError, match="copy=False"):
+            np.from_dlpack(buf, device="cpu", copy=False)
+        with pytest.raises(DLPackExportError, match="takes no stream"):
+            buf.__dlpack__(stream=1, dl_device=(1, 0))
+        with pytest.raises(DLPackExportError, match=r"to DLPack device \(2, 0\)"):
+            buf.__dlpack__(dl_device=(2, 0))
+        typed = buf.to_numpy(np.float32, (2, 4))                          # the typed host copy exports itself
+        assert np.array_equal(np.from_dlpack(typed), data.reshape(2, 4))
+
+
+def test_torch_cpu_tensors():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (it is not a test dependency)")
+    from vkbackend import devices
+    device = devices()[0]
+    tensor = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    with Buffer.from_dlpack(device, tensor) as buf:
+        back = torch.from_dlpack(buf.to_numpy(np.float32, (3, 4)))
+        assert torch.equal(back, tensor)
+        with pytest.raises(BufferError):
+            torch.from_dlpack(buf)
+
+
+def test_bad_input(device, pool):
+    before = live(pool)
+    with pytest.raises(InvalidArgumentTypeError, match="vkbackend.Device"):
+        Buffer(pool, 16)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="positive byte count"):
+        Buffer(device, 0)
+    with pytest.raises(InvalidArgumentTypeError, match="numpy array"):
+        Buffer.from_numpy(device, [1.0, 2.0])  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="no bytes"):
+        Buffer.from_numpy(device, np.zeros((0, 3)))
+    with pytest.raises(InvalidArgumentTypeError, match="not plain data"):
+        Buffer.from_numpy(device, np.array([object()]))
+    with Buffer(device, 6) as buf:
+        with pytest.raises(InvalidArgumentError, match="not whole float32 elements"):
+            buf.to_numpy(np.float32)
+        with pytest.raises(InvalidArgumentError, match="do not fit"):
+            buf.to_numpy(np.float32, 2)
+        with pytest.raises(InvalidArgumentError, match="bad shape"):
+            buf.to_numpy(np.uint8, -1)
+        with pytest.raises(InvalidArgumentError, match="offset 7"):
+            buf.to_numpy(offset=7)
+        with pytest.raises(InvalidArgumentTypeError, match="not a numpy dtype"):
+            buf.to_numpy("no such type")
+        with pytest.raises(InvalidArgumentTypeError, match="not plain data"):
+            buf.to_numpy(object)
+        with pytest.raises(InvalidArgumentTypeError, match="bfloat16"):
+            buf.to_numpy(DType.bfloat16)                                 # numpy has none
+        with pytest.raises(InvalidArgumentError, match="do not fit"):
+            buf.write(np.zeros(4, np.uint16))
+        with pytest.raises(InvalidArgumentTypeError, match="buffer-protocol"):
+            buf.write("text")  # type: ignore[arg-type]
+    assert live(pool) == before
+
+
+def test_import_vkbackend_leaves_numpy_to_buffer():
+    """``vkbackend.Buffer`` is imported on first use, so ``import vkbackend`` stays free of numpy."""
+    script = "import sys, vkbackend; a = 'numpy' in sys.modules; vkbackend.Buffer; print(a, 'numpy' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == ["False", "True"], proc.stderr
