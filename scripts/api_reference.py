@@ -109,16 +109,8 @@ def _fields(cls: type) -> list[str]:
     return out
 
 
-def _internal_constructor(cls: type) -> bool:
-    """True when the constructor takes a vkbackend class that is not public (the library makes such objects)."""
-    import vkbackend
-    module = sys.modules[cls.__module__]
-    for param in inspect.signature(cls).parameters.values():
-        for word in re.findall(r"[A-Za-z_]\w*", str(param.annotation)):
-            named = getattr(module, word, None)
-            if inspect.isclass(named) and named.__module__.startswith("vkbackend") and word not in vkbackend.__all__:
-                return True
-    return False
+# Classes users get from the library rather than construct, and where from.
+MADE_BY = {"Device": "`vkbackend.devices()`", "MemoryPool": "`Device.memory_pool`", "LaunchGraph": "`Device.graph()`"}
 
 
 def _class(name: str, cls: type) -> list[str]:
@@ -128,8 +120,8 @@ def _class(name: str, cls: type) -> list[str]:
         out += ["```python", f"class {name}({bases})", "```"]
     elif dataclasses.is_dataclass(cls):
         out += ["```python", f"class {name}", "```"]
-    elif _internal_constructor(cls):
-        out += ["```python", f"class {name}", "```", "", "Made by the library, not constructed directly."]
+    elif name in MADE_BY:
+        out += ["```python", f"class {name}", "```", "", f"Made by the library: get one from {MADE_BY[name]}."]
     else:
         out += ["```python", "class " + _signature(cls, name, bound=False).removesuffix(" -> None"), "```"]
     out += ["", _markdown(cls.__doc__), ""]

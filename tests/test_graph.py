@@ -154,3 +154,4 @@ def test_a_graph_of_placeholders_submits_nothing(device):
     device.sync()
     assert device.stats()["batches"] == before
     graph.close()
+

@@ -579,3 +579,41 @@ def test_capabilities_without_their_feature_are_refused(device, capability):
     with pytest.raises(BackendError) as info:
         device.compile(vkbackend.compile_glsl(CAPABILITY_KERNELS[capability]))
     assert info.value.status is ErrorStatus.KernelCompilation and capability in info.value.context
+
+
+COLLECTED_INSIDE_THE_POOL = """
+import gc, threading
+dev = vkbackend.devices()[0]
+pool = dev.memory_pool
+prog = dev.compile(vkbackend.compile_glsl(AFFINE))
+before = pool.stats()["live_buffers"]
+buf = pool.allocate(1024)
+graph = dev.graph([(prog, [buf], [256, 2, 1], groups(256))])
+graph.cycle = graph                       # only the cyclic collector can free these two
+holder = {"buffer": vkbackend.Buffer(dev, 256)}
+holder["self"] = holder
+del graph, holder
+pool.release(buf)                         # the graph still holds it
+
+def collect_inside_the_pool_lock():
+    with pool._lock:                      # where the pool's own code is when an allocation in it triggers a collection
+        gc.collect()
+
+thread = threading.Thread(target=collect_inside_the_pool_lock, daemon=True)
+thread.start()
+thread.join(20)
+result["deadlocked"] = thread.is_alive()
+if not result["deadlocked"]:
+    result["live_after"] = pool.stats()["live_buffers"] - before   # stats() is a pool call: the releases happen
+    dev.close()
+"""
+
+
+def test_finalizers_run_by_a_collection_inside_the_pool_neither_deadlock_nor_leak():
+    """The cyclic garbage collector runs finalizers (a LaunchGraph's, a Buffer's, tinygrad's buffers') in whichever
+    thread allocates, possibly inside the pool's locked code: their releases waited for ever there on the lock their
+    own thread held. They are released at the pool's next call instead."""
+    result = run_isolated(COLLECTED_INSIDE_THE_POOL, timeout=60)
+    assert result["deadlocked"] is False
+    assert result["live_after"] == 0, result
+    assert result["validation"] == ""

@@ -201,3 +201,14 @@ def test_eight_threads(pool):
         t.join(120)
     assert not errors
     assert not any(t.is_alive() for t in threads)
+
+
+def test_host_buffers_of_python_objects_are_refused(pool):
+    """An object array's bytes are pointers: a read-back into one overwrote them and crashed the process."""
+    buf = pool.allocate(64)
+    objects = np.empty(8, dtype=object)
+    with pytest.raises(TypeError, match="Python objects"):
+        pool.pool_to_host(buf, objects)
+    with pytest.raises(TypeError, match="Python objects"):
+        pool.host_to_pool(objects, buf)
+    pool.release(buf)

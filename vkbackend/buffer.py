@@ -6,11 +6,8 @@ contents and lifetime stay the pool's, so Buffers and the id API mix (``buf.id``
 """
 from __future__ import annotations
 
-import gc
 import logging
-import threading
 import weakref
-from collections import deque
 from collections.abc import Sequence
 from typing import Any, Union
 
@@ -37,7 +34,8 @@ class Buffer:
 
     Every method is as thread-safe as the pool it calls, but closing a Buffer while another thread still uses it
     is a use after close for that thread. A Buffer dropped without ``close`` is released at once, or, when the cyclic
-    garbage collector is what finds it, by the next Buffer made or closed. In a forked child closing does nothing
+    garbage collector is what finds it, at the pool's next call (``MemoryPool.release_from_finalizer``). In a forked
+    child closing does nothing
     (the buffer is the parent's); at interpreter exit the devices close and free every buffer, so no finalizer runs.
 
     DLPack: a Buffer imports anything on the CPU (:meth:`from_dlpack` uploads a copy). It cannot be exported without
@@ -62,9 +60,8 @@ class Buffer:
 
     def _own(self, device: Device, buf_id: int) -> None:
         self._device, self._id = device, buf_id
-        self._finalizer = weakref.finalize(self, _release_soon, device, buf_id)
+        self._finalizer = weakref.finalize(self, device.memory_pool.release_from_finalizer, buf_id)
         self._finalizer.atexit = False  # at exit the devices close, which frees every buffer at once
-        _release_orphans()
 
     @classmethod
     def from_numpy(cls, device: Device, array: npt.NDArray[Any]) -> Buffer:
@@ -182,8 +179,13 @@ class Buffer:
     def close(self) -> None:
         """Release the Buffer's reference; idempotent. The memory is freed once no queued GPU work uses it (never
         blocks); a closed device has freed it already."""
-        self._finalizer()
-        _release_orphans()
+        if self._finalizer.detach() is None:  # closed already, or being finalized
+            return
+        try:
+            self._device.memory_pool.release(self._id)
+        except InvalidArgumentError:
+            if not self._device.closed:  # a closed device freed every buffer when it closed
+                raise
 
     def __enter__(self) -> Buffer:
         return self
@@ -231,53 +233,3 @@ def _numpy_dtype(dtype: npt.DTypeLike | DType, what: str) -> np.dtype[Any]:
                                        f"{what}: dtype {dt} is not plain data (it holds Python objects or has no "
                                        "size); use a numeric dtype")
     return dt
-
-
-# A Buffer that the cyclic garbage collector finds is released by the next Buffer made or closed, not by the
-# collector: that runs in whichever thread allocates (the device's worker too), possibly inside the pool's own locked
-# code, where a release would wait for ever on the lock the same thread holds. Refcounting frees a Buffer where the
-# caller's code dropped it, outside the pool, and releases it at once.
-_orphans: deque[tuple[Device, int]] = deque()
-
-
-class _Collecting(threading.local):
-    now = False
-
-
-_collecting = _Collecting()
-
-
-def _track_collections(phase: str, info: dict[str, int]) -> None:
-    _collecting.now = phase == "start"
-
-
-gc.callbacks.append(_track_collections)
-
-
-def _release_soon(device: Device, buf_id: int) -> None:
-    """The finalizer (and ``close``): release now, unless inside a garbage collection."""
-    if _collecting.now:
-        _orphans.append((device, buf_id))
-    else:
-        _release(device, buf_id)
-
-
-def _release_orphans() -> None:
-    """Release the Buffers a garbage collection found; errors are logged, since they belong to no caller."""
-    while _orphans and not _collecting.now:
-        try:
-            device, buf_id = _orphans.popleft()
-        except IndexError:  # another thread took the last one
-            return
-        try:
-            _release(device, buf_id)
-        except BackendError as error:
-            log.warning("releasing buffer %d of a collected Buffer failed: %s", buf_id, error)
-
-
-def _release(device: Device, buf_id: int) -> None:
-    try:
-        device.memory_pool.release(buf_id)
-    except InvalidArgumentError:
-        if not device._ctx.closed:  # a closed device freed every buffer when it closed
-            raise

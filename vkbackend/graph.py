@@ -11,7 +11,6 @@ is skipped and reported as ``KernelLaunch`` at the next sync point.
 """
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -119,15 +118,15 @@ class LaunchGraph:
 
     def close(self) -> None:
         """Drop the graph's buffer references. Idempotent; also done when the graph is collected."""
-        held, self._held, self._records, self._blob = self._held, [], None, None
-        if not held or self._device_closed():
-            return
-        for buffers in held:
+        for buffers in self._take_held():
             self._release(buffers)
 
+    def _take_held(self) -> list[tuple[int, ...]]:
+        held, self._held, self._records, self._blob = self._held, [], None, None
+        return [] if self._device_closed() else held
+
     def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            if not sys.is_finalizing():
-                raise
+        # A finalizer: the garbage collector may run it inside the pool's own locked code (finalizers.py).
+        for buffers in self._take_held():
+            for buf in buffers:
+                self._pool.release_from_finalizer(buf)

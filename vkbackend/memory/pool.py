@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from .. import records
 from ..errors import BackendError, ErrorStatus, InvalidArgumentTypeError
+from ..finalizers import collecting
 from ..ids import next_id
 from ..types import HostBuffer, PoolStats
 from .buddy import MIN_BLOCK, Chunk, order_of
@@ -83,6 +84,7 @@ class MemoryPool:
         # release n frees every buffer up to n, so one whose scheduling an interrupt lost goes with the next.
         self._dying: deque[tuple[int, _Buffer]] = deque()
         self._released = 0
+        self._orphans: deque[int] = deque()     # releases a finalizer asked for during a garbage collection
         self._destroyed = False
         self.alignment = max(MIN_BLOCK, info.min_storage_buffer_offset_alignment)
         self.memory = DeviceMemory(ctx)
@@ -115,6 +117,8 @@ class MemoryPool:
     def allocate(self, nbytes: int) -> int:
         """A new device buffer of ``nbytes`` bytes, with reference count 1. Its contents are undefined."""
         self.ctx.ensure_usable()
+        if self._orphans:
+            self._release_orphans()
         if not _is_int(nbytes) or nbytes <= 0:
             raise BackendError(ErrorStatus.InvalidArgument, f"allocate needs a positive byte count, got {nbytes!r}")
         info = self.ctx.info
@@ -234,6 +238,8 @@ class MemoryPool:
         """
         if self.ctx.forked:
             return
+        if self._orphans:
+            self._release_orphans()
         with self._lock:
             entry = self._entry(buf, "release")
             if entry.refcount <= entry.views:  # freeing it would leave its views pointing at freed memory
@@ -270,6 +276,33 @@ class MemoryPool:
         # they hold back much memory or many buffers.
         worker.defer(functools.partial(self._free_dying, upto), nbytes,
                      wake=nbytes >= LAZY_FREE_BYTES or len(self._dying) >= LAZY_FREE_BUFFERS)
+
+    def release_from_finalizer(self, buf: int) -> None:
+        """:meth:`release` for finalizers (``__del__``, ``weakref.finalize`` callbacks). Inside a garbage collection,
+        which can run finalizers inside the pool's own locked code (where ``release`` would wait for ever on the lock
+        its thread holds), the reference is dropped at the pool's next allocate, view, release, stats or trim instead.
+        Never raises: an error is logged, since it belongs to no caller (a closed device has freed everything)."""
+        if collecting():
+            self._orphans.append(buf)  # a deque's append takes no lock
+            return
+        self._release_logged(buf)
+
+    def _release_orphans(self) -> None:
+        taken = []  # all of them first: each release below would otherwise drain the rest again, recursively
+        while self._orphans:
+            try:
+                taken.append(self._orphans.popleft())
+            except IndexError:  # another thread took the last one
+                break
+        for buf in taken:
+            self._release_logged(buf)
+
+    def _release_logged(self, buf: int) -> None:
+        try:
+            self.release(buf)
+        except BackendError as error:
+            if not self.ctx.closed:  # a closed device freed every buffer when it closed
+                log.warning("a finalizer's release of buffer %r failed: %s", buf, error)
 
     def _free_dying_here(self) -> bool:
         """In the caller's thread, while no GPU work can use them: free the released views and sub-allocated blocks
@@ -327,6 +360,8 @@ class MemoryPool:
         ``offset`` must be a multiple of ``info.min_storage_buffer_offset_alignment``.
         """
         align = self.ctx.info.min_storage_buffer_offset_alignment
+        if self._orphans:
+            self._release_orphans()
         with self._lock:
             parent = self._entry(buf, "view")
             if not _is_int(offset) or offset < 0 or offset % align:
@@ -415,6 +450,7 @@ class MemoryPool:
         them count). Returns the bytes given back. The pool never does this on its own: after a peak it keeps what
         the peak needed, like a caching allocator; call this to return it."""
         freed = 0
+        self._release_orphans()
         with self._lock:
             self._trim_recent()
             for chunk in [c for c in self._chunks if c.used == 0]:  # every block was freed after the GPU was done
@@ -425,6 +461,7 @@ class MemoryPool:
 
     def stats(self) -> PoolStats:
         """Counters for tests and the soak: live buffers, memory objects and bytes held."""
+        self._release_orphans()
         with self._lock:
             return {"live_buffers": len(self._entries), "memory_objects": self.memory.allocations,
                     "held_bytes": self.memory.held, "chunks": len(self._chunks)}
@@ -457,6 +494,10 @@ def _bytes_view(obj, writable: bool) -> memoryview:
     except TypeError:
         raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
                                        f"expected a buffer-protocol object (bytes, bytearray, numpy array), got {type(obj).__name__}") from None
+    if "O" in view.format:  # Python objects: their bytes are pointers, and writing them would corrupt the process
+        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
+                                       f"a host buffer of Python objects (format {view.format!r}) holds pointers, not "
+                                       "data; convert it to a numeric array first")
     if not view.c_contiguous:
         raise BackendError(ErrorStatus.InvalidArgument, "the host buffer must be C-contiguous (use numpy.ascontiguousarray)")
     if writable and view.readonly:

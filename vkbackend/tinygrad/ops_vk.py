@@ -74,13 +74,8 @@ class VKBuffer:
 
     def __del__(self):
         # views are never passed to _free by tinygrad: the pool view (which retains its parent) goes with the object
-        if not self.is_view:
-            return
-        try:
-            self.pool.release(self.id)
-        except Exception:
-            if not sys.is_finalizing():
-                raise  # at exit the device may already be closed
+        if self.is_view:
+            self.pool.release_from_finalizer(self.id)
 
     def __repr__(self):
         return f"VKBuffer(id={self.id}, base={self.base}, offset={self.offset}, nbytes={self.nbytes})"
@@ -101,8 +96,8 @@ class VKAllocator(LRUAllocator["VKDevice"]):
         return VKBuffer(self.pool, buf_id, buf_id, 0, 0, size, False)
 
     def _free(self, opaque: VKBuffer, options: BufferSpec):
-        if not opaque.is_view:
-            self.pool.release(opaque.id)
+        if not opaque.is_view:  # tinygrad frees from its Buffer's finalizer: see MemoryPool.release_from_finalizer
+            self.pool.release_from_finalizer(opaque.id)
 
     def _offset(self, buf: VKBuffer, size: int, offset: int) -> VKBuffer:
         absolute = buf.offset + offset
