@@ -14,7 +14,7 @@ CSRC = ROOT / "vkbackend" / "csrc"
 
 
 def _defined() -> set[str]:
-    return set(re.findall(r"^static (?:VkResult|void) (vk[A-Za-z0-9]+)\(", (CSRC / "dispatch.c").read_text(), re.M))
+    return set(re.findall(r"^static [A-Za-z0-9]+ (vk[A-Za-z0-9]+)\(", (CSRC / "dispatch.c").read_text(), re.M))
 
 
 def _called() -> set[str]:

@@ -132,7 +132,7 @@ class Device:
 
     def _packer(self, program: Program, append):
         return records.dispatch_packer(program.name, program.index, program.info, program.record_format,
-                                       self._slot_of, self._max_grid, self._ctx, append)
+                                       self._slot_of, self._pool.entries, self._max_grid, self._ctx, append)
 
     def program_info(self, prog: int) -> ProgramInfo:
         """The interface reflected from the program's SPIR-V (local size, storage buffers, push constants)."""
@@ -192,19 +192,20 @@ class Device:
                                    f"launch: {name} must be a list or tuple (in binding order), got {type(seq).__name__}")
         try:
             p = self._launchable[prog]
-            slots = [self._slot_of[b] for b in buffers]
+            slots = [self._slot_of[b] for b in buffers[:p.n_buffers]]
+            addressed = [self._pool.entries[b] for b in buffers[p.n_buffers:]]
         except (KeyError, TypeError):
             raise self._launch_error(prog, buffers) from None
-        if len(slots) != p.n_buffers or len(scalars) != p.n_scalars:
+        if len(buffers) != p.n_buffers + p.n_addresses or len(scalars) != p.n_scalars:
             raise self._count_error(p, buffers, scalars)
-        gx, gy, gz = self._resolve_grid(grid, scalars)
+        grid = self._resolve_grid(grid, scalars)
         try:
-            record = p.record_format.pack(records.DISPATCH, p.index, gx, gy, gz, *slots, *scalars)
+            record = records.dispatch(p.record_format, p.push_items, p.index, grid, slots, addressed, scalars)
         except (struct.error, OverflowError) as error:
             # numpy scalars without __index__/__float__ of the right kind (np.bool_ for a bool member): their .item()
             plain = [s.item() if hasattr(s, "item") else s for s in scalars]
             try:
-                record = p.record_format.pack(records.DISPATCH, p.index, gx, gy, gz, *slots, *plain)
+                record = records.dispatch(p.record_format, p.push_items, p.index, grid, slots, addressed, plain)
             except (struct.error, OverflowError):
                 raise self._scalar_error(p, scalars, error) from None
         if not self._ctx.usable:  # closed, lost, forked, or the worker far behind: explain, or wait for room
@@ -250,20 +251,26 @@ class Device:
         if not _has(self._launchable, prog):
             return BackendError(ErrorStatus.InvalidArgument,
                                 f"launch: program {prog!r} is not a live program of {self.info.name} (never compiled, or released)")
-        for b in buffers if isinstance(buffers, Sequence) else ():
-            if not _has(self._slot_of, b):
-                if self._pool.is_live(b):
-                    return BackendError(ErrorStatus.InvalidArgument,
-                                        f"launch: buffer {b} is larger than maxStorageBufferRange "
-                                        f"({self.info.max_storage_buffer_range}); bind views of it instead")
+        n_bound = self._launchable[prog].n_buffers
+        for i, b in enumerate(buffers if isinstance(buffers, Sequence) else ()):
+            if not self._pool.is_live(b):
                 return BackendError(ErrorStatus.InvalidArgument,
                                     f"launch: buffer {b!r} is not a live buffer of {self.info.name} (never allocated, or released)")
+            if i < n_bound and not _has(self._slot_of, b):
+                way = ("reach it by device address (a buffer_reference member of the push constants) or bind views "
+                       "of it" if self.info.buffer_device_address else "bind views of it")
+                return BackendError(ErrorStatus.InvalidArgument,
+                                    f"launch: buffer {b} is larger than maxStorageBufferRange "
+                                    f"({self.info.max_storage_buffer_range}), so it cannot be bound; {way}")
         return BackendError(ErrorStatus.InvalidArgument, f"launch: buffers must be a sequence of buffer ids, got {buffers!r}")
 
     def _count_error(self, p, buffers, scalars) -> BackendError:
+        addressed = (f" ({p.n_buffers} bound, then {p.n_addresses} by address: "
+                     f"{', '.join(a.name for a in p.info.addresses)})" if p.n_addresses else "")
         return BackendError(ErrorStatus.InvalidArgument,
-                            f"launch of {p.name}: it takes {p.n_buffers} buffers and {p.n_scalars} scalars "
-                            f"({', '.join(m.name for m in p.info.push_constants) or 'none'}), got {len(buffers)} and {len(scalars)}")
+                            f"launch of {p.name}: it takes {p.n_buffers + p.n_addresses} buffers{addressed} and "
+                            f"{p.n_scalars} scalars ({', '.join(m.name for m in p.info.push_constants) or 'none'}), "
+                            f"got {len(buffers)} and {len(scalars)}")
 
     def _scalar_error(self, p, scalars, error) -> BackendError:
         for member, value in zip(p.info.push_constants, scalars):

@@ -24,7 +24,8 @@ WANTED_FEATURES = {
     "vulkan11": ("storageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess", "storagePushConstant16"),
     "vulkan12": ("storageBuffer8BitAccess", "uniformAndStorageBuffer8BitAccess", "storagePushConstant8",
                  "shaderFloat16", "shaderInt8", "timelineSemaphore", "vulkanMemoryModel",
-                 "vulkanMemoryModelDeviceScope", "shaderBufferInt64Atomics", "shaderSharedInt64Atomics"),
+                 "vulkanMemoryModelDeviceScope", "shaderBufferInt64Atomics", "shaderSharedInt64Atomics",
+                 "bufferDeviceAddress"),
 }
 DEVICE_TYPES = {"VK_PHYSICAL_DEVICE_TYPE_OTHER": "other", "VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU": "integrated_gpu",
                 "VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU": "discrete_gpu", "VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU": "virtual_gpu",
@@ -71,6 +72,8 @@ class DeviceInfo:
     # Robustness can be turned off per program (Device.compile(robust=False)): VK_EXT_pipeline_robustness is enabled
     pipeline_robustness: bool
     pipeline_cache_uuid: str
+    # Kernels can reach buffers by device address (GLSL buffer_reference), so buffers past maxStorageBufferRange work
+    buffer_device_address: bool
     dtype_capabilities: dict[DType, frozenset[str]] = field(hash=False, compare=False)
     subgroup_operations: int = 0  # VkSubgroupFeatureFlags the device supports in compute shaders
 
@@ -437,6 +440,7 @@ def describe(physical: PhysicalDevice, exts: frozenset[str], features: frozenset
         push_descriptors=push_descriptors, robust_buffer_access=robust,
         pipeline_robustness="pipelineRobustness" in features,
         pipeline_cache_uuid=bytes(p.pipelineCacheUUID).hex(),
+        buffer_device_address="bufferDeviceAddress" in features,
         dtype_capabilities=dtype_capabilities(features),
         subgroup_operations=(physical.vulkan11.subgroupSupportedOperations
                              if physical.vulkan11.subgroupSupportedStages & lib.VK_SHADER_STAGE_COMPUTE_BIT else 0))

@@ -28,8 +28,8 @@ __all__ = ["Program", "ProgramCache", "ProgramTable"]
 class Program:
     """A compiled program: its reflected interface, its pipeline and the layout of its dispatch records."""
 
-    __slots__ = ("id", "index", "name", "info", "record_format", "n_buffers", "n_scalars", "refcount", "pipeline",
-                 "layout", "set_layout", "c_program", "access", "key", "robust")
+    __slots__ = ("id", "index", "name", "info", "record_format", "push_items", "n_buffers", "n_addresses", "n_scalars",
+                 "refcount", "pipeline", "layout", "set_layout", "c_program", "access", "key", "robust")
 
     def __init__(self, prog_id: int, index: int, key: bytes, info: ProgramInfo, robust: bool = True) -> None:
         self.id = prog_id       # the public id, unique in the process (ids.py)
@@ -38,9 +38,11 @@ class Program:
         self.info = info
         self.robust = robust    # False: its pipeline runs without bounds checks (VK_EXT_pipeline_robustness)
         self.name = f"{info.entry_point}#{prog_id}[{key[:8].decode()}]"
-        self.n_buffers = len(info.buffers)
+        self.n_buffers = len(info.buffers)        # bound through descriptors
+        self.n_addresses = len(info.addresses)    # reached by device address: the launch's buffers after the bound ones
         self.n_scalars = len(info.push_constants)
         self.record_format = records.dispatch_format(info)
+        self.push_items = records.push_items(info)
         self.refcount = 1
         self.pipeline = self.layout = self.set_layout = None
         self.c_program = self.access = None
@@ -215,11 +217,12 @@ class ProgramCache:
         lib.vkDestroyShaderModule(dev, module[0], ffi.NULL)
         prog.pipeline, prog.layout, prog.set_layout = pipeline[0], layout[0], set_layout[0]
         access = bytes((lib.VKB_ACCESS_READ if b.readable else 0) | (lib.VKB_ACCESS_WRITE if b.writable else 0)
-                       for b in prog.info.buffers)
+                       for b in (*prog.info.buffers, *prog.info.addresses))
         prog.access = ffi.new("uint8_t[]", access or b"\0")
         prog.c_program = ffi.new("vkb_program*", {"pipeline": prog.pipeline, "layout": prog.layout,
                                                   "set_layout": prog.set_layout, "n_buffers": prog.n_buffers,
-                                                  "push_words": prog.push_words, "access": prog.access})
+                                                  "n_addresses": prog.n_addresses, "push_words": prog.push_words,
+                                                  "access": prog.access})
         with self._lock:  # listed here, on the worker: a caller woken by close() must not leave its pipeline behind
             self.table.put(prog)
 

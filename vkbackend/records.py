@@ -14,33 +14,53 @@ from ._ffi import lib
 from .errors import BackendError, ErrorStatus
 from .spirv import ProgramInfo
 
-__all__ = ["DISPATCH", "COPY", "TIMESTAMP", "RESET_QUERIES", "dispatch_format", "copy", "timestamp",
-           "reset_queries", "dispatch_packer", "forget_packer"]
+__all__ = ["DISPATCH", "COPY", "TIMESTAMP", "RESET_QUERIES", "push_items", "dispatch_format", "dispatch", "copy",
+           "timestamp", "reset_queries", "dispatch_packer", "forget_packer"]
 
 DISPATCH, COPY = lib.VKB_RECORD_DISPATCH, lib.VKB_RECORD_COPY
 TIMESTAMP, RESET_QUERIES = lib.VKB_RECORD_TIMESTAMP, lib.VKB_RECORD_RESET_QUERIES
 
-_DISPATCH_HEADER = "<5I"            # kind, program index, gx, gy, gz; then a slot per buffer and the push constants
+_DISPATCH_HEADER = "<5I"            # kind, program index, gx, gy, gz; then slots (bound, then addressed), push constants
 _COPY = struct.Struct("<9I")        # kind, src slot, dst slot, src offset, dst offset, size (64-bit values as lo, hi)
 _TIMESTAMP = struct.Struct("<2I")   # kind, query
 _RESET_QUERIES = struct.Struct("<3I")  # kind, first, count
 
 
+def push_items(info: ProgramInfo) -> list[tuple[str, int]]:
+    """The push-constant block's members in offset order, each as (kind, index): ``("scalar", i)`` is the launch's
+    scalar i, ``("address", j)`` the device address of its j-th buffer reached by address."""
+    items = [(m.offset, "scalar", i) for i, m in enumerate(info.push_constants)]
+    items += [(a.offset, "address", j) for j, a in enumerate(info.addresses)]
+    return [(kind, index) for _, kind, index in sorted(items)]
+
+
 def push_format(info: ProgramInfo) -> str:
     """struct format of a program's push-constant block: members at their offsets, padded to whole words."""
     fmt, pos = "", 0
-    for member in sorted(info.push_constants, key=lambda m: m.offset):
+    for kind, index in push_items(info):
+        member = info.push_constants[index] if kind == "scalar" else info.addresses[index]
+        code, size = (member.format, member.size) if kind == "scalar" else ("Q", 8)  # type: ignore[union-attr]
         if member.offset < pos:
             raise BackendError(ErrorStatus.KernelCompilation, f"push-constant member {member.name} overlaps another")
-        fmt += "x" * (member.offset - pos) + member.format
-        pos = member.offset + member.size
+        fmt += "x" * (member.offset - pos) + code
+        pos = member.offset + size
     size = (info.push_constant_size + 3) // 4 * 4
     return fmt + "x" * (size - pos)
 
 
 def dispatch_format(info: ProgramInfo) -> struct.Struct:
-    """The layout of a dispatch record of the program ``info`` describes (packed with DISPATCH first)."""
-    return struct.Struct(_DISPATCH_HEADER + "I" * len(info.buffers) + push_format(info))
+    """The layout of a dispatch record of the program ``info`` describes (packed with DISPATCH first): a slot per
+    bound buffer, then per buffer reached by address, then the push constants."""
+    return struct.Struct(_DISPATCH_HEADER + "I" * (len(info.buffers) + len(info.addresses)) + push_format(info))
+
+
+def dispatch(record: struct.Struct, items: list[tuple[str, int]], index: int, grid: tuple[int, int, int],
+             slots: list[int], addressed: list, scalars) -> bytes:
+    """One dispatch record of program ``index`` (the slow path's; the packer below is the fast one): ``slots`` of
+    its bound buffers, ``addressed`` the pool's records (``slot``, ``address``) of its buffers reached by address,
+    ``items`` its :func:`push_items`."""
+    push = [scalars[i] if kind == "scalar" else addressed[i].address for kind, i in items]
+    return record.pack(DISPATCH, index, *grid, *slots, *(e.slot for e in addressed), *push)
 
 
 def copy(src_slot: int, dst_slot: int, src_offset: int, dst_offset: int, nbytes: int) -> bytes:
@@ -72,7 +92,7 @@ def pack(buffers, scalars, grid):
     [{buffers}] = buffers
     [{scalars}] = scalars
     gx, gy, gz = grid
-{indexed}\
+{indexed}{addressed}\
     if 0 < gx <= {mx} and 0 < gy <= {my} and 0 < gz <= {mz} and gx is not True and gy is not True and gz is not True \\
             and ctx.usable:
         {emit}
@@ -80,21 +100,27 @@ def pack(buffers, scalars, grid):
 """
 
 
-def dispatch_packer(name: str, index: int, info: ProgramInfo, record: struct.Struct, slot_of: dict,
+def dispatch_packer(name: str, index: int, info: ProgramInfo, record: struct.Struct, slot_of: dict, entries: dict,
                     max_grid: tuple[int, int, int], ctx, append: Callable[[bytes], None] | None) -> Callable:
     """A function ``(buffers, scalars, grid)`` that checks and packs one dispatch of program ``index`` and queues it
-    with ``append`` (with ``append=None`` it returns the record: a LaunchGraph's). Its source is registered with
-    linecache under ``<launch packer of NAME>``, so tracebacks through it show its lines."""
-    bufs = [f"b{i}" for i in range(len(info.buffers))]
+    with ``append`` (with ``append=None`` it returns the record: a LaunchGraph's). Bound buffers are found in the
+    pool's ``slot_of``, buffers reached by address in its ``entries``. Its source is registered with linecache
+    under ``<launch packer of NAME>``, so tracebacks through it show its lines."""
+    n_bound = len(info.buffers)
+    bufs = [f"b{i}" for i in range(n_bound + len(info.addresses))]
     scalars = [f"s{i}" for i in range(len(info.push_constants))]
-    args = ", ".join([f"DISPATCH, {int(index)}, gx, gy, gz", *(f"slot_of[{b}]" for b in bufs), *scalars])
+    push = [f"s{i}" if kind == "scalar" else f"e{n_bound + i}.address" for kind, i in push_items(info)]
+    args = ", ".join([f"DISPATCH, {int(index)}, gx, gy, gz", *(f"slot_of[{b}]" for b in bufs[:n_bound]),
+                      *(f"e{n_bound + j}.slot" for j in range(len(info.addresses))), *push])
     mx, my, mz = (int(m) for m in max_grid)
     source = _PACKER.format(buffers=", ".join(bufs), scalars=", ".join(scalars), mx=mx, my=my, mz=mz,
                             indexed="    buffers[0]\n" if len(bufs) > 1 else "",
+                            addressed="".join(f"    e{j} = entries[b{j}]\n" for j in range(n_bound, len(bufs))),
                             emit=f"return record({args})" if append is None else f"return append(record({args}))")
     filename = _packer_filename(name, append is None)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"record": record.pack, "slot_of": slot_of, "ctx": ctx, "append": append, "DISPATCH": DISPATCH}
+    namespace = {"record": record.pack, "slot_of": slot_of, "entries": entries, "ctx": ctx, "append": append,
+                 "DISPATCH": DISPATCH}
     exec(compile(source, filename, "exec"), namespace)
     return namespace["pack"]
 

@@ -14,7 +14,7 @@ from typing import Callable, NoReturn
 
 from vkbackend.errors import BackendError, ErrorStatus
 
-__all__ = ["BufferBinding", "PushMember", "ProgramInfo", "reflect"]
+__all__ = ["AddressMember", "BufferBinding", "PushMember", "ProgramInfo", "reflect"]
 
 MAGIC = 0x07230203
 _HEADER_WORDS = 5
@@ -84,6 +84,7 @@ _SC_UNIFORM = 2
 _SC_WORKGROUP = 4
 _SC_PUSH_CONSTANT = 9
 _SC_STORAGE_BUFFER = 12
+_SC_PHYSICAL_STORAGE_BUFFER = 5349
 
 _INT_FORMATS = {(8, True): "b", (8, False): "B", (16, True): "h", (16, False): "H",
                 (32, True): "i", (32, False): "I", (64, True): "q", (64, False): "Q"}
@@ -115,6 +116,21 @@ class PushMember:
 
 
 @dataclass(frozen=True)
+class AddressMember:
+    """A push-constant member that is a buffer's device address (a GLSL ``buffer_reference``): the launch passes a
+    buffer for it, after the bound ones, and the backend writes the address and orders the access like a binding's.
+
+    ``readable``/``writable`` are False when every member of the referenced block is NonReadable (``writeonly``) or
+    NonWritable (``readonly``).
+    """
+
+    name: str
+    offset: int
+    readable: bool
+    writable: bool
+
+
+@dataclass(frozen=True)
 class ProgramInfo:
     """The host-visible interface of one compute entry point."""
 
@@ -124,6 +140,7 @@ class ProgramInfo:
     push_constants: tuple[PushMember, ...]    # in member order
     push_constant_size: int                   # bytes spanned by the block, rounded up to 4
     shared_memory_bytes: int                  # best-effort total of Workgroup variables; 0 if unknown
+    addresses: tuple[AddressMember, ...] = ()  # device-address members of the push-constant block, by offset
     # The module's OpCapability operands: what it needs of the device rather than its interface, so not compared.
     capabilities: frozenset[int] = field(default=frozenset(), compare=False)
 
@@ -551,11 +568,34 @@ def _scalar_format(module: _Module, type_id: int, member_label: str) -> tuple[st
           "integers and 16-64 bit floats are supported")
 
 
-def _push_constants(module: _Module, in_entry_point: Callable[[int], bool]) -> tuple[PushMember, ...]:
+def _address_member(module: _Module, type_id: int, name: str, offset: int) -> AddressMember | None:
+    """The member as a device address, if its type is a PhysicalStorageBuffer pointer to a block."""
+    declared = module.types.get(type_id)
+    if declared is None or declared[0] != _OP_TYPE_POINTER or len(declared[1]) < 2:
+        return None
+    storage_class, block = declared[1][0], declared[1][1]
+    if storage_class != _SC_PHYSICAL_STORAGE_BUFFER:
+        return None
+    members = module.struct_members(block)
+    if members is None:
+        _fail(f"push-constant member '{name}' points to something that is not a block; declare the type as "
+              "layout(buffer_reference) buffer Name { ... };")
+
+    def denied(decoration: int) -> bool:
+        return len(members) > 0 and all(module.member_decoration(block, i, decoration) is not None
+                                        for i in range(len(members)))
+
+    return AddressMember(name=name, offset=offset, readable=not denied(_DEC_NON_READABLE),
+                         writable=not denied(_DEC_NON_WRITABLE))
+
+
+def _push_constants(module: _Module, in_entry_point: Callable[[int], bool]
+                    ) -> tuple[tuple[PushMember, ...], tuple[AddressMember, ...]]:
+    """The scalar members of the push-constant block, and its device-address members (sorted by offset)."""
     blocks = [(variable, pointer_type) for variable, pointer_type, storage_class in module.variables
               if storage_class == _SC_PUSH_CONSTANT and in_entry_point(variable)]
     if not blocks:
-        return ()
+        return (), ()
     if len(blocks) > 1:
         _fail(f"the entry point uses {len(blocks)} push-constant blocks; a shader may have only one, merge them")
     variable, pointer_type = blocks[0]
@@ -564,15 +604,19 @@ def _push_constants(module: _Module, in_entry_point: Callable[[int], bool]) -> t
     if block is None or member_types is None:
         _fail(f"push constant {module.describe(variable)} is not a block; declare "
               "layout(push_constant) uniform Params { ... } params;")
-    members = []
+    members, addresses = [], []
     for index, type_id in enumerate(member_types):
         name = module.member_names.get((block, index)) or f"m{index}"
-        format_code, size = _scalar_format(module, type_id, f"'{name}'")
         offset = module.member_decoration(block, index, _DEC_OFFSET)
         if not offset:
             _fail(f"push-constant member '{name}' has no Offset decoration; the module is malformed")
+        address = _address_member(module, type_id, name, offset[0])
+        if address is not None:
+            addresses.append(address)
+            continue
+        format_code, size = _scalar_format(module, type_id, f"'{name}'")
         members.append(PushMember(name=name, offset=offset[0], format=format_code, size=size))
-    return tuple(members)
+    return tuple(members), tuple(sorted(addresses, key=lambda a: a.offset))
 
 
 def _shared_memory_bytes(module: _Module, in_entry_point: Callable[[int], bool]) -> int:
@@ -606,8 +650,9 @@ def _reflect(spirv: bytes, entry_point: str, require_code: bool = False) -> Prog
     if require_code:
         _check_structure(module, function)
     in_entry_point = _in_entry_point(module, interface)
-    push_constants = _push_constants(module, in_entry_point)
-    span = max((member.offset + member.size for member in push_constants), default=0)
+    push_constants, addresses = _push_constants(module, in_entry_point)
+    span = max([member.offset + member.size for member in push_constants] + [a.offset + 8 for a in addresses],
+               default=0)
     return ProgramInfo(
         entry_point=entry_point,
         local_size=_local_size(module, function),
@@ -615,5 +660,6 @@ def _reflect(spirv: bytes, entry_point: str, require_code: bool = False) -> Prog
         push_constants=push_constants,
         push_constant_size=(span + 3) // 4 * 4,
         shared_memory_bytes=_shared_memory_bytes(module, in_entry_point),
+        addresses=addresses,
         capabilities=frozenset(module.capabilities),
     )

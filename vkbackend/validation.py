@@ -59,11 +59,12 @@ CAPABILITIES: dict[int, tuple[str, Needs]] = {
     4450: ("StoragePushConstant8", "storagePushConstant8"),
     5345: ("VulkanMemoryModel", "vulkanMemoryModel"),
     5346: ("VulkanMemoryModelDeviceScope", "vulkanMemoryModelDeviceScope"),
+    5347: ("PhysicalStorageBufferAddresses", "bufferDeviceAddress"),
 }
 # Capabilities vkbackend never enables, named for the error message.
 NEVER_ENABLED = {
     4441: "VariablePointersStorageBuffer", 4442: "VariablePointers", 5055: "ShaderClockKHR",
-    5301: "ShaderNonUniform", 5347: "PhysicalStorageBufferAddresses", 5612: "AtomicFloat32MinMaxEXT",
+    5301: "ShaderNonUniform", 5612: "AtomicFloat32MinMaxEXT",
     5613: "AtomicFloat64MinMaxEXT", 5616: "AtomicFloat16MinMaxEXT", 6019: "DotProduct",
     6022: "CooperativeMatrixKHR", 6033: "AtomicFloat32AddEXT", 6034: "AtomicFloat64AddEXT",
     6095: "AtomicFloat16AddEXT",

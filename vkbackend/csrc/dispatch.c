@@ -30,6 +30,7 @@ enum {
     VKB_FN_vkDestroyBuffer,
     VKB_FN_vkGetBufferMemoryRequirements,
     VKB_FN_vkBindBufferMemory,
+    VKB_FN_vkGetBufferDeviceAddress,
     VKB_FN_vkCreateShaderModule,
     VKB_FN_vkDestroyShaderModule,
     VKB_FN_vkCreateDescriptorSetLayout,
@@ -101,6 +102,7 @@ static const struct { const char *name; unsigned char global, optional, result; 
     {"vkDestroyBuffer", 0, 0, 0},
     {"vkGetBufferMemoryRequirements", 0, 0, 0},
     {"vkBindBufferMemory", 0, 0, 1},
+    {"vkGetBufferDeviceAddress", 0, 0, 0},
     {"vkCreateShaderModule", 0, 0, 1},
     {"vkDestroyShaderModule", 0, 0, 0},
     {"vkCreateDescriptorSetLayout", 0, 0, 1},
@@ -321,6 +323,13 @@ static VkResult vkBindBufferMemory(VkDevice device, VkBuffer buffer, VkDeviceMem
     if (!vkb_fn_table[VKB_FN_vkBindBufferMemory]) return VK_ERROR_EXTENSION_NOT_PRESENT;
     r = ((PFN_vkBindBufferMemory)vkb_fn_table[VKB_FN_vkBindBufferMemory])(device, buffer, memory, memoryOffset);
     if (r >= 0) vkb_count_success(VKB_FN_vkBindBufferMemory);
+    return r;
+}
+
+static VkDeviceAddress vkGetBufferDeviceAddress(VkDevice device, const VkBufferDeviceAddressInfo *pInfo) {
+    if (!vkb_fn_table[VKB_FN_vkGetBufferDeviceAddress]) return 0;
+    VkDeviceAddress r = ((PFN_vkGetBufferDeviceAddress)vkb_fn_table[VKB_FN_vkGetBufferDeviceAddress])(device, pInfo);
+    vkb_count_success(VKB_FN_vkGetBufferDeviceAddress);
     return r;
 }
 

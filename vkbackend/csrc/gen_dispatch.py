@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 from build_vulkan import DECL, VULKAN_DECLARATIONS  # noqa: E402
 
 OUTPUT = Path(__file__).resolve().parent / "dispatch.c"
-PROTOTYPE = re.compile(r"^(VkResult|void)\s+(vk[A-Za-z0-9]+)\s*\(([^;]*)\)\s*;", re.M)
+PROTOTYPE = re.compile(r"^([A-Za-z][A-Za-z0-9]*)\s+(vk[A-Za-z0-9]+)\s*\(([^;]*)\)\s*;", re.M)
 # Served by the loader itself, before there is an instance.
 GLOBAL = {"vkCreateInstance", "vkEnumerateInstanceVersion", "vkEnumerateInstanceExtensionProperties",
           "vkEnumerateInstanceLayerProperties"}
@@ -55,10 +55,15 @@ def wrapper(result: str, name: str, params: str) -> str:
                 f"    r = {call};",
                 f"    if (r >= 0) vkb_count_success({index});",
                 "    return r;"]
-    else:
+    elif result == "void":
         body = [f"    if (!vkb_fn_table[{index}]) return;",
                 f"    {call};",
                 f"    vkb_count_success({index});"]
+    else:  # a value (a device address): 0 where the function is absent
+        body = [f"    if (!vkb_fn_table[{index}]) return 0;",
+                f"    {result} r = {call};",
+                f"    vkb_count_success({index});",
+                "    return r;"]
     return "\n".join([f"static {result} {name}({params}) {{", *body, "}"])
 
 

@@ -22,8 +22,8 @@ static size_t vkb_record_length(const vkb_window *w, const uint32_t *p, const vk
     case VKB_RECORD_DISPATCH:
         if (left < 5) return 0;
         *prog = p[1] < w->n_programs ? w->programs[p[1]] : NULL;
-        if (!*prog || (*prog)->n_buffers > VKB_MAX_BINDINGS) { *error = VKB_ERROR_PROGRAM; return 0; }
-        n = 5 + (*prog)->n_buffers + (*prog)->push_words;
+        if (!*prog || (*prog)->n_buffers + (*prog)->n_addresses > VKB_MAX_BINDINGS) { *error = VKB_ERROR_PROGRAM; return 0; }
+        n = 5 + (*prog)->n_buffers + (*prog)->n_addresses + (*prog)->push_words;
         break;
     case VKB_RECORD_COPY: n = 9; break;
     case VKB_RECORD_TIMESTAMP: n = 2; break;
@@ -84,7 +84,8 @@ static void vkb_record_dispatch(vkb_window *w, const uint32_t *p, const vkb_prog
     VkWriteDescriptorSet writes[VKB_MAX_BINDINGS];
     VkDescriptorBufferInfo infos[VKB_MAX_BINDINGS];
     vkb_slot *roots[VKB_MAX_BINDINGS];
-    const uint32_t *slots = p + 5, *push = slots + prog->n_buffers;
+    uint32_t n_slots = prog->n_buffers + prog->n_addresses;
+    const uint32_t *slots = p + 5, *push = slots + n_slots;
     uint32_t gx = p[2], gy = p[3], gz = p[4];
     VkDescriptorSet set = w->sets ? w->sets[*set_index < w->n_sets ? *set_index : w->n_sets - 1] : NULL;
     if (w->sets) (*set_index)++;  /* one set per dispatch, skipped or not */
@@ -92,14 +93,15 @@ static void vkb_record_dispatch(vkb_window *w, const uint32_t *p, const vkb_prog
         vkb_skip(w, VKB_ERROR_GRID, p[1]);
         return;
     }
-    for (uint32_t i = 0; i < prog->n_buffers; i++) {
+    for (uint32_t i = 0; i < n_slots; i++) {
         vkb_slot *s = vkb_live_slot(w, slots[i], &roots[i]);
         if (!s) { vkb_skip(w, VKB_ERROR_SLOT, p[1]); return; }
+        if (i >= prog->n_buffers) continue;  /* reached by address: ordered below, not bound */
         infos[i] = (VkDescriptorBufferInfo){s->buffer, s->offset, s->range};
         writes[i] = (VkWriteDescriptorSet){VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, NULL, set, i, 0, 1,
                                            VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, NULL, &infos[i], NULL};
     }
-    vkb_order(w, roots, prog->access, prog->n_buffers);
+    vkb_order(w, roots, prog->access, n_slots);
     if (prog->pipeline != *bound) {
         vkCmdBindPipeline(w->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, prog->pipeline);
         *bound = prog->pipeline;

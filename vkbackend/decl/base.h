@@ -4,6 +4,7 @@
 typedef uint32_t VkFlags;
 typedef uint32_t VkBool32;
 typedef uint64_t VkDeviceSize;
+typedef uint64_t VkDeviceAddress;
 typedef int... VkStructureType;
 typedef int... VkPhysicalDeviceType;
 typedef int... VkSharingMode;

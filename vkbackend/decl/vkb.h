@@ -49,7 +49,9 @@ int vkb_slots_set(vkb_slot_table *table, uint32_t slot, VkBuffer buffer, uint64_
 
 /* recorder.c: one call records a whole window of records into one command buffer. The records are runs of uint32
  * words, packed by vkbackend/records.py:
- *   DISPATCH       kind, program index, gx, gy, gz, slot[n_buffers], push[push_words]
+ *   DISPATCH       kind, program index, gx, gy, gz, slot[n_buffers + n_addresses], push[push_words]
+ *                  (the slots of buffers the kernel reaches by device address come after the bound ones: they are
+ *                  checked and ordered like them, and their addresses are in the push constants already)
  *   COPY           kind, src slot, dst slot, src offset lo/hi, dst offset lo/hi, size lo/hi
  *   TIMESTAMP      kind, query               (top of pipe for even queries, bottom of pipe for odd ones)
  *   RESET_QUERIES  kind, first, count */
@@ -61,8 +63,10 @@ enum { VKB_ERROR_GRID = 1, VKB_ERROR_PROGRAM = 2, VKB_ERROR_SLOT = 3, VKB_ERROR_
 /* A program as the recorder sees it; the program table (vkbackend/programs.py) holds one per program index. */
 typedef struct {
     VkPipeline pipeline; VkPipelineLayout layout; VkDescriptorSetLayout set_layout;
-    uint32_t n_buffers; uint32_t push_words;
-    const uint8_t *access;   /* VKB_ACCESS_* per binding, from SPIR-V reflection */
+    uint32_t n_buffers;      /* storage buffers bound through descriptors */
+    uint32_t n_addresses;    /* buffers reached by device address (push-constant pointers) */
+    uint32_t push_words;
+    const uint8_t *access;   /* VKB_ACCESS_* per buffer (bound ones, then addressed ones), from SPIR-V reflection */
 } vkb_program;
 
 typedef struct {

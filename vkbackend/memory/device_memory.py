@@ -30,6 +30,7 @@ class DeviceMemory:
         self.heap_index = ctx.handles.physical.memory_types[self.device_type][1]
         self.heap_size = ctx.handles.physical.heaps[self.heap_index][0]
         self._budget_ext = "VK_EXT_memory_budget" in ctx.handles.extensions
+        self.addressable = ctx.info.buffer_device_address   # every buffer gets a device address
 
     def pick_type(self, required: int, preferred: int, avoid: int) -> int:
         """The memory type with all of ``required``; then most of ``preferred``, fewest of ``avoid``, fewest bits."""
@@ -54,7 +55,8 @@ class DeviceMemory:
         return max(0, budget - (usage if self._budget_ext else self.held))
 
     def create(self, size: int, type_index: int, what: str):
-        """``(memory, buffer)``: one VkDeviceMemory of ``size`` bytes bound to one VkBuffer covering all of it."""
+        """``(memory, buffer, address)``: one VkDeviceMemory of ``size`` bytes bound to one VkBuffer covering all of it,
+        and the buffer's device address (0 where the device has none)."""
         ctx = self.ctx
         ffi, lib = ctx.ffi, ctx.lib
         info = ctx.info
@@ -67,7 +69,8 @@ class DeviceMemory:
                                f"{what}: {info.name} allows {info.max_memory_allocation_count} memory allocations "
                                "(maxMemoryAllocationCount) and all are in use; release buffers")
         usage = (lib.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | lib.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-                 | lib.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+                 | lib.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+                 | (lib.VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT if self.addressable else 0))
         binfo = ffi.new("VkBufferCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": size,
                                                 "usage": usage, "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE})
         buf = ffi.new("VkBuffer*")
@@ -77,12 +80,16 @@ class DeviceMemory:
                   ErrorStatus.MemoryAllocation)
             req = ffi.new("VkMemoryRequirements*")
             lib.vkGetBufferMemoryRequirements(ctx.device, buf[0], req)
+            flags = ffi.new("VkMemoryAllocateFlagsInfo*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                                                           "flags": lib.VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT})
             ainfo = ffi.new("VkMemoryAllocateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                                      "pNext": flags if self.addressable else ffi.NULL,
                                                       "allocationSize": req.size, "memoryTypeIndex": type_index})
             check(lib.vkAllocateMemory(ctx.device, ainfo, ffi.NULL, mem),
                   f"vkAllocateMemory ({what}, {req.size} bytes; {self.free_bytes} bytes free)", ErrorStatus.MemoryAllocation)
             check(lib.vkBindBufferMemory(ctx.device, buf[0], mem[0], 0), f"vkBindBufferMemory ({what})",
                   ErrorStatus.MemoryAllocation)
+            address = self._address(buf[0])
             key, held = int(ffi.cast("uintptr_t", mem[0])), req.size
         except BaseException:
             if mem[0] != ffi.NULL:
@@ -94,7 +101,16 @@ class DeviceMemory:
         self.allocations += 1
         self.held += held
         self._sizes[key] = held
-        return mem[0], buf[0]
+        return mem[0], buf[0], address
+
+    def _address(self, buffer) -> int:
+        """The device address of a buffer (0 where the device has no buffer device addresses)."""
+        if not self.addressable:
+            return 0
+        ffi, lib = self.ctx.ffi, self.ctx.lib
+        info = ffi.new("VkBufferDeviceAddressInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
+                                                      "buffer": buffer})
+        return int(lib.vkGetBufferDeviceAddress(self.ctx.device, info))
 
     def destroy(self, memory, buffer, size: int) -> None:
         """Destroy a ``create``'s buffer and free its memory (no submitted work may use it)."""

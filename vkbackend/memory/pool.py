@@ -60,6 +60,7 @@ class _Buffer:
     memory: object = None         # dedicated VkDeviceMemory
     refcount: int = 1
     views: int = 0                # live views of this root: each holds one of its references
+    address: int = 0              # its device address (0 where the device has none)
 
 
 class MemoryPool:
@@ -107,6 +108,12 @@ class MemoryPool:
             raise BackendError(ErrorStatus.MemoryAllocation, "too many live buffers (16 Mi slots); release some")
         return slot
 
+    @property
+    def entries(self) -> dict:
+        """Live ids -> the pool's record of each (``slot``, ``address``, ``size``...): read-only outside the pool
+        (the launch packer of a kernel that reaches buffers by address reads it)."""
+        return self._entries
+
     # ----- allocation -----------------------------------------------------------------------------------------------
     @property
     def free_bytes(self) -> int:
@@ -133,19 +140,20 @@ class MemoryPool:
                         raise self.ctx.closed_error()
                     if nbytes <= SUBALLOC_MAX and nbytes <= self.chunk_bytes // 4:
                         chunk, offset, order = self._take_block(nbytes)
-                        vk_buffer, memory = chunk.buffer, None
+                        vk_buffer, memory, address = chunk.buffer, None, chunk.address + offset
                     else:
                         free = self.memory.free_bytes
                         if nbytes > free:
                             raise BackendError(ErrorStatus.MemoryAllocation,
                                                f"a buffer of {nbytes} bytes does not fit: {free} bytes of device memory are free "
                                                f"on {info.name}; release buffers or use a smaller size")
-                        memory, vk_buffer = self.memory.create(nbytes, self.memory.device_type, "buffer")
+                        memory, vk_buffer, address = self.memory.create(nbytes, self.memory.device_type, "buffer")
                         chunk, offset, order = None, 0, 0
                     try:
                         buf_id = next_id()
                         slot = self._new_slot(vk_buffer, offset, nbytes, None)
-                        entry = _Buffer(buf_id, slot, nbytes, vk_buffer, offset, None, chunk, order, memory)  # type: ignore[arg-type]
+                        entry = _Buffer(buf_id, slot, nbytes, vk_buffer, offset, None, chunk, order, memory,  # type: ignore[arg-type]
+                                        address=address)
                         entry.root = entry
                         self._entries[buf_id] = entry
                     except BaseException:  # out of slots, or interrupted (Ctrl-C): the memory goes back
@@ -193,7 +201,7 @@ class MemoryPool:
                                f"a buffer of {nbytes} bytes needs a new {self.chunk_bytes}-byte chunk but only "
                                f"{self.memory.free_bytes} bytes are free on {self.ctx.info.name}; release buffers")
         chunk = Chunk(None, None, self.chunk_bytes)
-        chunk.memory, chunk.buffer = self.memory.create(self.chunk_bytes, self.memory.device_type, "chunk")
+        chunk.memory, chunk.buffer, chunk.address = self.memory.create(self.chunk_bytes, self.memory.device_type, "chunk")
         self._chunks.append(chunk)  # listed with no call after the handles arrive: an interrupt cannot lose them
         return chunk, chunk.take(order), order
 
@@ -219,6 +227,16 @@ class MemoryPool:
             return buf in self._entries
         except TypeError:  # unhashable junk from a caller
             return False
+
+    def address(self, buf: int) -> int:
+        """The device address of a live buffer or view, for kernels that reach buffers by address (GLSL
+        ``buffer_reference``). A launch takes the buffer itself for such a kernel's address members, which also orders
+        the access; this is for interop. ``InvalidArgument`` where the device has no buffer device addresses."""
+        entry = self._entry(buf, "address")
+        if not self.memory.addressable:
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"{self.ctx.info.name} has no buffer device addresses (bufferDeviceAddress)")
+        return entry.address
 
     def size_of(self, buf: int) -> int:
         """The size in bytes of a live buffer or view."""
@@ -372,7 +390,8 @@ class MemoryPool:
                 raise BackendError(ErrorStatus.InvalidArgument,
                                    f"view [{offset}, {offset}+{nbytes!r}) does not fit in buffer {buf} of {parent.size} bytes")
             root = parent.root
-            entry = _Buffer(next_id(), 0, nbytes, root.vk_buffer, parent.offset + offset, root)
+            entry = _Buffer(next_id(), 0, nbytes, root.vk_buffer, parent.offset + offset, root,
+                            address=parent.address + offset if parent.address else 0)
             entry.slot = self._new_slot(root.vk_buffer, parent.offset + offset, nbytes, root.slot)
             # From here on no call, so an interrupt cannot leave the view half made.
             self._entries[entry.id] = entry

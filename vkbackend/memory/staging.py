@@ -29,7 +29,7 @@ class StagingRing:
         props = lib.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | lib.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
         type_index = memory.pick_type(required=props, preferred=lib.VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
                                       avoid=lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
-        self.vk_memory, self.vk_buffer = memory.create(buffer_bytes * count, type_index, "staging ring")
+        self.vk_memory, self.vk_buffer, _ = memory.create(buffer_bytes * count, type_index, "staging ring")
         try:
             mapped = memory.map(self.vk_memory, buffer_bytes * count, "staging ring")
         except BackendError:
