@@ -393,3 +393,47 @@ def _disassemble(spirv: bytes) -> str | None:
         f.write(spirv)
         f.flush()
         return subprocess.run(["spirv-dis", f.name], capture_output=True, text=True, check=True).stdout
+
+
+# ----- arguments past the storage range: reached by device address ---------------------------------------------------
+
+BY_ADDRESS = FULL.__class__(**{**FULL.__dict__, "addresses": True, "storage_range": 1 << 20})
+
+
+class VKAddressDevice(Compiled):
+    def __init__(self, device: str):
+        super().__init__(device, NullAllocator(self), [VKRenderer], _RecordingProgram, arch=make_arch(BY_ADDRESS))
+
+
+_addr = types.ModuleType("tinygrad.runtime.ops_vkaddress")
+_addr.VKAddressDevice = VKAddressDevice
+sys.modules["tinygrad.runtime.ops_vkaddress"] = _addr
+
+
+def test_arch_carries_addresses_and_the_storage_range():
+    assert parse_arch(make_arch(BY_ADDRESS)) == BY_ADDRESS
+    assert parse_arch(make_arch(FULL)) == FULL and not FULL.addresses
+
+
+def test_arguments_past_the_storage_range_are_reached_by_address():
+    """A 4 MiB argument on a device with a 1 MiB storage range: a buffer_reference in the push constants, passed after
+    the bound arguments (meta "address"); the small output stays bound."""
+    libs = kernels(lambda: Tensor.empty(1 << 20, device="VKADDRESS").sum().realize())
+    big = [lib for lib in libs if any(b["address"] for b in lib.meta["bindings"])]
+    assert big, [lib.source for lib in libs]
+    lib = big[0]
+    assert "#extension GL_EXT_buffer_reference : require" in lib.source
+    assert re.search(r"layout\(buffer_reference, std430, buffer_reference_align=\d+\) readonly buffer VKR1", lib.source)
+    assert re.search(r"layout\(push_constant\) uniform VKPC \{ VKR1 vk_ref1;", lib.source), lib.source
+    assert "layout(set=0, binding=0, std430) buffer VKB0" in lib.source   # the bound output keeps binding 0
+    assert "VK_E1" not in lib.source                                      # 32-bit indices suffice
+    _both_variants(lib)
+
+
+def test_arguments_of_2_31_elements_or_more_use_64_bit_addresses():
+    libs = kernels(lambda: (Tensor.empty(3 * 2**30, device="VKADDRESS") * 2).sum().realize())
+    lib = libs[0]
+    assert "#extension GL_EXT_buffer_reference2 : require" in lib.source
+    assert "#define VK_E1(i) (VKE1(uint64_t(vk_ref1) + uint64_t(i) *" in lib.source
+    assert "int(alu" not in lib.source   # no 64-bit index is cut to 32 bits
+    _both_variants(lib)

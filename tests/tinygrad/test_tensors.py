@@ -451,3 +451,21 @@ def test_global_id_kernels():
         np.testing.assert_allclose(Tensor(a).sum(1).numpy(), a.sum(1), rtol=1e-5, atol=1e-5)  # sums near 0
         np.testing.assert_allclose((Tensor(m) @ Tensor(n)).numpy(), m @ n, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose((Tensor(p) - 1).numpy(), p - 1, rtol=1e-6)  # a prime number of invocations
+
+
+def test_tensors_past_the_storage_range_reduce_correctly(vk_device):
+    """A tensor larger than maxStorageBufferRange (128 MiB on lavapipe) cannot be bound: its kernels reach it by device
+    address. It failed with "larger than maxStorageBufferRange"."""
+    info = vk_device.vk.info
+    if not info.buffer_device_address:
+        pytest.skip(f"{info.name} has no buffer device addresses")
+    n = info.max_storage_buffer_range // 4 + (1 << 20)     # 4 MiB past the range
+    assert (Tensor.ones(n) * 2).sum().item() == 2 * n      # exact: every partial sum is a small integer
+    a = RNG.random(n, dtype=np.float32)
+    t = Tensor(a)
+    np.testing.assert_allclose(t.sum().item(), a.astype(np.float64).sum(), rtol=1e-6)
+    assert (t * 3).max().item() == (a * 3).max()
+    tail = (t[-1000:] + 1).numpy()                         # a view at the far end, by address too
+    np.testing.assert_array_equal(tail, a[-1000:] + 1)
+    spread = (Tensor([1.5]).expand(n) * 2).contiguous()    # a big output (by address) before a bound input
+    assert spread.sum().item() == 3 * n and spread[-1].item() == 3

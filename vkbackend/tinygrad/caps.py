@@ -24,13 +24,16 @@ class DeviceCaps:
     local_max: tuple[int, int, int] = (1024, 1024, 64)
     local_threads: int = 128
     shared_max: int = 16384
+    addresses: bool = False          # buffer device addresses: arguments past storage_range are reached by address
+    storage_range: int = 1 << 27     # maxStorageBufferRange (Vulkan's minimum: 128 MiB)
 
 
-_FLAGS = ("f16", "f64", "i8", "i16", "i64")
+_FLAGS = ("f16", "f64", "i8", "i16", "i64", "addresses")
 
 
 def make_arch(caps: DeviceCaps) -> str:
-    """``DeviceCaps`` -> a compact arch string such as ``f16,i8,i16,i64,f64,g65535/65535/65535,l1024/1024/64,t1024,s32768``.
+    """``DeviceCaps`` -> a compact arch string such as
+    ``f16,i8,i16,i64,f64,addresses,g65535/65535/65535,l1024/1024/64,t1024,s32768,r134217728``.
 
     It contains no ``:`` or ``+`` (tinygrad's target separators), so ``DEV=VK::<arch>`` can also override it."""
     toks = [f for f in _FLAGS if getattr(caps, f)]
@@ -39,6 +42,7 @@ def make_arch(caps: DeviceCaps) -> str:
         "l" + "/".join(map(str, caps.local_max)),
         f"t{caps.local_threads}",
         f"s{caps.shared_max}",
+        f"r{caps.storage_range}",
     ]
     return ",".join(toks)
 
@@ -55,10 +59,9 @@ def parse_arch(arch: str) -> DeviceCaps:
             vals = tuple(int(x) for x in tok[1:].split("/"))
             if len(vals) == 3:
                 kw["global_max" if tok[0] == "g" else "local_max"] = vals
-        elif tok[0] in "ts" and tok[1:].isdigit():
-            kw["local_threads" if tok[0] == "t" else "shared_max"] = int(tok[1:])
+        elif tok[0] in "tsr" and tok[1:].isdigit():
+            kw[{"t": "local_threads", "s": "shared_max", "r": "storage_range"}[tok[0]]] = int(tok[1:])
     return DeviceCaps(**kw)
-
 
 
 def _nonempty(info, name: str) -> bool:
@@ -71,7 +74,8 @@ def caps_from_info(info) -> DeviceCaps:
     """What the renderer may use on a device, from its :class:`vkbackend.DeviceInfo`.
 
     8- and 16-bit integers need both the storage feature (``dtype_capabilities``) and arithmetic (``shaderInt8`` /
-    ``shaderInt16``); tinygrad's bool is stored as one byte, so it rides on int8."""
+    ``shaderInt16``); tinygrad's bool is stored as one byte, so it rides on int8. Arguments past the storage range are
+    reached by device address where the device has buffer device addresses."""
     feats = getattr(info, "features", None)
 
     def feat(name: str) -> bool:
@@ -88,6 +92,9 @@ def caps_from_info(info) -> DeviceCaps:
         local_max=tuple(int(x) for x in info.max_local_work_dims),
         local_threads=int(info.max_local_threads),
         shared_max=int(info.local_mem_size),
+        # buffers reached by address need 64-bit integers for the address arithmetic of the widest ones
+        addresses=bool(getattr(info, "buffer_device_address", False)) and i64,
+        storage_range=int(info.max_storage_buffer_range),
     )
 
 

@@ -7,6 +7,7 @@ Global buffers are storage buffers indexed through ``VK_I<slot>_<size>`` macros 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tinygrad.dtype import AddrSpace, DType, dtypes
@@ -18,8 +19,31 @@ from vkbackend.tinygrad.glsl_types import TYPE_MAP, UINT_OF_SIZE, as_uint, bitca
 if TYPE_CHECKING:
     from vkbackend.tinygrad.renderer import VKRenderer
 
-__all__ = ["plan_vector_widths", "compose_load", "compose_store", "render_index", "render_load", "render_store",
-           "global_vector_macros"]
+__all__ = ["GlobalArg", "plan_vector_widths", "compose_load", "compose_store", "render_index", "render_load",
+           "render_store", "global_vector_macros"]
+
+
+@dataclass(frozen=True)
+class GlobalArg:
+    """How a kernel reaches one global argument: bound as a storage buffer, or by device address (a buffer past the
+    device's maxStorageBufferRange), and for 2**31 elements or more with 64-bit indices."""
+
+    name: str
+    slot: int
+    key: str               # "<slot>_<element size>": names the argument's index macro VK_I<key>
+    by_address: bool = False
+    wide: bool = False
+
+    def element(self, index: str) -> str:
+        """The lvalue of element ``index`` of the argument as declared."""
+        return f"VK_E{self.slot}({index})" if self.wide else f"{self.name}[{index}]"
+
+    def index(self, i: str, dtype: DType) -> str:
+        """An index into the argument: GLSL arrays take 32-bit indices (tinygrad may index with int64 from loaded
+        data); a wide argument is reached by 64-bit address arithmetic instead."""
+        if self.wide:
+            return i if dtype in (dtypes.int64, dtypes.uint64) else f"int64_t({i})"
+        return _int_index(i, dtype)
 
 # ---------------------------------------------------------------------------------------------------------------------
 # pointer views
@@ -57,8 +81,9 @@ def _ptr_view(bidx: UOp):
 def _view_access(ctx: "VKRenderer", param: UOp, start: UOp | None, idx: UOp):
     """(element expression for the buffer's element index ``e``, S, start string, idx string)."""
     sdt = storage_dtype(param.dtype)
-    key = ctx._global_keys[ctx[param]]
-    return (lambda e: f"{ctx[param]}[VK_I{key}(int({e}))]"), sdt, ("0" if start is None else ctx[start]), ctx[idx]
+    arg = ctx._globals[ctx[param]]
+    cast = "int64_t" if arg.wide else "int"
+    return (lambda e: arg.element(f"VK_I{arg.key}({cast}({e}))")), sdt, ("0" if start is None else ctx[start]), ctx[idx]
 
 
 def _render_view_load(ctx: "VKRenderer", bidx: UOp) -> str | None:
@@ -181,17 +206,17 @@ def compose_store(dt: DType, w: int, dw: int, piece, val: str) -> str:
     return "".join(out) + " }"
 
 
-def global_vector_macros(name: str, key: str, slot: int, dt: DType, dw: int, w: int, store: bool) -> list[str]:
+def global_vector_macros(arg: GlobalArg, dt: DType, dw: int, w: int, store: bool) -> list[str]:
     """``#define`` lines of the load (or store) macro of ``w`` lanes of one global argument, for both variants."""
 
     def define(dwv: int) -> str:
         if dwv == 1:  # scalar declaration: the index macro adds the view offset in the VK_VIEWS=1 variant
-            piece = lambda p: f"{name}[VK_I{key}({_piece_index('i', 1, p)})]"  # noqa: E731
+            piece = lambda p: arg.element(f"VK_I{arg.key}({_piece_index('i', 1, p)})")  # noqa: E731
         else:
-            piece = lambda p: f"{name}[{_piece_index('i', dwv, p)}]"  # noqa: E731
+            piece = lambda p: arg.element(_piece_index("i", dwv, p))  # noqa: E731
         if store:
-            return f"#define VK_S{slot}_{w}(i, v) {compose_store(dt, w, dwv, piece, '(v)')}"
-        return f"#define VK_V{slot}_{w}(i) ({compose_load(dt, w, dwv, piece)})"
+            return f"#define VK_S{arg.slot}_{w}(i, v) {compose_store(dt, w, dwv, piece, '(v)')}"
+        return f"#define VK_V{arg.slot}_{w}(i) ({compose_load(dt, w, dwv, piece)})"
 
     if dw == 1:
         return [define(1)]
@@ -203,7 +228,7 @@ def _render_vector_load(ctx: "VKRenderer", mop: UOp) -> str:
     buf, w, i = _base_buffer(mop.src[0]), mop.max_numel(), _index_str(ctx, mop.src[1])
     if _is_global_param(buf):
         ctx._vector_macros.add((buf, w, False))
-        return f"VK_V{buf.arg.slot}_{w}({i})"
+        return f"VK_V{buf.arg.slot}_{w}({_global_index(ctx, buf, mop.src[1])})"
     if _is_local_buffer(buf):
         dw = ctx._declared.get(buf, 1)
         return compose_load(buf.dtype, w, dw, lambda p: f"{ctx[buf]}[{_piece_index(i, dw, p)}]")
@@ -216,28 +241,33 @@ def _render_vector_store(ctx: "VKRenderer", mop: UOp, var: UOp) -> str:
     buf, w, i = _base_buffer(mop.src[0]), mop.max_numel(), _index_str(ctx, mop.src[1])
     if _is_global_param(buf):
         ctx._vector_macros.add((buf, w, True))
-        return f"VK_S{buf.arg.slot}_{w}({i}, {ctx[var]});"
+        return f"VK_S{buf.arg.slot}_{w}({_global_index(ctx, buf, mop.src[1])}, {ctx[var]});"
     if _is_local_buffer(buf):
         dw = ctx._declared.get(buf, 1)
         return compose_store(buf.dtype, w, dw, lambda p: f"{ctx[buf]}[{_piece_index(i, dw, p)}]", ctx[var])
     raise RuntimeError(f"VK renderer: vector store to {buf.op} {buf.addrspace}")
 
 
+def _int_index(i: str, dtype: DType) -> str:
+    return i if dtype in (dtypes.int32, dtypes.uint32) else f"int({i})"
+
+
 def _index_str(ctx: "VKRenderer", idx: UOp) -> str:
     """An index expression; GLSL indexes with 32-bit integers only (tinygrad may index with int64 from loaded data)."""
-    i = strip_parens(ctx[idx])
-    return i if idx.dtype in (dtypes.int32, dtypes.uint32) else f"int({i})"
+    return _int_index(strip_parens(ctx[idx]), idx.dtype)
+
+
+def _global_index(ctx: "VKRenderer", buf: UOp, idx: UOp) -> str:
+    return ctx._globals[ctx[buf]].index(strip_parens(ctx[idx]), idx.dtype)
 
 
 def render_index(ctx: "VKRenderer", buf: UOp, idx: UOp) -> str:
     if buf.op is Ops.BITCAST and buf.addrspace is AddrSpace.GLOBAL:
         return "/* pointer bitcast */"  # see _ptr_view
-    name, i = ctx[buf], _index_str(ctx, idx)
-    if buf.addrspace is AddrSpace.GLOBAL:
-        key = ctx._global_keys.get(name)
-        if key is not None:
-            return f"{name}[VK_I{key}({i})]"
-    return f"{name}[{i}]"
+    name = ctx[buf]
+    if buf.addrspace is AddrSpace.GLOBAL and (arg := ctx._globals.get(name)) is not None:
+        return arg.element(f"VK_I{arg.key}({arg.index(strip_parens(ctx[idx]), idx.dtype)})")
+    return f"{name}[{_index_str(ctx, idx)}]"
 
 
 def render_load(ctx: "VKRenderer", bidx: UOp) -> str:

@@ -134,6 +134,9 @@ class VKProgram(Program["VKDevice"]):
         self.local = tuple(meta["local"])
         self.uses_gid = bool(meta["gid"])
         self.sizes = [tuple(b["sizes"]) for b in meta["bindings"]]
+        # the launch passes bound arguments first, then those reached by device address (renderer: "address")
+        order = sorted(range(len(meta["bindings"])), key=lambda i: bool(meta["bindings"][i].get("address")))
+        self.buffer_order = None if order == sorted(order) else order
         info = dev.vk.info
         self.local_max = tuple(int(x) for x in info.max_local_work_dims)
         self.max_threads = int(info.max_local_threads)
@@ -217,7 +220,7 @@ class VKProgram(Program["VKDevice"]):
             grid = [int(g) for g in gs]
         if min(grid) <= 0:
             return None
-        ids = [b.id for b in bufs]
+        ids = [b.id for b in bufs] if self.buffer_order is None else [bufs[i].id for i in self.buffer_order]
         scalars = list(vals)
         views = any(b.rem for b in bufs)
         if views:

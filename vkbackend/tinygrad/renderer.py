@@ -36,8 +36,8 @@ from vkbackend.tinygrad.caps import parse_arch
 from vkbackend.tinygrad.compiler import VKCompiler
 from vkbackend.tinygrad.glsl_types import TYPE_MAP, bitcast, cast, float_literal, int_literal, storage_dtype, value_type
 from vkbackend.tinygrad.kernel_format import with_meta
-from vkbackend.tinygrad.memory_access import (global_vector_macros, plan_vector_widths, render_index, render_load,
-                                              render_store)
+from vkbackend.tinygrad.memory_access import (GlobalArg, global_vector_macros, plan_vector_widths, render_index,
+                                              render_load, render_store)
 
 __all__ = ["VKRenderer"]
 
@@ -283,12 +283,17 @@ class VKRenderer(CStyleLanguage):
 
     # ----- the kernel ---------------------------------------------------------------------------------------------
     def render(self, uops: list[UOp]) -> str:
-        # names of global buffers -> index-macro key; filled before _render so INDEX can use it
-        self._global_keys: dict[str, str] = {}
+        # how each global argument is reached, by name; filled before _render so INDEX can use it
+        self._globals: dict[str, GlobalArg] = {}
         for u in uops:
             if u.op is Ops.PARAM and u.addrspace is AddrSpace.GLOBAL:
                 name = f"data{u.arg.slot}_" + "_".join(str(x) for x in u.shape)
-                self._global_keys[name] = f"{u.arg.slot}_{storage_dtype(u.dtype).itemsize}"
+                size = storage_dtype(u.dtype).itemsize
+                numel = math.prod(u.shape)
+                # past the storage range a buffer cannot be bound, and past 2**31 elements no 32-bit index reaches it
+                by_address = self.caps.addresses and (numel * size > self.caps.storage_range or numel >= 2**31)
+                self._globals[name] = GlobalArg(name, u.arg.slot, f"{u.arg.slot}_{size}", by_address,
+                                                wide=by_address and numel >= 2**31)
         self._declared = plan_vector_widths(uops)
         self._vector_macros: set[tuple[UOp, int, bool]] = set()  # (global argument, lanes, store) used by the kernel
         return self.render_kernel(*self._render(uops), uops)
@@ -303,6 +308,26 @@ class VKRenderer(CStyleLanguage):
         if dw == 1:
             return [decl(TYPE_MAP[dt])]
         return ["#if VK_VIEWS", decl(TYPE_MAP[dt]), "#else", decl(value_type(dt, dw)), "#endif"]
+
+    @staticmethod
+    def _declare_by_address(arg: GlobalArg, dt: DType, qual: str, dw: int) -> list[str]:
+        """The buffer-reference type of an argument reached by device address (the push constants hold the address,
+        ``vk_ref<slot>``): its elements as an array, and for a wide one the element alone, for 64-bit address
+        arithmetic (``VK_E<slot>(i)``); elements of ``dw`` lanes, scalar in the VK_VIEWS variant."""
+
+        def decl(ty: str, size: int) -> list[str]:
+            lines = [f"layout(buffer_reference, std430, buffer_reference_align={size}) {qual}buffer VKR{arg.slot} "
+                     f"{{ {ty} v[]; }};"]
+            if arg.wide:
+                lines += [f"layout(buffer_reference, std430, buffer_reference_align={size}) {qual}buffer VKE{arg.slot} "
+                          f"{{ {ty} v; }};",
+                          f"#define VK_E{arg.slot}(i) (VKE{arg.slot}(uint64_t(vk_ref{arg.slot}) + uint64_t(i) * {size}ul).v)"]
+            return lines
+
+        scalar = decl(TYPE_MAP[dt], dt.itemsize)
+        body = scalar if dw == 1 else ["#if VK_VIEWS", *scalar, "#else", *decl(value_type(dt, dw), dt.itemsize * dw),
+                                       "#endif"]
+        return [*body, f"#define {arg.name} (vk_ref{arg.slot}.v)"]
 
     def render_kernel(
         self,
@@ -349,6 +374,12 @@ class VKRenderer(CStyleLanguage):
             lines += ["#extension GL_EXT_shader_8bit_storage : require"]
         if used & {dtypes.int16, dtypes.uint16, dtypes.float16, dtypes.bfloat16}:
             lines += ["#extension GL_EXT_shader_16bit_storage : require"]
+        addressed = [g for g in self._globals.values() if g.by_address]
+        if addressed:
+            lines += ["#extension GL_EXT_buffer_reference : require"]
+        if any(g.wide for g in addressed):
+            lines += ["#extension GL_EXT_buffer_reference2 : require",
+                      "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require"]
         lines += [
             "#ifndef VK_VIEWS",
             "#define VK_VIEWS 0",
@@ -360,13 +391,21 @@ class VKRenderer(CStyleLanguage):
             else f"layout(local_size_x={local[0]}, local_size_y={local[1]}, local_size_z={local[2]}) in;",
         ]
 
-        bindings = []
-        for binding, (slot, name, u, mut) in enumerate(globals_):
-            dt = storage_dtype(u.dtype)
-            lines += self._declare_global(binding, name, dt, "" if mut else "readonly ", self._declared.get(u, 1))
-            bindings.append({"slot": slot, "sizes": [dt.itemsize]})
+        # Bound arguments take bindings 0..n-1 in slot order; the others are reached by the device address at the
+        # start of the push constants (8-byte aligned there), and the program passes their buffers after the bound
+        # ones, in slot order (meta "address").
+        bindings, binding = [], 0
+        for slot, name, u, mut in globals_:
+            dt, arg, qual = storage_dtype(u.dtype), self._globals[name], "" if mut else "readonly "
+            if arg.by_address:
+                lines += self._declare_by_address(arg, dt, qual, self._declared.get(u, 1))
+            else:
+                lines += self._declare_global(binding, name, dt, qual, self._declared.get(u, 1))
+                binding += 1
+            bindings.append({"slot": slot, "sizes": [dt.itemsize], "address": arg.by_address})
 
-        pc_vars = [f"{TYPE_MAP[u.dtype]} {name};" for _, name, u in vars_]
+        pc_refs = [f"VKR{g.slot} vk_ref{g.slot};" for g in sorted(addressed, key=lambda g: g.slot)]
+        pc_vars = pc_refs + [f"{TYPE_MAP[u.dtype]} {name};" for _, name, u in vars_]
         pc_offs = [f"uint vk_off{b};" for b in range(len(globals_))]
         lines.append("#if VK_VIEWS")
         if pc_vars or pc_offs:
@@ -384,8 +423,7 @@ class VKRenderer(CStyleLanguage):
         names = {u: name for _, name, u, _ in globals_}
         for buf, w, store in sorted(self._vector_macros, key=lambda m: (m[0].arg.slot, m[1], m[2])):
             dt = storage_dtype(buf.dtype)
-            key = f"{buf.arg.slot}_{dt.itemsize}"
-            lines += global_vector_macros(names[buf], key, buf.arg.slot, dt, self._declared.get(buf, 1), w, store)
+            lines += global_vector_macros(self._globals[names[buf]], dt, self._declared.get(buf, 1), w, store)
         lines += shared
         if any("vk_exp2m(" in ln for ln in body):
             lines.append("float vk_exp2m(float a, float b) { precise float t = a*b; return exp2(t); }")
