@@ -16,7 +16,6 @@ import functools
 import logging
 import threading
 from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import records
@@ -45,22 +44,23 @@ LAZY_FREE_BUFFERS = 1024
 STAGING_BUFFER_BYTES = {"gpu": 32 << 20, "other": 8 << 20}   # the default size of one staging buffer (measured)
 
 
-@dataclass(eq=False)
 class _Buffer:
     """A live buffer or view, as the pool knows it."""
 
-    id: int
-    slot: int
-    size: int
-    vk_buffer: object
-    offset: int                   # of the buffer's bytes inside vk_buffer
-    root: "_Buffer"               # itself, or the parent for a view (hazards and lifetime follow the root)
-    chunk: Chunk | None = None    # sub-allocated: its chunk and order; dedicated: None
-    order: int = 0
-    memory: object = None         # dedicated VkDeviceMemory
-    refcount: int = 1
-    views: int = 0                # live views of this root: each holds one of its references
-    address: int = 0              # its device address (0 where the device has none)
+    __slots__ = ("id", "slot", "size", "vk_buffer", "offset", "root", "chunk", "order", "memory", "refcount", "views",
+                 "address")
+
+    def __init__(self, id: int, slot: int, size: int, vk_buffer, offset: int, root: "_Buffer | None",
+                 chunk: Chunk | None = None, order: int = 0, memory=None, address: int = 0) -> None:
+        self.id, self.slot, self.size = id, slot, size
+        self.vk_buffer = vk_buffer
+        self.offset = offset               # of the buffer's bytes inside vk_buffer
+        self.root = root if root is not None else self  # a view's parent (hazards and lifetime follow the root)
+        self.chunk, self.order = chunk, order   # sub-allocated: its chunk and order; dedicated: None
+        self.memory = memory               # dedicated VkDeviceMemory
+        self.refcount = 1
+        self.views = 0                     # live views of this root: each holds one of its references
+        self.address = address             # its device address (0 where the device has none)
 
 
 class MemoryPool:
@@ -73,7 +73,7 @@ class MemoryPool:
     def __init__(self, ctx: "DeviceContext", worker: "Worker") -> None:
         self.ctx = ctx
         self._worker = worker
-        info = ctx.info
+        self._info = info = ctx.info
         self._lock = threading.Lock()
         self._entries: dict[int, _Buffer] = {}
         self.slot_of: dict[int, int] = {}        # bindable live ids -> slot; Device.launch reads this directly
@@ -81,6 +81,7 @@ class MemoryPool:
         self._next_slot = 1                      # slot 0 stays empty so a zeroed record never names a buffer
         self._chunks: list[Chunk] = []
         self._recent: dict[int, list[tuple[Chunk, int]]] = {}   # freed blocks kept for reuse, by order
+        self._orders: dict[int, int] = {}                       # block order by size asked for
         # Released buffers waiting to be freed on the worker, with their release numbers: a free scheduled after
         # release n frees every buffer up to n, so one whose scheduling an interrupt lost goes with the next.
         self._dying: deque[tuple[int, _Buffer]] = deque()
@@ -123,12 +124,14 @@ class MemoryPool:
 
     def allocate(self, nbytes: int) -> int:
         """A new device buffer of ``nbytes`` bytes, with reference count 1. Its contents are undefined."""
-        self.ctx.ensure_usable()
+        ctx = self.ctx
+        if not ctx.usable:  # (usable implies open, not lost, not forked)
+            ctx.ensure_usable()
         if self._orphans:
             self._release_orphans()
-        if not _is_int(nbytes) or nbytes <= 0:
+        if (nbytes.__class__ is not int and not _is_int(nbytes)) or nbytes <= 0:
             raise BackendError(ErrorStatus.InvalidArgument, f"allocate needs a positive byte count, got {nbytes!r}")
-        info = self.ctx.info
+        info = self._info
         if nbytes > info.max_memory_allocation_size:
             raise BackendError(ErrorStatus.MemoryAllocation,
                                f"a buffer of {nbytes} bytes exceeds maxMemoryAllocationSize ({info.max_memory_allocation_size}) "
@@ -152,10 +155,8 @@ class MemoryPool:
                     try:
                         buf_id = next_id()
                         slot = self._new_slot(vk_buffer, offset, nbytes, None)
-                        entry = _Buffer(buf_id, slot, nbytes, vk_buffer, offset, None, chunk, order, memory,  # type: ignore[arg-type]
-                                        address=address)
-                        entry.root = entry
-                        self._entries[buf_id] = entry
+                        self._entries[buf_id] = _Buffer(buf_id, slot, nbytes, vk_buffer, offset, None, chunk, order,
+                                                        memory, address)
                     except BaseException:  # out of slots, or interrupted (Ctrl-C): the memory goes back
                         if chunk is not None:
                             chunk.give(offset, order)
@@ -182,7 +183,9 @@ class MemoryPool:
         return True
 
     def _take_block(self, nbytes: int):
-        order = order_of(max(nbytes, self.alignment))
+        order = self._orders.get(nbytes)
+        if order is None:  # a framework allocates the same few sizes again and again
+            order = self._orders[nbytes] = order_of(max(nbytes, self.alignment))
         recent = self._recent.get(order)
         if recent:
             chunk, offset = recent.pop()
@@ -259,7 +262,9 @@ class MemoryPool:
         if self._orphans:
             self._release_orphans()
         with self._lock:
-            entry = self._entry(buf, "release")
+            entry = self._entries.get(buf) if buf.__class__ is int else None
+            if entry is None:
+                entry = self._entry(buf, "release")  # a numpy integer id, or junk: it raises, saying what buf is
             if entry.refcount <= entry.views:  # freeing it would leave its views pointing at freed memory
                 raise BackendError(ErrorStatus.InvalidArgument,
                                    f"release: buffer {buf} has no reference left of its own; its {entry.views} live "
@@ -287,9 +292,9 @@ class MemoryPool:
             if root is entry or root.refcount:
                 self._dying += ((self._released, entry),)
             upto = self._released
-        worker = self._worker
-        if worker.quiet and self._free_dying_here():  # nothing queued, recorded or running
-            return
+            worker = self._worker
+            if worker.idle and not worker.queue and self._free_dying_here():  # nothing queued, recorded or running
+                return
         # A release should not cost a wake-up of the worker (a thread switch): frees wait for its next wake, unless
         # they hold back much memory or many buffers.
         worker.defer(functools.partial(self._free_dying, upto), nbytes,
@@ -323,24 +328,23 @@ class MemoryPool:
                 log.warning("a finalizer's release of buffer %r failed: %s", buf, error)
 
     def _free_dying_here(self) -> bool:
-        """In the caller's thread, while no GPU work can use them: free the released views and sub-allocated blocks
-        at once, each without a call that an interrupt could split (the rest, dedicated memory and blocks past the
-        recent ones kept, goes to the worker). True when nothing is left waiting."""
-        lib, ffi = self.ctx.lib, self.ctx.ffi
-        with self._lock:
-            if self._destroyed:  # (and the with block must not open with the loop: see the module's docstring)
-                return True
-            while self._dying:
-                entry = self._dying[0][1]
-                if entry.root is entry:
-                    recent = self._recent.setdefault(entry.order, [])
-                    if entry.chunk is None or len(recent) >= RECENT_PER_ORDER:
-                        return False
-                lib.vkb_slots_set(self.ctx.slots, entry.slot, ffi.NULL, 0, 0, entry.slot)  # repeating it is harmless
-                del self._dying[0]
-                self._free_slots += (entry.slot,)
-                if entry.root is entry:
-                    recent += ((entry.chunk, entry.offset),)
+        """Under the pool's lock, in the caller's thread, while no GPU work can use them: free the released views and
+        sub-allocated blocks at once, each without a call that an interrupt could split (the rest, dedicated memory and
+        blocks past the recent ones kept, goes to the worker). True when nothing is left waiting."""
+        if self._destroyed:
+            return True
+        lib, ffi, slots = self.ctx.lib, self.ctx.ffi, self.ctx.slots
+        while self._dying:
+            entry = self._dying[0][1]
+            if entry.root is entry:
+                recent = self._recent.setdefault(entry.order, [])
+                if entry.chunk is None or len(recent) >= RECENT_PER_ORDER:
+                    return False
+            lib.vkb_slots_set(slots, entry.slot, ffi.NULL, 0, 0, entry.slot)  # repeating it is harmless
+            del self._dying[0]
+            self._free_slots += (entry.slot,)
+            if entry.root is entry:
+                recent += ((entry.chunk, entry.offset),)
         return True
 
     def _free_dying(self, upto: int) -> None:
