@@ -38,7 +38,9 @@ class LaunchGraph:
         self._pool, self._device_closed = pool, closed
         self._records: list[bytes] | None = []
         self._held: list[tuple[int, ...]] = []   # per launch, the buffer ids it holds a reference on
-        self._blob: bytes | None = None          # the joined records, rebuilt after an update
+        # The joined records and where each starts: an update of the same length is written in place.
+        self._blob: bytearray | None = None
+        self._starts: list[int] = []
         try:
             for launch in launches:
                 record, held = self._pack(launch)
@@ -90,17 +92,28 @@ class LaunchGraph:
         old = self._held[index]
         record, held = self._pack(launch, old)
         self._held[index] = held
+        blob, before = self._blob, self._records[index]
         self._records[index] = record
-        self._blob = None
+        if blob is not None:
+            if len(record) == len(before):
+                start = self._starts[index]
+                blob[start:start + len(record)] = record
+            else:
+                self._blob = None
         if held is not old:
             self._release(old)
 
     def _joined(self) -> bytes:
+        """The records of every launch, joined: a copy, since later updates change the graph's own in place."""
         if self._records is None:
             raise BackendError(ErrorStatus.InvalidArgument, "launch of a closed LaunchGraph")
         if self._blob is None:
-            self._blob = b"".join(self._records)
-        return self._blob
+            self._blob = bytearray(b"".join(self._records))
+            self._starts, start = [], 0
+            for record in self._records:
+                self._starts.append(start)
+                start += len(record)
+        return bytes(self._blob)
 
     def launch(self) -> None:
         """Queue every launch of the graph, in order; returns at once (errors surface at the next sync point)."""

@@ -25,36 +25,41 @@ class VKGraph(GraphRunner):
         self.dev = Device[self.calls[0][2][0].device]
         self.bufs: list[list[Buffer]] = []
         self.vals: list[list[int]] = []
-        self.dims: list[tuple[tuple, tuple | None]] = []
-        launches = []
+        # Per kernel, the two parts of its launch that change apart: the grid (launch dimensions) and the buffers
+        # (ids and view offsets); a replay recomputes only what its variables changed.
+        self.grids: list[tuple[list[int] | None, tuple[int, int, int] | None]] = []
+        self.bound: list[tuple[list[int], list[int]]] = []
         zeros = {v: 0 for v in self.vars}
         for (_, ast, bufs, device_vars), runtime in zip(self.calls, self.runtimes):
             if ast.op is not Ops.PROGRAM or runtime is None:
                 raise GraphException(f"VK graph: {ast.op} is not a kernel")
             self.bufs.append(list(bufs))
             self.vals.append([device_vars.get(v.expr, 0) for v in ast.arg.vars])
-            self.dims.append(ast.arg.launch_dims(zeros))
-            launches.append(self._launch_args(len(launches)))
-        self.launches = launches
-        self.graph = self.dev.vk.graph(launches)
-        self.updatable = sorted({j for j, r in enumerate(self.uop_replace) if r}
-                                | self.var_vals_replace.keys() | self.launch_dims_replace.keys())
+            self.grids.append(runtime.grid(*ast.arg.launch_dims(zeros)))
+            self.bound.append(runtime.bound([b._buf for b in bufs]))
+        self.graph = self.dev.vk.graph([self._launch(j) for j in range(len(self.calls))])
+        self.replaced = [j for j, r in enumerate(self.uop_replace) if r]   # kernels whose buffers are inputs
+        self.updatable = sorted({*self.replaced, *self.var_vals_replace, *self.launch_dims_replace})
 
-    def _launch_args(self, j: int):
-        return self.runtimes[j].launch_args([b._buf for b in self.bufs[j]], *self.dims[j], self.vals[j])
+    def _launch(self, j: int):
+        grid, local = self.grids[j]
+        if grid is None:
+            return None
+        ids, offsets = self.bound[j]
+        return self.runtimes[j].program(bool(offsets), local), ids, [*self.vals[j], *offsets], grid
 
     def __call__(self, input_uops: tuple[UOp, ...], var_vals: dict[str, int], wait: bool = False) -> float | None:
         for j, i, v in self.updated_vars(var_vals):
             self.vals[j][i] = v
         for j, global_size, local_size in self.updated_launch_dims(var_vals):
-            self.dims[j] = (global_size, local_size)
-        for j in self.updatable:
+            self.grids[j] = self.runtimes[j].grid(global_size, local_size)
+        for j in self.replaced:
             for pos, iidx in self.uop_replace[j]:
                 self.bufs[j][pos] = cast(Buffer, input_uops[iidx].buffer).ensure_allocated()
-            launch = self._launch_args(j)
-            if launch != self.launches[j]:
-                self.graph.update(j, launch)
-                self.launches[j] = launch
+            self.bound[j] = self.runtimes[j].bound([b._buf for b in self.bufs[j]])
+        update = self.graph.update
+        for j in self.updatable:
+            update(j, self._launch(j))  # a repack costs about what comparing with the last launch would
         if wait:
             return self.graph.launch_timed() * 1e-9
         self.graph.launch()

@@ -143,7 +143,7 @@ class VKProgram(Program["VKDevice"]):
         # compiled variants: (VK_VIEWS, work-group size of a kernel on global ids, else None) -> program
         self.variants: dict[tuple[bool, tuple[int, int, int] | None], int] = {}
         self._views_spirv: bytes | None = None
-        self.prog = self._program(False, (1, 1, 1) if self.uses_gid else None)
+        self.prog = self.program(False, (1, 1, 1) if self.uses_gid else None)
 
     @staticmethod
     def fit_local_size(
@@ -168,7 +168,7 @@ class VKProgram(Program["VKDevice"]):
             local[i] = size
         return (local[0], local[1], local[2])
 
-    def _program(self, views: bool, local: tuple[int, int, int] | None) -> int:
+    def program(self, views: bool, local: tuple[int, int, int] | None) -> int:
         """The program of one variant, compiled on first use: per-binding view offsets or not (``VK_VIEWS``), and for
         a kernel on global ids its work-group size (see :func:`vkbackend.tinygrad.compiler.with_local_size`)."""
         if (prog := self.variants.get((views, local))) is not None:
@@ -207,6 +207,14 @@ class VKProgram(Program["VKDevice"]):
 
     def launch_args(self, bufs, global_size, local_size, vals) -> tuple[int, list[int], list, list[int]] | None:
         """``(program, buffer ids, scalars, grid)`` for ``vkbackend.Device.launch``; None for an empty grid."""
+        grid, local = self.grid(global_size, local_size)
+        if grid is None:
+            return None
+        ids, offsets = self.bound(bufs)
+        return self.program(bool(offsets), local), ids, [*vals, *offsets], grid
+
+    def grid(self, global_size, local_size) -> tuple[list[int] | None, tuple[int, int, int] | None]:
+        """The launch's grid (None when it is empty) and, for a kernel on global ids, its work-group size."""
         gs = list(global_size) + [1] * (3 - len(global_size))
         local = None
         if self.uses_gid:
@@ -218,19 +226,20 @@ class VKProgram(Program["VKDevice"]):
             grid = [t // l for t, l in zip(total, local)]
         else:
             grid = [int(g) for g in gs]
-        if min(grid) <= 0:
-            return None
+        return (grid if min(grid) > 0 else None), local
+
+    def bound(self, bufs) -> tuple[list[int], list[int]]:
+        """The buffer ids in the launch's order, and the view offsets the ``VK_VIEWS`` variant takes (empty when no
+        buffer is a view at an offset the alignment does not cover)."""
         ids = [b.id for b in bufs] if self.buffer_order is None else [bufs[i].id for i in self.buffer_order]
-        scalars = list(vals)
-        views = any(b.rem for b in bufs)
-        if views:
-            for b, sizes in zip(bufs, self.sizes):
-                if any(b.rem % s for s in sizes):
-                    raise RuntimeError(
-                        f"{self.name}: a view at byte offset {b.offset} is not aligned to its element size {max(sizes)}"
-                    )
-            scalars += [b.rem for b in bufs]
-        return self._program(views, local), ids, scalars, grid
+        if not any(b.rem for b in bufs):
+            return ids, []
+        for b, sizes in zip(bufs, self.sizes):
+            if any(b.rem % s for s in sizes):
+                raise RuntimeError(
+                    f"{self.name}: a view at byte offset {b.offset} is not aligned to its element size {max(sizes)}"
+                )
+        return ids, [b.rem for b in bufs]
 
     def __del__(self):
         for p in getattr(self, "variants", {}).values():
