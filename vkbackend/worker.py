@@ -126,6 +126,12 @@ class Worker:
     def sync(self) -> None:
         """A sync point: drain, then raise the first asynchronous error since the last sync point."""
         self.drain()
+        self.raise_errors()
+
+    def raise_errors(self) -> None:
+        """The end of a sync point whose wait is already done (a read-back whose last copy completed: the queue runs
+        in order, so everything queued before it has completed too): raise the first asynchronous error since the
+        last sync point."""
         if log.isEnabledFor(logging.DEBUG) and validation_enabled():
             from .discovery import validation_messages  # only with VKBACKEND_DEBUG=1 and VKBACKEND_VALIDATION=1
             messages = validation_messages()

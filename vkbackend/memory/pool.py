@@ -435,9 +435,12 @@ class MemoryPool:
         data = _bytes_view(dst, writable=True)
         entry = self._entry(src, "pool_to_host")
         self._check_range(entry, offset, data.nbytes, "pool_to_host")
+        if not data.nbytes:
+            self._worker.sync()
+            return
         ffi = self.ctx.ffi
         self.transfers.download(entry.slot, offset, ffi.cast("char*", ffi.from_buffer(data)), data.nbytes)
-        self._worker.sync()
+        self._worker.raise_errors()  # the download waited for its copies, which ran after all earlier work
 
     def pool_to_pool(self, src_pool: "MemoryPool", src: int, dst: int) -> None:
         """Copy all of ``src`` (a buffer of ``src_pool``) into ``dst`` (of this pool), which must be as large.
