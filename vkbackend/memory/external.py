@@ -7,11 +7,12 @@ array without a copy (vkbackend/interop/cuda.py). Each exported or imported buff
 dedicated to its VkBuffer, never a block of the pool's shared chunks: an importer maps the whole memory object, and
 Vulkan's import of a dedicated export must be dedicated too.
 
-Once made, they are buffers like any other: ``Device.launch`` binds them, ``view`` cuts them, ``release`` frees them
-once the GPU is done with them (a Vulkan import holds a reference of its own on the memory). The file descriptor of
-an export is its :class:`ExportedMemory`'s, which closes it. Ordering with the other API is the caller's:
-vkbackend's work on a buffer is done once ``Device.sync()`` returns, and the other API's work must be finished (its
-stream synchronized) before a launch that reads what it wrote.
+Once made, they are buffers like any other: ``Device.launch`` binds them, or reaches them by device address where
+the device has addresses (they get the pool's usage and allocation flags), ``view`` cuts them, ``release`` frees
+them once the GPU is done with them (a Vulkan import holds a reference of its own on the memory). The file
+descriptor of an export is its :class:`ExportedMemory`'s, which closes it. Ordering with the other API is the
+caller's: vkbackend's work on a buffer is done once ``Device.sync()`` returns, and the other API's work must be
+finished (its stream synchronized) before a launch that reads what it wrote.
 """
 from __future__ import annotations
 
