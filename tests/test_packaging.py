@@ -1,5 +1,6 @@
 """Release packaging: the sdist holds everything its build needs, ``pip install`` of the sdist and of the wheel built
-from it work in fresh virtual environments, run from outside the source tree, and the wheel's tag matches its module.
+from it work in fresh virtual environments, run from outside the source tree, and the wheel's tag matches its module,
+which needs nothing a manylinux wheel may not (readelf, auditwheel) and passes the wheel recipe's own check.
 
 Slow (about a minute: two builds of the native module, two venvs); ``pytest -m "not packaging"`` leaves it out. The
 builds are isolated, so they fetch setuptools, wheel and cffi from the package index (PyPI, or pip's configuration).
@@ -7,7 +8,10 @@ builds are isolated, so they fetch setuptools, wheel and cffi from the package i
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -40,8 +44,13 @@ BUILD_INPUTS = ["build_vulkan.py", "setup.py", "pyproject.toml", "README.md", "L
                 "vkbackend/tinygrad/vkbackend-tinygrad.pth",
                 *(f"vkbackend/decl/{p.name}" for p in (ROOT / "vkbackend" / "decl").glob("*.h")),
                 *(f"vkbackend/csrc/{p.name}" for p in (ROOT / "vkbackend" / "csrc").iterdir())]
-# What the sdist carries besides, for the bench's C reference and the GPU bench script (docs/performance.md).
-BENCH_FILES = ["vkbackend/bench/vulkan_ref.c", "scripts/gpu-bench.sh"]
+# What the sdist carries besides: the bench's C reference and the GPU scripts (docs/performance.md,
+# docs/plugin-guide.md), and the wheel recipe's scripts (README, "Wheels").
+BENCH_FILES = ["vkbackend/bench/vulkan_ref.c", "scripts/gpu-bench.sh", "scripts/cuda-interop-check.py",
+               "scripts/fetch-vulkan-headers.sh", "scripts/check-wheel.py"]
+# The libraries the native module may need: the C library's (libvulkan is opened at run time, cffi's API mode needs
+# no libffi, and an extension module never links libpython). glibc 2.34 merged libdl and libpthread into libc.
+SYSTEM_LIBRARIES = {"libc.so.6", "libdl.so.2", "libpthread.so.0"}
 
 
 def _env() -> dict[str, str]:
@@ -101,13 +110,42 @@ def test_wheel_is_tagged_for_the_abi_its_module_uses(dist):
                 if line.startswith("Tag: ")]
     if limited_api_supported():
         assert "vkbackend/_vulkan.abi3.so" in names, sorted(names)
-        assert wheel.name.startswith(f"vkbackend-{VERSION}-{LIMITED_API}-abi3-"), wheel.name
+        assert wheel.name == f"vkbackend-{VERSION}-{LIMITED_API}-abi3-linux_{platform.machine()}.whl", wheel.name
         assert all(tag.startswith(f"{LIMITED_API}-abi3-") for tag in tags), tags
     else:  # a debug or free-threaded interpreter: a module and wheel of this interpreter only
         assert not any(name.endswith(".abi3.so") for name in names)
         assert "-abi3-" not in wheel.name
     assert {"vkbackend/py.typed", "vkbackend-tinygrad.pth", f"vkbackend-{VERSION}.dist-info/licenses/LICENSE",
-            "vkbackend/bench/vulkan_ref.c"} <= names
+            "vkbackend/bench/vulkan_ref.c", "vkbackend/interop/cuda.py", "vkbackend/memory/external.py"} <= names
+
+
+def _module(dist: Path, where: Path) -> Path:
+    with zipfile.ZipFile(_wheel(dist)) as zf:
+        (name,) = [n for n in zf.namelist() if n.startswith("vkbackend/_vulkan.") and n.endswith(".so")]
+        return Path(zf.extract(name, where))
+
+
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="needs readelf (binutils) to list the module's libraries")
+def test_native_module_links_only_the_c_library(dist, tmp_path):
+    """What auditwheel asks of a manylinux wheel: nothing but the system's C library, so nothing to bundle."""
+    dynamic = subprocess.run(["readelf", "-d", _module(dist, tmp_path)], capture_output=True, text=True,
+                             check=True).stdout
+    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic))
+    assert "libc.so.6" in needed, dynamic
+    loader = {n for n in needed if n.startswith(("ld-linux", "ld64.so"))}   # the dynamic loader itself
+    assert needed - loader <= SYSTEM_LIBRARIES, f"the module links {sorted(needed - loader - SYSTEM_LIBRARIES)}"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("auditwheel") is None,
+                    reason="needs auditwheel (pip install auditwheel; in the test extra)")
+def test_auditwheel_finds_no_library_to_bundle(dist):
+    """The wheel built here is a manylinux wheel as it is; its tag's glibc is this machine's, where cibuildwheel's
+    manylinux_2_28 container would give manylinux_2_28 (not run here: it needs Docker)."""
+    proc = _run([sys.executable, "-m", "auditwheel", "show", "--json", _wheel(dist)], cwd=dist)
+    report = json.loads(proc.stdout)
+    assert report["external_libs"] == {}, report
+    assert re.fullmatch(rf"manylinux_2_\d+_{platform.machine()}", report["overall_tag"]), report
+    assert set(report["versioned_symbols"]) <= SYSTEM_LIBRARIES, report
 
 
 @pytest.mark.skipif(not limited_api_supported(), reason="this interpreter has no stable ABI (debug or free-threaded)")
@@ -115,8 +153,8 @@ def test_wheel_is_tagged_for_the_abi_its_module_uses(dist):
 def test_native_module_uses_only_the_stable_abi_it_claims(dist, tmp_path):
     """Every CPython symbol the module imports belongs to the stable ABI of the version in its tag."""
     abi3info = pytest.importorskip("abi3info", reason="needs abi3info (the stable ABI's symbol list; in the test extra)")
-    with zipfile.ZipFile(_wheel(dist)) as zf:
-        module = Path(zf.extract("vkbackend/_vulkan.abi3.so", tmp_path))
+    module = _module(dist, tmp_path)
+    assert module.name == "_vulkan.abi3.so"
     symbols = subprocess.run(["nm", "-D", "--undefined-only", module], capture_output=True, text=True,
                              check=True).stdout.split()
     python_symbols = {s for s in symbols if s.startswith(("Py", "_Py"))}
@@ -139,6 +177,8 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(dist, device, tmp_path):
     python = _venv_with(_wheel(dist), tmp_path)
     script = python.parent / "vkbackend"
     assert _run([script, "--version"], cwd=tmp_path).stdout == f"vkbackend {VERSION}\n"
+    check = _run([python, ROOT / "scripts" / "check-wheel.py"], cwd=tmp_path)   # cibuildwheel's test-command
+    assert "imports without a driver" in check.stdout
     demo = _run([script, "demo"], cwd=tmp_path)
     assert "demo: all results match numpy" in demo.stdout
     _run([python, "-c", "from vkbackend.bench import vulkan_ref; assert vulkan_ref.SOURCE.is_file(), vulkan_ref.SOURCE"],

@@ -74,6 +74,8 @@ def test_typed_usage_runs(device):
         sys.path.remove(str(ROOT / "tests"))
     assert typecheck_usage.exercise(device) == 5.0   # y[1] = 2 + 2 + 0.5 + 0.5
     assert typecheck_usage.buffers(device) == [1.0, 5.0, 7.0]
+    if "VK_KHR_external_memory_fd" in device.info.extensions:
+        assert typecheck_usage.shared(device) == [0, 1, 2, 3]
     assert [message.split(":")[0] for message in typecheck_usage.errors(device)] == [
         "InvalidArgument", "MemoryAllocationError", "InvalidArgumentTypeError", "KernelSyncError", "8"]
 

@@ -15,7 +15,7 @@ from typing_extensions import assert_type
 
 import vkbackend
 from vkbackend import (BackendError, Buffer, BufferBinding, Device, DeviceInfo, DeviceLostError, DLPackExportError,
-                       DType, DyLibNotFoundError, ErrorStatus, GridArg, InitializationError, InvalidArgumentError,
+                       DType, DyLibNotFoundError, ErrorStatus, ExportedMemory, GridArg, InitializationError, InvalidArgumentError,
                        InvalidArgumentTypeError, KernelCompilationError, KernelLaunchError, KernelSyncError,
                        LaunchGraph, MemoryAllocationError, MemoryHeap, MemoryPool, ProgramInfo, PushMember,
                        VulkanConfig, compile_glsl, devices)
@@ -111,6 +111,23 @@ def buffers(dev: Device) -> list[float]:
     except DLPackExportError as error:   # closed, and no in-place export anyway
         assert isinstance(error, BufferError) and host.nbytes == 256
     return [float(grid[0, 4]), float(first[0]), float(result[0])]
+
+
+def shared(dev: Device) -> list[int]:
+    """A buffer exported through a file descriptor and imported again; returns what the import reads back."""
+    pool = dev.memory_pool
+    with assert_type(pool.allocate_exportable(16), ExportedMemory) as exported:
+        assert assert_type(exported.size, int) >= assert_type(exported.nbytes, int) == 16
+        assert assert_type(exported.device_uuid, bytes) and assert_type(exported.memory_type_flags, int)
+        pool.host_to_pool(np.arange(4, dtype=np.int32), assert_type(exported.buffer, int))
+        imported = assert_type(pool.import_memory(assert_type(exported.fd, int), exported.size, nbytes=16,
+                                                  memory_type_index=exported.memory_type_index, dedicated=True), int)
+        out = np.empty(4, np.int32)
+        pool.pool_to_host(imported, out)
+        for buf in (imported, exported.buffer):
+            pool.release(buf)
+    assert assert_type(exported.closed, bool)
+    return [int(v) for v in out]
 
 
 def errors(dev: Device) -> list[str]:

@@ -18,14 +18,14 @@ from .errors import (BackendError, DeviceLostError, DLPackExportError, DyLibNotF
                      KernelLaunchError, KernelSyncError, MemoryAllocationError)
 from .glsl import compile_glsl
 from .graph import LaunchGraph
-from .memory import MemoryPool
+from .memory import ExportedMemory, MemoryPool
 from .spirv import BufferBinding, ProgramInfo, PushMember
 
 if TYPE_CHECKING:
     from .buffer import Buffer
 
 __all__ = ["BackendError", "Buffer", "BufferBinding", "DLPackExportError", "DType", "Device", "DeviceInfo",
-           "DeviceLostError", "DyLibNotFoundError", "ErrorStatus", "GridArg", "InitializationError",
+           "DeviceLostError", "DyLibNotFoundError", "ErrorStatus", "ExportedMemory", "GridArg", "InitializationError",
            "InvalidArgumentError", "InvalidArgumentTypeError", "KernelCompilationError", "KernelLaunchError",
            "KernelSyncError", "LaunchGraph", "MemoryAllocationError", "MemoryHeap", "MemoryPool", "ProgramInfo",
            "PushMember", "VulkanConfig", "compile_glsl", "devices"]

@@ -17,7 +17,7 @@ log = logging.getLogger("vkbackend")
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 # Device extensions the backend uses when the device lists them.
 WANTED_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_EXT_memory_budget", "VK_KHR_portability_subset", "VK_EXT_robustness2",
-                     "VK_EXT_pipeline_robustness")
+                     "VK_EXT_pipeline_robustness", "VK_KHR_external_memory_fd")
 # Features we enable when offered, by the struct that holds them.
 WANTED_FEATURES = {
     "features": ("shaderInt64", "shaderInt16", "shaderFloat64"),

@@ -31,6 +31,8 @@ enum {
     VKB_FN_vkGetBufferMemoryRequirements,
     VKB_FN_vkBindBufferMemory,
     VKB_FN_vkGetBufferDeviceAddress,
+    VKB_FN_vkGetPhysicalDeviceExternalBufferProperties,
+    VKB_FN_vkGetMemoryFdKHR,
     VKB_FN_vkCreateShaderModule,
     VKB_FN_vkDestroyShaderModule,
     VKB_FN_vkCreateDescriptorSetLayout,
@@ -103,6 +105,8 @@ static const struct { const char *name; unsigned char global, optional, result; 
     {"vkGetBufferMemoryRequirements", 0, 0, 0},
     {"vkBindBufferMemory", 0, 0, 1},
     {"vkGetBufferDeviceAddress", 0, 0, 0},
+    {"vkGetPhysicalDeviceExternalBufferProperties", 0, 0, 0},
+    {"vkGetMemoryFdKHR", 0, 1, 1},
     {"vkCreateShaderModule", 0, 0, 1},
     {"vkDestroyShaderModule", 0, 0, 0},
     {"vkCreateDescriptorSetLayout", 0, 0, 1},
@@ -330,6 +334,21 @@ static VkDeviceAddress vkGetBufferDeviceAddress(VkDevice device, const VkBufferD
     if (!vkb_fn_table[VKB_FN_vkGetBufferDeviceAddress]) return 0;
     VkDeviceAddress r = ((PFN_vkGetBufferDeviceAddress)vkb_fn_table[VKB_FN_vkGetBufferDeviceAddress])(device, pInfo);
     vkb_count_success(VKB_FN_vkGetBufferDeviceAddress);
+    return r;
+}
+
+static void vkGetPhysicalDeviceExternalBufferProperties(VkPhysicalDevice physicalDevice, const VkPhysicalDeviceExternalBufferInfo *pExternalBufferInfo, VkExternalBufferProperties *pExternalBufferProperties) {
+    if (!vkb_fn_table[VKB_FN_vkGetPhysicalDeviceExternalBufferProperties]) return;
+    ((PFN_vkGetPhysicalDeviceExternalBufferProperties)vkb_fn_table[VKB_FN_vkGetPhysicalDeviceExternalBufferProperties])(physicalDevice, pExternalBufferInfo, pExternalBufferProperties);
+    vkb_count_success(VKB_FN_vkGetPhysicalDeviceExternalBufferProperties);
+}
+
+static VkResult vkGetMemoryFdKHR(VkDevice device, const VkMemoryGetFdInfoKHR *pGetFdInfo, int *pFd) {
+    VkResult r;
+    if (vkb_fault_fires(VKB_FN_vkGetMemoryFdKHR, &r)) return r;
+    if (!vkb_fn_table[VKB_FN_vkGetMemoryFdKHR]) return VK_ERROR_EXTENSION_NOT_PRESENT;
+    r = ((PFN_vkGetMemoryFdKHR)vkb_fn_table[VKB_FN_vkGetMemoryFdKHR])(device, pGetFdInfo, pFd);
+    if (r >= 0) vkb_count_success(VKB_FN_vkGetMemoryFdKHR);
     return r;
 }
 

@@ -50,7 +50,7 @@ typedef struct {
 } VkPhysicalDeviceProperties;
 typedef struct { VkStructureType sType; void *pNext; VkPhysicalDeviceProperties properties; } VkPhysicalDeviceProperties2;
 typedef struct {
-    VkStructureType sType; void *pNext; uint32_t subgroupSize; VkFlags subgroupSupportedStages;
+    VkStructureType sType; void *pNext; uint8_t deviceUUID[16]; uint32_t subgroupSize; VkFlags subgroupSupportedStages;
     VkFlags subgroupSupportedOperations; VkDeviceSize maxMemoryAllocationSize; ...;
 } VkPhysicalDeviceVulkan11Properties;
 typedef struct { VkStructureType sType; void *pNext; uint32_t maxPushDescriptors; } VkPhysicalDevicePushDescriptorPropertiesKHR;

@@ -16,6 +16,18 @@
 #define VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO ...
 #define VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT ...
 #define VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO ...
+/* External memory (memory/external.py): buffers whose memory another API (CUDA) or process imports by an opaque fd. */
+#define VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO ...
+#define VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO ...
+#define VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO ...
+#define VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR ...
+#define VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR ...
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO ...
+#define VK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES ...
+#define VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT ...
+#define VK_EXTERNAL_MEMORY_FEATURE_DEDICATED_ONLY_BIT ...
+#define VK_EXTERNAL_MEMORY_FEATURE_EXPORTABLE_BIT ...
+#define VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT ...
 
 typedef struct { VkStructureType sType; const void *pNext; VkDeviceSize allocationSize; uint32_t memoryTypeIndex; } VkMemoryAllocateInfo;
 typedef struct {
@@ -26,6 +38,21 @@ typedef struct { VkDeviceSize size; VkDeviceSize alignment; uint32_t memoryTypeB
 typedef struct { VkStructureType sType; const void *pNext; VkFlags flags; uint32_t deviceMask; } VkMemoryAllocateFlagsInfo;
 typedef struct { VkStructureType sType; const void *pNext; VkBuffer buffer; } VkBufferDeviceAddressInfo;
 
+typedef int... VkExternalMemoryHandleTypeFlagBits;
+typedef struct { VkStructureType sType; const void *pNext; VkFlags handleTypes; } VkExternalMemoryBufferCreateInfo;
+typedef struct { VkStructureType sType; const void *pNext; VkFlags handleTypes; } VkExportMemoryAllocateInfo;
+/* Its image member stays null: vkbackend makes no images. */
+typedef struct { VkStructureType sType; const void *pNext; VkBuffer buffer; ...; } VkMemoryDedicatedAllocateInfo;
+typedef struct {
+    VkStructureType sType; const void *pNext; VkDeviceMemory memory; VkExternalMemoryHandleTypeFlagBits handleType;
+} VkMemoryGetFdInfoKHR;
+typedef struct { VkStructureType sType; const void *pNext; VkExternalMemoryHandleTypeFlagBits handleType; int fd; } VkImportMemoryFdInfoKHR;
+typedef struct {
+    VkStructureType sType; const void *pNext; VkFlags flags; VkFlags usage; VkExternalMemoryHandleTypeFlagBits handleType;
+} VkPhysicalDeviceExternalBufferInfo;
+typedef struct { VkFlags externalMemoryFeatures; VkFlags exportFromImportedHandleTypes; VkFlags compatibleHandleTypes; } VkExternalMemoryProperties;
+typedef struct { VkStructureType sType; void *pNext; VkExternalMemoryProperties externalMemoryProperties; } VkExternalBufferProperties;
+
 VkResult vkAllocateMemory(VkDevice device, const VkMemoryAllocateInfo *pAllocateInfo, const VkAllocationCallbacks *pAllocator, VkDeviceMemory *pMemory);
 void vkFreeMemory(VkDevice device, VkDeviceMemory memory, const VkAllocationCallbacks *pAllocator);
 VkResult vkMapMemory(VkDevice device, VkDeviceMemory memory, VkDeviceSize offset, VkDeviceSize size, VkFlags flags, void **ppData);
@@ -35,3 +62,5 @@ void vkDestroyBuffer(VkDevice device, VkBuffer buffer, const VkAllocationCallbac
 void vkGetBufferMemoryRequirements(VkDevice device, VkBuffer buffer, VkMemoryRequirements *pMemoryRequirements);
 VkResult vkBindBufferMemory(VkDevice device, VkBuffer buffer, VkDeviceMemory memory, VkDeviceSize memoryOffset);
 VkDeviceAddress vkGetBufferDeviceAddress(VkDevice device, const VkBufferDeviceAddressInfo *pInfo);
+void vkGetPhysicalDeviceExternalBufferProperties(VkPhysicalDevice physicalDevice, const VkPhysicalDeviceExternalBufferInfo *pExternalBufferInfo, VkExternalBufferProperties *pExternalBufferProperties);
+VkResult vkGetMemoryFdKHR(VkDevice device, const VkMemoryGetFdInfoKHR *pGetFdInfo, int *pFd);

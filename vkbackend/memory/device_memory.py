@@ -112,6 +112,13 @@ class DeviceMemory:
                                                       "buffer": buffer})
         return int(lib.vkGetBufferDeviceAddress(self.ctx.device, info))
 
+    def count(self, memory, size: int) -> None:
+        """Count a memory object made outside ``create`` (external.py's exported and imported memory), so that
+        ``destroy`` frees it like one of ours."""
+        self.allocations += 1
+        self.held += size
+        self._sizes[int(self.ctx.ffi.cast("uintptr_t", memory))] = size
+
     def destroy(self, memory, buffer, size: int) -> None:
         """Destroy a ``create``'s buffer and free its memory (no submitted work may use it)."""
         ffi, lib = self.ctx.ffi, self.ctx.lib

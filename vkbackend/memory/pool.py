@@ -16,7 +16,7 @@ import functools
 import logging
 import threading
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from .. import records
 from ..errors import BackendError, ErrorStatus, InvalidArgumentTypeError
@@ -25,6 +25,7 @@ from ..ids import next_id
 from ..types import HostBuffer, PoolStats
 from .buddy import MIN_BLOCK, Chunk, order_of
 from .device_memory import DeviceMemory
+from .external import ExportedMemory, export_buffer, import_buffer
 from .staging import StagingRing
 from .transfers import Transfers
 
@@ -401,6 +402,40 @@ class MemoryPool:
             self._entries[entry.id] = entry
             root.refcount += 1
             root.views += 1
+            if nbytes <= self.ctx.info.max_storage_buffer_range:
+                self.slot_of[entry.id] = entry.slot
+        return entry.id
+
+    # ----- memory shared with other APIs (external.py) -------------------------------------------------------------
+    def allocate_exportable(self, nbytes: int) -> ExportedMemory:
+        """A new buffer of ``nbytes`` bytes whose memory other APIs can import (CUDA: vkbackend.interop.cuda), and
+        the opaque file descriptor that shares it, in an :class:`ExportedMemory`. The buffer (``.buffer``, count 1)
+        is used and released like any other; the ExportedMemory owns the descriptor and closes it. The memory is a
+        dedicated allocation of its own (needs VK_KHR_external_memory_fd)."""
+        return export_buffer(self, nbytes)
+
+    def import_memory(self, fd: int, size: int, *, nbytes: int | None = None, memory_type_index: int | None = None,
+                      dedicated: bool = True) -> int:
+        """A new buffer id (count 1) for the first ``nbytes`` (default: all) of ``size`` bytes of memory that this
+        driver exported for this device as an opaque file descriptor (``allocate_exportable`` in another process, say).
+        ``fd`` stays the caller's: a duplicate is imported. For a Vulkan export pass its ``size`` and
+        ``memory_type_index``, and ``dedicated`` as it was (True for an ExportedMemory). Released like any buffer."""
+        return import_buffer(self, fd, size, nbytes, memory_type_index, dedicated)
+
+    def _adopt_dedicated(self, nbytes: int, create: Callable[[], tuple[Any, Any, int]]) -> int:
+        """A new buffer id (count 1) for the ``(memory, buffer, address)`` that ``create`` makes under the pool's
+        lock, counted in ``self.memory`` (external.py's memory; freed as a dedicated buffer's)."""
+        with self._lock:
+            if self.ctx.closed:  # close() destroys the pool under this lock: nothing may be made after it
+                raise self.ctx.closed_error()
+            memory, vk_buffer, address = create()
+            try:
+                entry = _Buffer(next_id(), 0, nbytes, vk_buffer, 0, None, memory=memory, address=address)
+                entry.slot = self._new_slot(vk_buffer, 0, nbytes, None)
+                self._entries[entry.id] = entry
+            except BaseException:  # out of slots, or interrupted: the memory goes back
+                self.memory.destroy(memory, vk_buffer, nbytes)
+                raise
             if nbytes <= self.ctx.info.max_storage_buffer_range:
                 self.slot_of[entry.id] = entry.slot
         return entry.id
