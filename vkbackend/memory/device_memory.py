@@ -31,6 +31,10 @@ class DeviceMemory:
         self.heap_size = ctx.handles.physical.heaps[self.heap_index][0]
         self._budget_ext = "VK_EXT_memory_budget" in ctx.handles.extensions
         self.addressable = ctx.info.buffer_device_address   # every buffer gets a device address
+        # What every buffer is for (external.py's exported and imported ones too).
+        self.usage = (lib.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | lib.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+                      | lib.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+                      | (lib.VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT if self.addressable else 0))
 
     def pick_type(self, required: int, preferred: int, avoid: int) -> int:
         """The memory type with all of ``required``; then most of ``preferred``, fewest of ``avoid``, fewest bits."""
@@ -68,11 +72,8 @@ class DeviceMemory:
             raise BackendError(ErrorStatus.MemoryAllocation,
                                f"{what}: {info.name} allows {info.max_memory_allocation_count} memory allocations "
                                "(maxMemoryAllocationCount) and all are in use; release buffers")
-        usage = (lib.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | lib.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-                 | lib.VK_BUFFER_USAGE_TRANSFER_DST_BIT
-                 | (lib.VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT if self.addressable else 0))
         binfo = ffi.new("VkBufferCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": size,
-                                                "usage": usage, "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE})
+                                                "usage": self.usage, "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE})
         buf = ffi.new("VkBuffer*")
         mem = ffi.new("VkDeviceMemory*")
         try:  # on any failure, an interrupt (Ctrl-C) included, nothing made here is left behind
@@ -80,16 +81,15 @@ class DeviceMemory:
                   ErrorStatus.MemoryAllocation)
             req = ffi.new("VkMemoryRequirements*")
             lib.vkGetBufferMemoryRequirements(ctx.device, buf[0], req)
-            flags = ffi.new("VkMemoryAllocateFlagsInfo*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
-                                                           "flags": lib.VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT})
+            flags = self.address_flags()  # kept in a local: the struct must live until the allocation is made
             ainfo = ffi.new("VkMemoryAllocateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                                                      "pNext": flags if self.addressable else ffi.NULL,
-                                                      "allocationSize": req.size, "memoryTypeIndex": type_index})
+                                                      "pNext": flags, "allocationSize": req.size,
+                                                      "memoryTypeIndex": type_index})
             check(lib.vkAllocateMemory(ctx.device, ainfo, ffi.NULL, mem),
                   f"vkAllocateMemory ({what}, {req.size} bytes; {self.free_bytes} bytes free)", ErrorStatus.MemoryAllocation)
             check(lib.vkBindBufferMemory(ctx.device, buf[0], mem[0], 0), f"vkBindBufferMemory ({what})",
                   ErrorStatus.MemoryAllocation)
-            address = self._address(buf[0])
+            address = self.address(buf[0])
             key, held = int(ffi.cast("uintptr_t", mem[0])), req.size
         except BaseException:
             if mem[0] != ffi.NULL:
@@ -103,7 +103,16 @@ class DeviceMemory:
         self._sizes[key] = held
         return mem[0], buf[0], address
 
-    def _address(self, buffer) -> int:
+    def address_flags(self) -> object:
+        """The end of a VkMemoryAllocateInfo's pNext chain: device-address allocation flags where buffers have device
+        addresses, else NULL (the cdata must live until the allocation is made)."""
+        ffi, lib = self.ctx.ffi, self.ctx.lib
+        if not self.addressable:
+            return ffi.NULL
+        return ffi.new("VkMemoryAllocateFlagsInfo*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                                                      "flags": lib.VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT})
+
+    def address(self, buffer) -> int:
         """The device address of a buffer (0 where the device has no buffer device addresses)."""
         if not self.addressable:
             return 0

@@ -176,13 +176,6 @@ def _handle_type(lib: Any) -> int:
     return int(lib.VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT)
 
 
-def _usage(pool: MemoryPool, lib: Any) -> int:
-    """What every buffer of the pool is for, as device_memory.py creates them (device addresses where it has them)."""
-    return int(lib.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | lib.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-               | lib.VK_BUFFER_USAGE_TRANSFER_DST_BIT
-               | (lib.VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT if pool.memory.addressable else 0))
-
-
 def _check_request(pool: MemoryPool, nbytes: int, what: str) -> None:
     ctx = pool.ctx
     ctx.ensure_usable()
@@ -204,7 +197,7 @@ def _features(pool: MemoryPool) -> int:
     """What the device can do with opaque-fd memory of the pool's buffers (VkExternalMemoryFeatureFlags)."""
     ffi, lib = vulkan()
     query = ffi.new("VkPhysicalDeviceExternalBufferInfo*", {
-        "sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO, "usage": _usage(pool, lib),
+        "sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO, "usage": pool.memory.usage,
         "handleType": _handle_type(lib)})
     props = ffi.new("VkExternalBufferProperties*", {"sType": lib.VK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES})
     lib.vkGetPhysicalDeviceExternalBufferProperties(pool.ctx.handles.physical.handle, query, props)
@@ -246,7 +239,7 @@ def _make(pool: MemoryPool, nbytes: int,
     external = ffi.new("VkExternalMemoryBufferCreateInfo*", {
         "sType": lib.VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, "handleTypes": handle_type})
     binfo = ffi.new("VkBufferCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "pNext": external,
-                                            "size": nbytes, "usage": _usage(pool, lib),
+                                            "size": nbytes, "usage": pool.memory.usage,
                                             "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE})
     buf = ffi.new("VkBuffer*")
     mem = ffi.new("VkDeviceMemory*")
@@ -256,9 +249,7 @@ def _make(pool: MemoryPool, nbytes: int,
               ErrorStatus.MemoryAllocation)
         req = ffi.new("VkMemoryRequirements*")
         lib.vkGetBufferMemoryRequirements(ctx.device, buf[0], req)
-        flags = ffi.new("VkMemoryAllocateFlagsInfo*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
-                                                       "flags": lib.VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT})
-        tail = flags if pool.memory.addressable else ffi.NULL   # device addresses, as every buffer of the pool has
+        tail = pool.memory.address_flags()   # device addresses, as every buffer of the pool has
         dedicated = ffi.new("VkMemoryDedicatedAllocateInfo*", {
             "sType": lib.VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO, "pNext": tail, "buffer": buf[0]})
         if imported is None:
@@ -281,7 +272,7 @@ def _make(pool: MemoryPool, nbytes: int,
               f"vkAllocateMemory ({what}, {size} bytes, memory type {type_index})", ErrorStatus.MemoryAllocation)
         check(lib.vkBindBufferMemory(ctx.device, buf[0], mem[0], 0), f"vkBindBufferMemory ({what})",
               ErrorStatus.MemoryAllocation)
-        address = pool.memory._address(buf[0])
+        address = pool.memory.address(buf[0])
     except BaseException:
         if mem[0] != ffi.NULL:
             lib.vkFreeMemory(ctx.device, mem[0], ffi.NULL)  # an imported fd goes with the memory that took it
