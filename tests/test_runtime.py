@@ -113,6 +113,10 @@ def test_info_matches_vulkaninfo(device, vulkaninfo):
     assert info.memory_heaps and any(h.device_local for h in info.memory_heaps)
     exts = vulkaninfo["extensions"]
     assert info.extensions == frozenset(exts)
+    controls = props.get("VkPhysicalDeviceFloatControlsProperties") or props.get("VkPhysicalDeviceVulkan12Properties")
+    if controls is not None:  # vulkaninfo lists it where the device has VK_KHR_shader_float_controls
+        assert info.float_controls == {name for name in controls if name.startswith("shaderSignedZeroInfNanPreserve")
+                                       and controls[name]}
 
 
 def test_info_dtypes_follow_the_features(device):

@@ -27,6 +27,8 @@ WANTED_FEATURES = {
                  "vulkanMemoryModelDeviceScope", "shaderBufferInt64Atomics", "shaderSharedInt64Atomics",
                  "bufferDeviceAddress"),
 }
+FLOAT_CONTROLS = ("shaderSignedZeroInfNanPreserveFloat16", "shaderSignedZeroInfNanPreserveFloat32",
+                  "shaderSignedZeroInfNanPreserveFloat64")
 DEVICE_TYPES = {"VK_PHYSICAL_DEVICE_TYPE_OTHER": "other", "VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU": "integrated_gpu",
                 "VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU": "discrete_gpu", "VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU": "virtual_gpu",
                 "VK_PHYSICAL_DEVICE_TYPE_CPU": "cpu"}
@@ -74,6 +76,9 @@ class DeviceInfo:
     pipeline_cache_uuid: str
     # Kernels can reach buffers by device address (GLSL buffer_reference), so buffers past maxStorageBufferRange work
     buffer_device_address: bool
+    # The float-control properties that hold (shaderSignedZeroInfNanPreserveFloat32...): what a kernel may ask of the
+    # driver's floating-point optimisations
+    float_controls: frozenset[str]
     dtype_capabilities: dict[DType, frozenset[str]] = field(hash=False, compare=False)
     subgroup_operations: int = 0  # VkSubgroupFeatureFlags the device supports in compute shaders
 
@@ -239,6 +244,7 @@ class PhysicalDevice:
     timestamp_bits: int
     properties: object       # VkPhysicalDeviceProperties2 (cdata, kept alive here)
     vulkan11: object
+    vulkan12: object
     push_props: object
     features: object         # the queried VkPhysicalDeviceFeatures2 chain
     vulkan11_features: object
@@ -258,10 +264,11 @@ def query_physical_devices() -> list[PhysicalDevice]:
     for raw in instance.physical_devices():
         props = ffi.new("VkPhysicalDeviceProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2})
         v11 = ffi.new("VkPhysicalDeviceVulkan11Properties*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES})
+        v12 = ffi.new("VkPhysicalDeviceVulkan12Properties*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES})
         push = ffi.new("VkPhysicalDevicePushDescriptorPropertiesKHR*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR})
         exts = frozenset(ffi.string(e.extensionName).decode() for e in
                          _enumerate(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties", raw, ffi.NULL))
-        chain = [v11]
+        chain = [v11, v12]
         if "VK_KHR_push_descriptor" in exts:
             chain.append(push)
         _link(props, chain)
@@ -285,7 +292,7 @@ def query_physical_devices() -> list[PhysicalDevice]:
         mp = mem.memoryProperties
         found.append(PhysicalDevice(
             index=len(found), handle=raw, queue_family=family, timestamp_bits=families[family].timestampValidBits,
-            properties=props, vulkan11=v11, push_props=push if "VK_KHR_push_descriptor" in exts else None,
+            properties=props, vulkan11=v11, vulkan12=v12, push_props=push if "VK_KHR_push_descriptor" in exts else None,
             features=feats, vulkan11_features=f11, vulkan12_features=f12, robustness2_features=r2,
             pipeline_robustness_features=pr, extensions=exts,
             memory_types=[(mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex) for i in range(mp.memoryTypeCount)],
@@ -441,6 +448,7 @@ def describe(physical: PhysicalDevice, exts: frozenset[str], features: frozenset
         pipeline_robustness="pipelineRobustness" in features,
         pipeline_cache_uuid=bytes(p.pipelineCacheUUID).hex(),
         buffer_device_address="bufferDeviceAddress" in features,
+        float_controls=frozenset(name for name in FLOAT_CONTROLS if getattr(physical.vulkan12, name)),
         dtype_capabilities=dtype_capabilities(features),
         subgroup_operations=(physical.vulkan11.subgroupSupportedOperations
                              if physical.vulkan11.subgroupSupportedStages & lib.VK_SHADER_STAGE_COMPUTE_BIT else 0))

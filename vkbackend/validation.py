@@ -60,6 +60,9 @@ CAPABILITIES: dict[int, tuple[str, Needs]] = {
     5345: ("VulkanMemoryModel", "vulkanMemoryModel"),
     5346: ("VulkanMemoryModelDeviceScope", "vulkanMemoryModelDeviceScope"),
     5347: ("PhysicalStorageBufferAddresses", "bufferDeviceAddress"),
+    # a float-control property, not a feature (DeviceInfo.float_controls)
+    4466: ("SignedZeroInfNanPreserve", ("shaderSignedZeroInfNanPreserveFloat16", "shaderSignedZeroInfNanPreserveFloat32",
+                                        "shaderSignedZeroInfNanPreserveFloat64")),
 }
 # Capabilities vkbackend never enables, named for the error message.
 NEVER_ENABLED = {
@@ -75,6 +78,7 @@ def check_capabilities(info: ProgramInfo, device: DeviceInfo) -> None:
     """``KernelCompilation`` naming each capability the module declares whose feature the device has not enabled
     (running such a kernel is undefined behaviour; the validation layer reports it)."""
     problems = []
+    have = device.features | device.float_controls
     for cap in sorted(info.capabilities):
         name, needs = CAPABILITIES.get(cap, (NEVER_ENABLED.get(cap, f"capability {cap}"), False))
         if needs is None:
@@ -85,9 +89,9 @@ def check_capabilities(info: ProgramInfo, device: DeviceInfo) -> None:
             if not device.subgroup_operations & needs:
                 problems.append(f"{name} (subgroup operation bit {needs:#x} is not supported in compute shaders)")
         elif isinstance(needs, str):
-            if needs not in device.features:
+            if needs not in have:
                 problems.append(f"{name} (needs the feature {needs}, not enabled)")
-        elif not any(feature in device.features for feature in needs):
+        elif not any(feature in have for feature in needs):
             problems.append(f"{name} (needs one of the features {', '.join(needs)}, none enabled)")
     if problems:
         raise BackendError(ErrorStatus.KernelCompilation,

@@ -437,3 +437,35 @@ def test_arguments_of_2_31_elements_or_more_use_64_bit_addresses():
     assert "#define VK_E1(i) (VKE1(uint64_t(vk_ref1) + uint64_t(i) *" in lib.source
     assert "int(alu" not in lib.source   # no 64-bit index is cut to 32 bits
     _both_variants(lib)
+
+
+# ----- IEEE special values: SignedZeroInfNanPreserve where the kernel relies on them -------------------------------
+
+PRESERVE = FULL.__class__(**{**FULL.__dict__, "preserve_widths": (16, 32, 64)})
+
+
+class VKPreserveDevice(Compiled):
+    def __init__(self, device: str):
+        super().__init__(device, NullAllocator(self), [VKRenderer], _RecordingProgram, arch=make_arch(PRESERVE))
+
+
+_preserve = types.ModuleType("tinygrad.runtime.ops_vkpreserve")
+_preserve.VKPreserveDevice = VKPreserveDevice
+sys.modules["tinygrad.runtime.ops_vkpreserve"] = _preserve
+MODE = 'spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);'
+
+
+def test_kernels_that_rely_on_special_values_ask_to_keep_them():
+    """sin(+-inf) and sin(NaN) came out finite on NVIDIA, whose compiler may assume no value is infinite or NaN unless
+    the kernel asks otherwise: kernels with an infinity or NaN constant, or an x != x test, ask; others do not."""
+    assert parse_arch(make_arch(PRESERVE)) == PRESERVE
+    a = Tensor([0.5, 2.0], device="VKPRESERVE").realize()
+    big = Tensor.empty(4096, device="VKPRESERVE")
+    for make in (lambda: a.sin(), lambda: (a != a), lambda: big.max()):   # a NaN constant, a NaN test, -inf
+        lib = kernels(lambda: make().realize())[-1]
+        assert MODE in lib.source, lib.source
+        _both_variants(lib)
+    plain = kernels(lambda: (a * 2 + 1).realize())[-1]
+    assert "spirv_execution_mode" not in plain.source
+    on_full = kernels(lambda: Tensor([0.5], device=DEV).sin().realize())[-1]   # a device that cannot keep them
+    assert "spirv_execution_mode" not in on_full.source

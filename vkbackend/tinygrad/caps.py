@@ -26,6 +26,8 @@ class DeviceCaps:
     shared_max: int = 16384
     addresses: bool = False          # buffer device addresses: arguments past storage_range are reached by address
     storage_range: int = 1 << 27     # maxStorageBufferRange (Vulkan's minimum: 128 MiB)
+    # float widths whose infinities, NaNs and signed zeros a kernel can ask the driver to keep (SignedZeroInfNanPreserve)
+    preserve_widths: tuple[int, ...] = ()
 
 
 _FLAGS = ("f16", "f64", "i8", "i16", "i64", "addresses")
@@ -33,7 +35,7 @@ _FLAGS = ("f16", "f64", "i8", "i16", "i64", "addresses")
 
 def make_arch(caps: DeviceCaps) -> str:
     """``DeviceCaps`` -> a compact arch string such as
-    ``f16,i8,i16,i64,f64,addresses,g65535/65535/65535,l1024/1024/64,t1024,s32768,r134217728``.
+    ``f16,i8,i16,i64,f64,addresses,g65535/65535/65535,l1024/1024/64,t1024,s32768,r134217728,p16/32/64``.
 
     It contains no ``:`` or ``+`` (tinygrad's target separators), so ``DEV=VK::<arch>`` can also override it."""
     toks = [f for f in _FLAGS if getattr(caps, f)]
@@ -43,6 +45,7 @@ def make_arch(caps: DeviceCaps) -> str:
         f"t{caps.local_threads}",
         f"s{caps.shared_max}",
         f"r{caps.storage_range}",
+        *([f"p{'/'.join(map(str, caps.preserve_widths))}"] if caps.preserve_widths else []),
     ]
     return ",".join(toks)
 
@@ -55,6 +58,8 @@ def parse_arch(arch: str) -> DeviceCaps:
             continue
         if tok in _FLAGS:
             kw[tok] = True
+        elif tok[0] == "p" and all(w.isdigit() for w in tok[1:].split("/")):
+            kw["preserve_widths"] = tuple(int(w) for w in tok[1:].split("/"))
         elif tok[0] in "gl" and "/" in tok:
             vals = tuple(int(x) for x in tok[1:].split("/"))
             if len(vals) == 3:
@@ -95,6 +100,8 @@ def caps_from_info(info) -> DeviceCaps:
         # buffers reached by address need 64-bit integers for the address arithmetic of the widest ones
         addresses=bool(getattr(info, "buffer_device_address", False)) and i64,
         storage_range=int(info.max_storage_buffer_range),
+        preserve_widths=tuple(w for w in (16, 32, 64)
+                              if f"shaderSignedZeroInfNanPreserveFloat{w}" in getattr(info, "float_controls", ())),
     )
 
 

@@ -111,6 +111,8 @@ def _const_index(i: UOp) -> int | None:
 
 
 def _render_alu(ctx: "VKRenderer", x: UOp) -> str | None:
+    if x.op is Ops.CMPNE and x.src[0] is x.src[1] and dtypes.is_float(x.src[0].dtype):
+        ctx._special_widths.add(x.src[0].dtype.itemsize * 8)  # a NaN test, which a driver may fold away
     # like C's, flatten chains of one associative op: ((a&&b)&&c) -> (a&&b&&c)
     srcs = [
         strip_parens(ctx[v]) if v.op is x.op and x.op in (Ops.ADD, Ops.MUL, Ops.XOR, Ops.OR, Ops.AND) else ctx[v]
@@ -156,6 +158,8 @@ def _render_const(ctx: "VKRenderer", c: UOp, x: UOp) -> str:
     if dt == dtypes.bfloat16:
         return f"uint16_t({struct.unpack('<I', struct.pack('<f', float_to_bf16(float(val))))[0] >> 16}u)"
     if dtypes.is_float(dt):
+        if not math.isfinite(float(val)):
+            ctx._special_widths.add(dt.itemsize * 8)
         return float_literal(float(val), dt)
     if dtypes.is_int(dt):
         lit = int_literal(int(val), dt)
@@ -295,6 +299,8 @@ class VKRenderer(CStyleLanguage):
                 self._globals[name] = GlobalArg(name, u.arg.slot, f"{u.arg.slot}_{size}", by_address,
                                                 wide=by_address and numel >= 2**31)
         self._declared = plan_vector_widths(uops)
+        # float widths whose infinities and NaNs the kernel relies on (its constants, its x != x tests)
+        self._special_widths: set[int] = set()
         self._vector_macros: set[tuple[UOp, int, bool]] = set()  # (global argument, lanes, store) used by the kernel
         return self.render_kernel(*self._render(uops), uops)
 
@@ -374,12 +380,20 @@ class VKRenderer(CStyleLanguage):
             lines += ["#extension GL_EXT_shader_8bit_storage : require"]
         if used & {dtypes.int16, dtypes.uint16, dtypes.float16, dtypes.bfloat16}:
             lines += ["#extension GL_EXT_shader_16bit_storage : require"]
+        # Drivers may optimise as if no value were infinite or NaN (NVIDIA's folded sin(inf) to a number) unless the
+        # kernel asks them to keep IEEE semantics; only kernels that rely on special values ask.
+        preserve = sorted(self._special_widths & set(self.caps.preserve_widths))
+        if preserve:
+            lines += ["#extension GL_EXT_spirv_intrinsics : require"]
         addressed = [g for g in self._globals.values() if g.by_address]
         if addressed:
             lines += ["#extension GL_EXT_buffer_reference : require"]
         if any(g.wide for g in addressed):
             lines += ["#extension GL_EXT_buffer_reference2 : require",
                       "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require"]
+        # SignedZeroInfNanPreserve (capability 4466, execution mode 4461), after every #extension
+        lines += [f'spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, {w});'
+                  for w in preserve]
         lines += [
             "#ifndef VK_VIEWS",
             "#define VK_VIEWS 0",
