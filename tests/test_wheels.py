@@ -1,5 +1,5 @@
 """The manylinux wheel recipe (issue 14): pyproject.toml's [tool.cibuildwheel], the pinned Vulkan headers it installs
-(scripts/fetch-vulkan-headers.sh) and what the README says of them agree; cibuildwheel accepts the configuration;
+(scripts/fetch-vulkan-headers.sh) and what docs/packaging.md says of them agree; cibuildwheel accepts the configuration;
 the header script installs only what matches its checksum, here with local tarballs. Fast: nothing is downloaded
 or built (tests/test_packaging.py builds the wheel and checks what auditwheel would).
 
@@ -55,11 +55,11 @@ def test_the_recipe_installs_a_pinned_header_release_where_the_build_looks():
     assert CONFIG["environment"] == {"VULKAN_SDK": prefix}   # build_vulkan.py reads $VULKAN_SDK/include first
 
 
-def test_the_readme_names_the_pinned_release_and_its_sum():
+def test_the_packaging_page_names_the_pinned_release_and_its_sum():
     version, _ = _before_all()
-    readme = (ROOT / "README.md").read_text()
-    wheels = readme[readme.index("### Wheels"):]
-    assert f"Vulkan-Headers {version}" in wheels and _pins()[version] in wheels
+    page = (ROOT / "docs" / "packaging.md").read_text()
+    assert f"Vulkan-Headers {version}" in page and _pins()[version] in page
+    assert "docs/packaging.md" in (ROOT / "README.md").read_text()
 
 
 def test_one_abi3_wheel_per_architecture_is_built_and_tested_on_every_later_python():
