@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""The host (CPU) cost of three paths tinygrad's step times run through, for the vkbackend tree given (default: this
+checkout), on the first Vulkan device: a JIT replay of a GPT-2-shaped decode step (``VKGraph.__call__`` per token), a
+read-back of 8 bytes (``pool_to_host``) and allocate + release of 4 KiB. Each is timed in ``--repeat`` repetitions;
+min / median / max are printed, one JSON line per path with ``--json``.
+
+    python3 scripts/host-costs.py                      # this checkout
+    python3 scripts/host-costs.py --tree /tmp/before   # another checkout (its native module built), to compare
+
+Compare two trees by alternating them in one session: the figures move with the machine's load.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def _summary(samples: list[float]) -> dict[str, float]:
+    return {"min": min(samples), "median": statistics.median(samples), "max": max(samples)}
+
+
+def alloc_release(pool, repeat: int, n: int = 20000) -> list[float]:
+    """Microseconds per allocate + release of 4 KiB."""
+    allocate, release = pool.allocate, pool.release
+    release(allocate(4096))
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        for _ in range(n):
+            release(allocate(4096))
+        out.append((time.perf_counter() - t) / n * 1e6)
+    return out
+
+
+def read_back(pool, repeat: int, n: int = 500) -> list[float]:
+    """Microseconds per read-back of 8 bytes (a sync point)."""
+    import numpy as np
+    buf = pool.allocate(256)
+    pool.host_to_pool(np.zeros(64, np.float32), buf)
+    out_array = np.empty(2, np.float32)
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        for _ in range(n):
+            pool.pool_to_host(buf, out_array)
+        out.append((time.perf_counter() - t) / n * 1e6)
+    pool.release(buf)
+    return out
+
+
+def graph_replay(repeat: int, tokens: int = 16) -> list[float]:
+    """Microseconds per token spent in ``VKGraph.__call__`` while decoding a 12-layer, 64-wide GPT-2-shaped model."""
+    import numpy as np
+    import vkbackend.tinygrad  # noqa: F401 - the VK device
+    import vkbackend.tinygrad.graph as graph
+    from tinygrad import Tensor, TinyJit, dtypes
+    from tinygrad.helpers import DEV
+    from tinygrad.uop.ops import UOp
+    from vkbackend.bench.tinygrad_models import GPT2Decoder, load_seeded
+    DEV.value = "VK"
+    steps = 8 + repeat * tokens
+    model = GPT2Decoder(12, 64, 2, 512, 64, steps)
+    load_seeded(model, 0)
+    step = TinyJit(lambda tok, pos: model(tok, pos).realize())
+    pos = UOp.variable("pos", 0, steps - 1)
+    ids = np.random.default_rng(0).integers(0, 512, steps)
+    spent: list[float] = []
+    call = graph.VKGraph.__call__
+
+    def timed(self, *args, **kwargs):
+        t = time.perf_counter()
+        result = call(self, *args, **kwargs)
+        spent.append(time.perf_counter() - t)
+        return result
+
+    graph.VKGraph.__call__ = timed
+    out, position = [], 0
+    for i in range(8):  # capture and warm up
+        step(Tensor([[int(ids[position])]], dtype=dtypes.int32), pos.bind(position)).tolist()
+        position += 1
+    for _ in range(repeat):
+        spent.clear()
+        for _ in range(tokens):
+            step(Tensor([[int(ids[position])]], dtype=dtypes.int32), pos.bind(position)).tolist()
+            position += 1
+        out.append(sum(spent) / tokens * 1e6)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parent.parent,
+                        help="the vkbackend checkout to import (its native module built)")
+    parser.add_argument("--repeat", type=int, default=7, help="repetitions of each timing")
+    parser.add_argument("--json", action="store_true", help="one JSON line per path")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(args.tree))
+    import vkbackend
+    if not Path(vkbackend.__file__).resolve().is_relative_to(args.tree.resolve()):
+        sys.exit(f"vkbackend came from {vkbackend.__file__}, not from {args.tree}")
+    dev = vkbackend.devices()[0]
+    results = {"alloc_release_us": alloc_release(dev.memory_pool, args.repeat),
+               "read_back_us": read_back(dev.memory_pool, args.repeat)}
+    try:
+        results["graph_replay_us_per_token"] = graph_replay(args.repeat)
+    except ImportError as error:
+        print(f"graph_replay: skipped ({error}); it needs tinygrad 0.14.0", file=sys.stderr)
+    for name, samples in results.items():
+        summary = {k: round(v, 2) for k, v in _summary(samples).items()}
+        print(json.dumps({"path": name, "tree": str(args.tree), **summary}) if args.json else
+              f"{name:28s} min {summary['min']:9.2f}  median {summary['median']:9.2f}  max {summary['max']:9.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
