@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tinygrad import Device, Tensor, dtypes
+from tinygrad import Tensor, dtypes
 from tinygrad.codegen.opt import tc as tinygrad_tc
 from tinygrad.helpers import Context, Target
 
