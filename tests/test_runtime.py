@@ -117,17 +117,56 @@ def test_info_matches_vulkaninfo(device, vulkaninfo):
     if controls is not None:  # vulkaninfo lists it where the device has VK_KHR_shader_float_controls
         assert info.float_controls == {name for name in controls if name.startswith("shaderSignedZeroInfNanPreserve")
                                        and controls[name]}
+    if "VkPhysicalDeviceVulkan13Properties" in props:
+        assert info.max_subgroup_size == props["VkPhysicalDeviceVulkan13Properties"]["maxSubgroupSize"]
+    else:
+        assert info.max_subgroup_size == info.subgroup_size
 
 
 def test_info_dtypes_follow_the_features(device):
     caps = device.info.dtype_capabilities
-    assert caps[DType.bfloat16] == frozenset()
+    # VK_KHR_shader_bfloat16 gives bfloat16 loads, stores and conversions, no arithmetic
+    assert caps[DType.bfloat16] == (frozenset({"load", "store", "cast"}) if "shaderBFloat16Type" in device.info.features
+                                    else frozenset())
     assert caps[DType.float32] >= {"exp2", "log2", "sin", "sqrt"}
     if caps[DType.float64]:
         assert not caps[DType.float64] & {"exp", "exp2", "log", "log2", "sin", "cos", "pow"}
     assert bool(caps[DType.int64]) == ("shaderInt64" in device.info.features)
     assert bool(caps[DType.float16]) == ({"shaderFloat16", "storageBuffer16BitAccess"} <= device.info.features)
     assert len(set(device.info.max_local_work_dims)) >= 1  # per axis, not the x limit copied
+
+
+def test_info_cooperative_matrix_shapes(device):
+    """Shapes only where VK_KHR_cooperative_matrix and its feature are enabled (lavapipe has neither: empty)."""
+    info = device.info
+    if "cooperativeMatrix" not in info.features:
+        assert info.cooperative_matrix_shapes == ()
+        return
+    assert info.cooperative_matrix_shapes
+    for shape in info.cooperative_matrix_shapes:
+        assert min(shape.m, shape.n, shape.k) > 0 and shape.scope in ("subgroup", "workgroup", "device", "queue_family")
+
+
+def test_cooperative_matrix_shape_from_properties():
+    """A VkCooperativeMatrixPropertiesKHR as the driver fills it, to the record DeviceInfo holds."""
+    from types import SimpleNamespace
+
+    from vkbackend._ffi import vulkan
+    from vkbackend.cooperative_matrix import CooperativeMatrixShape, shape_from_properties
+
+    lib = vulkan()[1]
+    fake = SimpleNamespace(MSize=16, NSize=8, KSize=16, AType=lib.VK_COMPONENT_TYPE_BFLOAT16_KHR,
+                           BType=lib.VK_COMPONENT_TYPE_BFLOAT16_KHR, CType=lib.VK_COMPONENT_TYPE_FLOAT32_KHR,
+                           ResultType=lib.VK_COMPONENT_TYPE_FLOAT32_KHR, saturatingAccumulation=0,
+                           scope=lib.VK_SCOPE_SUBGROUP_KHR)
+    assert shape_from_properties(fake) == CooperativeMatrixShape(16, 8, 16, "bfloat16", "bfloat16", "float32",
+                                                                 "float32", False, "subgroup")
+    # the registry's values (csrc/vk_compat.h defines them where the header lacks the extension)
+    assert (lib.VK_COMPONENT_TYPE_FLOAT16_KHR, lib.VK_COMPONENT_TYPE_BFLOAT16_KHR, lib.VK_SCOPE_SUBGROUP_KHR) == (
+        0, 1000141000, 3)
+    odd = SimpleNamespace(**{**vars(fake), "AType": 1000491002, "scope": 4})  # an fp8 type; no scope 4 exists
+    assert (shape_from_properties(odd).a_type, shape_from_properties(odd).scope) == ("vk_component_type_1000491002",
+                                                                                      "vk_scope_4")
 
 
 def test_free_bytes_comes_from_the_heap(pool, device):

@@ -14,11 +14,11 @@ import numpy.typing as npt
 from typing_extensions import assert_type
 
 import vkbackend
-from vkbackend import (BackendError, Buffer, BufferBinding, Device, DeviceInfo, DeviceLostError, DLPackExportError,
-                       DType, DyLibNotFoundError, ErrorStatus, ExportedMemory, GridArg, InitializationError, InvalidArgumentError,
-                       InvalidArgumentTypeError, KernelCompilationError, KernelLaunchError, KernelSyncError,
-                       LaunchGraph, MemoryAllocationError, MemoryHeap, MemoryPool, ProgramInfo, PushMember,
-                       VulkanConfig, compile_glsl, devices)
+from vkbackend import (BackendError, Buffer, BufferBinding, CooperativeMatrixShape, Device, DeviceInfo,
+                       DeviceLostError, DLPackExportError, DType, DyLibNotFoundError, ErrorStatus, ExportedMemory,
+                       GridArg, InitializationError, InvalidArgumentError, InvalidArgumentTypeError,
+                       KernelCompilationError, KernelLaunchError, KernelSyncError, LaunchGraph, MemoryAllocationError,
+                       MemoryHeap, MemoryPool, ProgramInfo, PushMember, VulkanConfig, compile_glsl, devices)
 from vkbackend.types import DeviceStats, HostBuffer, PoolStats, Scalar, SupportsDLPack
 
 AXPY = """#version 450
@@ -43,6 +43,8 @@ def describe(info: DeviceInfo) -> str:
     caps = assert_type(info.dtype_capabilities, dict[DType, frozenset[str]])
     floats = [d for d, ops in caps.items() if assert_type(d.is_float, bool) and "add" in ops]
     assert_type(info.max_local_work_dims, tuple[int, int, int])
+    shapes = assert_type(info.cooperative_matrix_shapes, tuple[CooperativeMatrixShape, ...])
+    assert all(isinstance(s.m * s.n * s.k, int) and isinstance(s.a_type, str) for s in shapes)
     return f"{info.name} ({info.device_type}): {local} B device-local, {len(floats)} float types, {info.api_version}"
 
 

@@ -10,6 +10,7 @@ devices does::
 from typing import TYPE_CHECKING, Any
 
 from .config import VulkanConfig
+from .cooperative_matrix import CooperativeMatrixShape
 from .device import Device, GridArg, devices
 from .discovery import DeviceInfo, MemoryHeap
 from .dtypes import DType
@@ -24,8 +25,9 @@ from .spirv import BufferBinding, ProgramInfo, PushMember
 if TYPE_CHECKING:
     from .buffer import Buffer
 
-__all__ = ["BackendError", "Buffer", "BufferBinding", "DLPackExportError", "DType", "Device", "DeviceInfo",
-           "DeviceLostError", "DyLibNotFoundError", "ErrorStatus", "ExportedMemory", "GridArg", "InitializationError",
+__all__ = ["BackendError", "Buffer", "BufferBinding", "CooperativeMatrixShape", "DLPackExportError", "DType", "Device",
+           "DeviceInfo", "DeviceLostError", "DyLibNotFoundError", "ErrorStatus", "ExportedMemory", "GridArg",
+           "InitializationError",
            "InvalidArgumentError", "InvalidArgumentTypeError", "KernelCompilationError", "KernelLaunchError",
            "KernelSyncError", "LaunchGraph", "MemoryAllocationError", "MemoryHeap", "MemoryPool", "ProgramInfo",
            "PushMember", "VulkanConfig", "compile_glsl", "devices"]

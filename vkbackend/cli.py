@@ -47,7 +47,7 @@ def info(as_json: bool = False) -> int:
         print(f"device {dev.index}: {i.name} ({i.device_type}, vendor {i.vendor_id:#06x}, device {i.device_id:#06x})")
         print(f"  Vulkan {i.api_version}, driver version {i.driver_version:#x}")
         print(f"  work groups: max count {i.max_global_work_dims}, max size {i.max_local_work_dims}, "
-              f"max threads {i.max_local_threads}, subgroup {i.subgroup_size}")
+              f"max threads {i.max_local_threads}, subgroup {i.subgroup_size} (up to {i.max_subgroup_size})")
         print(f"  shared memory {i.local_mem_size} B, push constants {i.max_push_constants_size} B, "
               f"storage buffers per kernel {i.max_storage_buffers}")
         print(f"  buffers: max allocation {_gib(i.max_memory_allocation_size)}, max storage range "
@@ -66,6 +66,9 @@ def info(as_json: bool = False) -> int:
                    if ops and d.is_float and _missing(ops)]
         if limited:
             print(f"  limited: {'; '.join(limited)}")
+        shapes = [f"{c.m}x{c.n}x{c.k} {c.a_type}*{c.b_type}+{c.c_type}->{c.result_type} ({c.scope})"
+                  for c in i.cooperative_matrix_shapes]
+        print(f"  cooperative matrices: {'; '.join(shapes) or 'none'}")
         print(f"  features: {', '.join(sorted(i.features))}")
     return 0
 

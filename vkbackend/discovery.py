@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ._ffi import vulkan
 from .config import VulkanConfig, debug_enabled, validation_enabled
+from .cooperative_matrix import CooperativeMatrixShape, query_shapes
 from .dtypes import DType, dtype_capabilities
 from .errors import BackendError, ErrorStatus, check
 
@@ -17,8 +18,10 @@ log = logging.getLogger("vkbackend")
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 # Device extensions the backend uses when the device lists them.
 WANTED_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_EXT_memory_budget", "VK_KHR_portability_subset", "VK_EXT_robustness2",
-                     "VK_EXT_pipeline_robustness", "VK_KHR_external_memory_fd")
-# Features we enable when offered, by the struct that holds them.
+                     "VK_EXT_pipeline_robustness", "VK_KHR_external_memory_fd", "VK_KHR_cooperative_matrix",
+                     "VK_KHR_shader_bfloat16")
+# Features we enable when offered, by the struct that holds them (a core struct, or an extension's: see
+# EXTENSION_FEATURES). The robustness features are enabled by the configuration instead (create_device).
 WANTED_FEATURES = {
     "features": ("shaderInt64", "shaderInt16", "shaderFloat64"),
     "vulkan11": ("storageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess", "storagePushConstant16"),
@@ -26,9 +29,24 @@ WANTED_FEATURES = {
                  "shaderFloat16", "shaderInt8", "timelineSemaphore", "vulkanMemoryModel",
                  "vulkanMemoryModelDeviceScope", "shaderBufferInt64Atomics", "shaderSharedInt64Atomics",
                  "bufferDeviceAddress"),
+    "VK_KHR_cooperative_matrix": ("cooperativeMatrix",),
+    "VK_KHR_shader_bfloat16": ("shaderBFloat16Type", "shaderBFloat16CooperativeMatrix"),
 }
 FLOAT_CONTROLS = ("shaderSignedZeroInfNanPreserveFloat16", "shaderSignedZeroInfNanPreserveFloat32",
                   "shaderSignedZeroInfNanPreserveFloat64")
+# The feature struct of each extension that has one we use, chained only where the extension is there.
+EXTENSION_FEATURES = {
+    "VK_EXT_robustness2": ("VkPhysicalDeviceRobustness2FeaturesEXT",
+                           "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT"),
+    "VK_EXT_pipeline_robustness": ("VkPhysicalDevicePipelineRobustnessFeaturesEXT",
+                                   "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT"),
+    "VK_KHR_cooperative_matrix": ("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
+                                  "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR"),
+    "VK_KHR_shader_bfloat16": ("VkPhysicalDeviceShaderBfloat16FeaturesKHR",
+                               "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR"),
+}
+# An extension whose use hangs on one feature is enabled only where the device offers that feature.
+EXTENSION_NEEDS = {"VK_KHR_cooperative_matrix": "cooperativeMatrix", "VK_KHR_shader_bfloat16": "shaderBFloat16Type"}
 DEVICE_TYPES = {"VK_PHYSICAL_DEVICE_TYPE_OTHER": "other", "VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU": "integrated_gpu",
                 "VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU": "discrete_gpu", "VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU": "virtual_gpu",
                 "VK_PHYSICAL_DEVICE_TYPE_CPU": "cpu"}
@@ -81,6 +99,8 @@ class DeviceInfo:
     float_controls: frozenset[str]
     dtype_capabilities: dict[DType, frozenset[str]] = field(hash=False, compare=False)
     subgroup_operations: int = 0  # VkSubgroupFeatureFlags the device supports in compute shaders
+    max_subgroup_size: int = 0  # the largest subgroup a SPIR-V 1.6 kernel may get (Vulkan 1.3), else subgroup_size
+    cooperative_matrix_shapes: tuple[CooperativeMatrixShape, ...] = ()  # VK_KHR_cooperative_matrix's; () without it
 
 
 def version_string(v: int) -> str:
@@ -247,13 +267,17 @@ class PhysicalDevice:
     vulkan12: object
     push_props: object
     features: object         # the queried VkPhysicalDeviceFeatures2 chain
-    vulkan11_features: object
-    vulkan12_features: object
-    robustness2_features: object
-    pipeline_robustness_features: object
+    feature_groups: dict     # its structs by WANTED_FEATURES group (see _feature_chain)
     extensions: frozenset[str]
     memory_types: list[tuple[int, int]]   # (propertyFlags, heapIndex)
     heaps: list[tuple[int, int]]          # (size, flags)
+    max_subgroup_size: int
+    cooperative_matrix_shapes: tuple[CooperativeMatrixShape, ...]  # for compute shaders; () without the extension
+
+    def offers(self, group: str, feature: str) -> bool:
+        """Whether the device offers ``feature`` of the struct ``group`` (False where it lacks the extension)."""
+        struct = self.feature_groups.get(group)
+        return struct is not None and bool(getattr(struct, feature))
 
 
 def query_physical_devices() -> list[PhysicalDevice]:
@@ -285,7 +309,7 @@ def query_physical_devices() -> list[PhysicalDevice]:
             continue
         # Prefer a family with timestamps, and among those the first (usually the universal queue).
         family = next((i for i in compute if families[i].timestampValidBits), compute[0])
-        feats, f11, f12, r2, pr = _feature_chain("VK_EXT_robustness2" in exts, "VK_EXT_pipeline_robustness" in exts)
+        feats, groups = _feature_chain(exts)
         lib.vkGetPhysicalDeviceFeatures2(raw, feats)
         mem = ffi.new("VkPhysicalDeviceMemoryProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2})
         lib.vkGetPhysicalDeviceMemoryProperties2(raw, mem)
@@ -293,25 +317,54 @@ def query_physical_devices() -> list[PhysicalDevice]:
         found.append(PhysicalDevice(
             index=len(found), handle=raw, queue_family=family, timestamp_bits=families[family].timestampValidBits,
             properties=props, vulkan11=v11, vulkan12=v12, push_props=push if "VK_KHR_push_descriptor" in exts else None,
-            features=feats, vulkan11_features=f11, vulkan12_features=f12, robustness2_features=r2,
-            pipeline_robustness_features=pr, extensions=exts,
+            features=feats, feature_groups=groups, extensions=exts,
             memory_types=[(mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex) for i in range(mp.memoryTypeCount)],
-            heaps=[(mp.memoryHeaps[i].size, mp.memoryHeaps[i].flags) for i in range(mp.memoryHeapCount)]))
+            heaps=[(mp.memoryHeaps[i].size, mp.memoryHeaps[i].flags) for i in range(mp.memoryHeapCount)],
+            max_subgroup_size=_max_subgroup_size(raw, min(instance.api_version, props.properties.apiVersion),
+                                                 v11.subgroupSize),
+            cooperative_matrix_shapes=_cooperative_matrix_shapes(raw, exts)))
     return found
 
 
-def _feature_chain(robustness2: bool, pipeline_robustness: bool) -> tuple:
-    """Zeroed feature structs chained from a VkPhysicalDeviceFeatures2, to query (the extensions' structs only where
-    the device has the extension) or to enable: ``(head, vulkan11, vulkan12, robustness2, pipeline_robustness)``."""
+def _max_subgroup_size(raw, api_version: int, subgroup_size: int) -> int:
+    """Vulkan 1.3's maxSubgroupSize (a SPIR-V 1.6 module may run with any size up to it), else ``subgroup_size``."""
+    ffi, lib = vulkan()
+    if api_version < lib.VK_API_VERSION_1_3:
+        return subgroup_size
+    props = ffi.new("VkPhysicalDeviceProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2})
+    v13 = ffi.new("VkPhysicalDeviceVulkan13Properties*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES})
+    _link(props, [v13])
+    lib.vkGetPhysicalDeviceProperties2(raw, props)
+    return int(v13.maxSubgroupSize) or subgroup_size
+
+
+def _cooperative_matrix_shapes(raw, exts: frozenset[str]) -> tuple[CooperativeMatrixShape, ...]:
+    """The device's cooperative-matrix shapes where compute shaders may use them, else ()."""
+    ffi, lib = vulkan()
+    if "VK_KHR_cooperative_matrix" not in exts:
+        return ()
+    props = ffi.new("VkPhysicalDeviceProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2})
+    stages = ffi.new("VkPhysicalDeviceCooperativeMatrixPropertiesKHR*",
+                     {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR})
+    _link(props, [stages])
+    lib.vkGetPhysicalDeviceProperties2(raw, props)
+    if not stages.cooperativeMatrixSupportedStages & lib.VK_SHADER_STAGE_COMPUTE_BIT:
+        return ()
+    return query_shapes(raw)
+
+
+def _feature_chain(extensions) -> tuple:
+    """Zeroed feature structs chained from a VkPhysicalDeviceFeatures2, to query or to enable: ``(head, groups)``,
+    ``groups`` naming each struct by its WANTED_FEATURES group (``"features"``, ``"vulkan11"``, ``"vulkan12"``, and
+    the extension name of each struct of EXTENSION_FEATURES whose extension is in ``extensions``)."""
     ffi, lib = vulkan()
     feats = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2})
     f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES})
     f12 = ffi.new("VkPhysicalDeviceVulkan12Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
-    r2 = ffi.new("VkPhysicalDeviceRobustness2FeaturesEXT*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT})
-    pr = ffi.new("VkPhysicalDevicePipelineRobustnessFeaturesEXT*",
-                 {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT})
-    _link(feats, [f11, f12] + ([r2] if robustness2 else []) + ([pr] if pipeline_robustness else []))
-    return feats, f11, f12, r2, pr
+    chained = {ext: ffi.new(f"{ctype}*", {"sType": getattr(lib, stype)})
+               for ext, (ctype, stype) in EXTENSION_FEATURES.items() if ext in extensions}
+    _link(feats, [f11, f12, *chained.values()])
+    return feats, {"features": feats.features, "vulkan11": f11, "vulkan12": f12, **chained}
 
 
 def _link(head, chain) -> None:
@@ -371,30 +424,30 @@ def create_device(physical: PhysicalDevice, config: VulkanConfig) -> DeviceHandl
     enabled_exts = [e for e in WANTED_EXTENSIONS if e in physical.extensions]
     if not config.push_descriptors and "VK_KHR_push_descriptor" in enabled_exts:
         enabled_exts.remove("VK_KHR_push_descriptor")
-    robust = config.resolved_robust_buffer_access() and bool(physical.features.features.robustBufferAccess)
-    robust2 = robust and bool(physical.robustness2_features.robustBufferAccess2)
+    robust = config.resolved_robust_buffer_access() and physical.offers("features", "robustBufferAccess")
+    robust2 = robust and physical.offers("VK_EXT_robustness2", "robustBufferAccess2")
     if not robust2 and "VK_EXT_robustness2" in enabled_exts:
         enabled_exts.remove("VK_EXT_robustness2")
     # Per-pipeline robustness only matters where the device is robust: it lets proven kernels opt out.
-    per_pipeline = robust and bool(physical.pipeline_robustness_features.pipelineRobustness)
+    per_pipeline = robust and physical.offers("VK_EXT_pipeline_robustness", "pipelineRobustness")
     if not per_pipeline and "VK_EXT_pipeline_robustness" in enabled_exts:
         enabled_exts.remove("VK_EXT_pipeline_robustness")
-    feats, f11, f12, r2, pr = _feature_chain(robust2, per_pipeline)
+    enabled_exts = [e for e in enabled_exts if e not in EXTENSION_NEEDS or physical.offers(e, EXTENSION_NEEDS[e])]
+    feats, groups = _feature_chain(enabled_exts)
     enabled: set[str] = set()
-    for group, dst, src in (("features", feats.features, physical.features.features),
-                            ("vulkan11", f11, physical.vulkan11_features), ("vulkan12", f12, physical.vulkan12_features)):
-        for name in WANTED_FEATURES[group]:
-            if getattr(src, name):
+    for group, dst in groups.items():
+        for name in WANTED_FEATURES.get(group, ()):
+            if physical.offers(group, name):
                 setattr(dst, name, 1)
                 enabled.add(name)
     if robust:
         feats.features.robustBufferAccess = 1
         enabled.add("robustBufferAccess")
     if robust2:  # bounds checked against each descriptor's range: sub-allocated neighbours are safe too
-        r2.robustBufferAccess2 = 1
+        groups["VK_EXT_robustness2"].robustBufferAccess2 = 1
         enabled.add("robustBufferAccess2")
     if per_pipeline:
-        pr.pipelineRobustness = 1
+        groups["VK_EXT_pipeline_robustness"].pipelineRobustness = 1
         enabled.add("pipelineRobustness")
     priority = ffi.new("float*", 1.0)
     queue_info = ffi.new("VkDeviceQueueCreateInfo*", {
@@ -451,4 +504,6 @@ def describe(physical: PhysicalDevice, exts: frozenset[str], features: frozenset
         float_controls=frozenset(name for name in FLOAT_CONTROLS if getattr(physical.vulkan12, name)),
         dtype_capabilities=dtype_capabilities(features),
         subgroup_operations=(physical.vulkan11.subgroupSupportedOperations
-                             if physical.vulkan11.subgroupSupportedStages & lib.VK_SHADER_STAGE_COMPUTE_BIT else 0))
+                             if physical.vulkan11.subgroupSupportedStages & lib.VK_SHADER_STAGE_COMPUTE_BIT else 0),
+        max_subgroup_size=physical.max_subgroup_size,
+        cooperative_matrix_shapes=physical.cooperative_matrix_shapes if "cooperativeMatrix" in features else ())

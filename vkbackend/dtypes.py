@@ -44,8 +44,9 @@ _INT_ONLY = frozenset({"mod", "bitwise"})
 def dtype_capabilities(features: frozenset[str]) -> dict[DType, frozenset[str]]:
     """Which operations the device supports per type, from the enabled feature names (see discovery.py).
 
-    The rules: float64 without transcendentals (drivers crash or return garbage), bfloat16
-    off until shaders handle it, float16 only with shaderFloat16 and 16-bit storage, int64 only with shaderInt64, int8
+    The rules: float64 without transcendentals (drivers crash or return garbage), bfloat16 only loads, stores and
+    conversions, with shaderBFloat16Type (VK_KHR_shader_bfloat16 defines no arithmetic on it), float16 only with
+    shaderFloat16 and 16-bit storage, int64 only with shaderInt64, int8
     and int16 only with their storage features. An empty set means the type is unsupported.
     """
     caps: dict[DType, frozenset[str]] = {}
@@ -55,7 +56,7 @@ def dtype_capabilities(features: frozenset[str]) -> dict[DType, frozenset[str]]:
             ops = frozenset({"load", "store", "cmp", "bitwise", "cast"})
         caps[dtype] = ops
     caps[DType.float64] = caps[DType.float64] - TRANSCENDENTAL_OPS if "shaderFloat64" in features else frozenset()
-    caps[DType.bfloat16] = frozenset()
+    caps[DType.bfloat16] = frozenset({"load", "store", "cast"}) if "shaderBFloat16Type" in features else frozenset()
     if not {"shaderFloat16", "storageBuffer16BitAccess"} <= features:
         caps[DType.float16] = frozenset()
     for dtype in (DType.int64, DType.uint64):

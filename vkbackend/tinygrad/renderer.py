@@ -15,7 +15,9 @@ GLSL 450 for Vulkan (compiled to SPIR-V by :mod:`vkbackend.tinygrad.compiler`). 
   ``layout(local_size_x=...)``; shared memory declared at file scope, ``barrier()`` between phases; kernels on global
   ids (``NOLOCALS``) take their local size from specialization constants 0-2, set per launch size by the program;
 * bool buffers are stored as ``uint8_t`` (tinygrad's bool is one byte), 8/16/64-bit types come from the
-  ``GL_EXT_shader_explicit_arithmetic_types`` / ``8bit_storage`` / ``16bit_storage`` extensions.
+  ``GL_EXT_shader_explicit_arithmetic_types`` / ``8bit_storage`` / ``16bit_storage`` extensions;
+* tinygrad's tensor cores (``WMMA``), where the arch names some: cooperative matrices, see
+  :mod:`vkbackend.tinygrad.tensor_cores`.
 
 The renderer is pickled by tinygrad (``Renderer.__reduce__`` keeps only the ``Target``) and rebuilt in its compile
 workers, so everything it knows about the device travels in ``target.arch``: see :func:`make_arch` / :func:`parse_arch`.
@@ -38,6 +40,7 @@ from vkbackend.tinygrad.glsl_types import TYPE_MAP, bitcast, cast, float_literal
 from vkbackend.tinygrad.kernel_format import with_meta
 from vkbackend.tinygrad.memory_access import (GlobalArg, global_vector_macros, plan_vector_widths, render_index,
                                               render_load, render_store)
+from vkbackend.tinygrad.tensor_cores import render_wmma, tensor_cores, wmma_prelude, wmma_target
 
 __all__ = ["VKRenderer"]
 
@@ -208,6 +211,7 @@ vk_string_rewrite = (
                 UPat(Ops.STORE, src=(UPat.var("bidx"), UPat.var("var"))),
                 lambda ctx, bidx, var: render_store(ctx, bidx, var),
             ),
+            (UPat(Ops.WMMA, name="x"), render_wmma),
             # vectors: GLSL vectors of 2-4 lanes, else arrays (see value_type)
             (UPat(Ops.STACK, name="x"), lambda ctx, x: f"{ctx.render_type(x)}({','.join(ctx[y] for y in x.src)})"),
             # ALU ops whose GLSL spelling differs from C
@@ -245,6 +249,7 @@ class VKRenderer(CStyleLanguage):
         self.global_max = self.caps.global_max
         self.local_max = tuple(min(m, self.caps.local_threads) for m in self.caps.local_max)
         self.shared_max = self.caps.shared_max
+        self.tensor_cores = tensor_cores(self.caps)
         self.compiler = VKCompiler()
 
     def supported_dtypes(self) -> set[DType]:
@@ -391,6 +396,11 @@ class VKRenderer(CStyleLanguage):
         if any(g.wide for g in addressed):
             lines += ["#extension GL_EXT_buffer_reference2 : require",
                       "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require"]
+        local_bytes = sum(u.max_numel() * u.dtype.itemsize for u in uops
+                          if u.op is Ops.BUFFER and u.addrspace is AddrSpace.LOCAL)
+        wmma_extensions, wmma_definitions = wmma_prelude(uops, local, self.caps.tc_emulate, local_bytes,
+                                                         self.shared_max)
+        lines += wmma_extensions
         # SignedZeroInfNanPreserve (capability 4466, execution mode 4461), after every #extension
         lines += [f'spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, {w});'
                   for w in preserve]
@@ -439,10 +449,12 @@ class VKRenderer(CStyleLanguage):
             dt = storage_dtype(buf.dtype)
             lines += global_vector_macros(self._globals[names[buf]], dt, self._declared.get(buf, 1), w, store)
         lines += shared
+        lines += wmma_definitions
         if any("vk_exp2m(" in ln for ln in body):
             lines.append("float vk_exp2m(float a, float b) { precise float t = a*b; return exp2(t); }")
 
-        meta = {"name": function_name, "local": local, "gid": uses_gid, "bindings": bindings, "nvars": len(vars_)}
+        meta = {"name": function_name, "local": local, "gid": uses_gid, "bindings": bindings, "nvars": len(vars_),
+                **wmma_target(uops, self.caps.tc_emulate)}
         src = "\n".join(lines) + "\nvoid main() {\n" + "\n".join(body) + "\n}\n"
         return with_meta(meta, src)
 

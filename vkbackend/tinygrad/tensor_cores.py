@@ -1,0 +1,277 @@
+"""tinygrad's tensor cores on Vulkan: its ``WMMA`` op on cooperative matrices (``GL_KHR_cooperative_matrix``).
+
+**The tensor cores.** For each cooperative-matrix shape the device lists that tinygrad can use (:func:`device_shapes`:
+subgroup scope, float16 or bfloat16 inputs, float32 or float16 results), :func:`make_tensor_core` builds a tinygrad
+``TensorCore`` whose ``threads`` are the device's largest subgroup and whose register layout is the simplest there is:
+lane ``l`` of a warp holds elements ``l*e .. l*e+e-1`` of each operand's row-major tile (``e`` = the operand's elements
+per thread), for A (M x K), B (K x N) and C/D (M x N) alike. Its ``opts`` and ``swizzle`` are chosen to give exactly
+that (tests/tinygrad/test_tensor_cores.py derives the layout from tinygrad's own description and checks it).
+
+**The WMMA op.** A cooperative matrix spreads its elements over a subgroup in a way only the driver knows, and Vulkan
+relates subgroups to local invocation ids in no fixed way, so registers cannot be handed to it as CUDA's ``mma.sync``
+takes them. The rendered WMMA stages through shared memory instead: each invocation writes its A, B and C elements to
+its warp's row-major tiles (its lane and warp are tinygrad's, computed from the local ids as tinygrad's gpudims forms
+them), ``barrier()``, each subgroup loads, multiplies and stores the tiles of the warps it takes (``gl_SubgroupID``,
+``gl_SubgroupID + gl_NumSubgroups``, ...: right for any number and size of subgroups), ``barrier()``, and each
+invocation reads its D elements back. Cooperative-matrix operations need every invocation of the subgroup active: the
+kernel is SPIR-V 1.6 (Vulkan 1.3), where a work group whose x size is a multiple of the subgroup size has full
+subgroups, and x is a multiple of ``threads`` (tinygrad's warp is its first local dimension), which is the largest
+subgroup size. bfloat16 inputs are staged as their bits and loaded as float16 matrices, which
+:func:`vkbackend.tinygrad.bf16_spirv.retype_cooperative_matrices` retypes to bfloat16 in the SPIR-V (glslang 13 has no
+bfloat16 type).
+
+**Emulation** (``tcemu`` in the arch): the same staging, with the product computed by each invocation for its own D
+elements in scalar code instead of cooperative matrices. It runs anywhere (lavapipe), so the layout, the lane and warp
+arithmetic and the barriers are checked against numpy where no device has cooperative matrices.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from tinygrad.codegen.opt.tc import TensorCore
+from tinygrad.dtype import DType, dtypes
+from tinygrad.uop.ops import Ops, UOp
+
+from vkbackend.tinygrad.caps import TC_INPUTS, TC_OUTPUTS, DeviceCaps, TCShape
+from vkbackend.tinygrad.glsl_types import TYPE_MAP, value_type
+
+__all__ = ["SWITCH", "device_shapes", "make_tensor_core", "tensor_cores", "render_wmma", "wmma_prelude",
+           "wmma_target"]
+
+SWITCH = "VKBACKEND_TINYGRAD_TC"  # "1": give tinygrad the device's tensor cores (off by default: not yet measured)
+# arch spellings of the types tinygrad's tensor cores can take and give
+ARCH_DTYPES: dict[str, DType] = {"f16": dtypes.half, "bf16": dtypes.bfloat16, "f32": dtypes.float}
+_DEVICE_DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+
+
+def _api_at_least(version: str, wanted: tuple[int, int]) -> bool:
+    major, minor = (int(x) for x in version.split(".")[:2])
+    return (major, minor) >= wanted
+
+
+def device_shapes(info) -> tuple[tuple[TCShape, ...], int]:
+    """The tensor-core shapes tinygrad may use on a device (a :class:`vkbackend.DeviceInfo`), and their ``threads``.
+
+    Empty unless :data:`SWITCH` is ``1`` and the device can run the rendered kernels: cooperative matrices, Vulkan 1.3
+    (the kernels are SPIR-V 1.6), the Vulkan memory model, basic subgroup operations and float16 (bfloat16 inputs
+    need shaderBFloat16CooperativeMatrix and 16-bit integers too)."""
+    if os.environ.get(SWITCH, "0") != "1":
+        return (), 0
+    feats = info.features
+    threads = int(info.max_subgroup_size or info.subgroup_size)
+    if not ({"cooperativeMatrix", "vulkanMemoryModel", "shaderFloat16"} <= feats and info.subgroup_operations & 0x1
+            and _api_at_least(info.api_version, (1, 3)) and 0 < threads <= info.max_local_threads):
+        return (), 0
+    found: list[TCShape] = []
+    for s in info.cooperative_matrix_shapes:
+        din, dout = _DEVICE_DTYPES.get(s.a_type), _DEVICE_DTYPES.get(s.c_type)
+        if s.scope != "subgroup" or s.a_type != s.b_type or s.c_type != s.result_type or s.saturating_accumulation:
+            continue
+        if din not in TC_INPUTS or dout not in TC_OUTPUTS:
+            continue
+        if din == "bf16" and not {"shaderBFloat16CooperativeMatrix", "shaderBFloat16Type", "shaderInt16"} <= feats:
+            continue
+        shape = TCShape(s.m, s.n, s.k, din, dout)
+        if shape not in found and make_tensor_core(shape, threads) is not None:
+            found.append(shape)
+    return tuple(found), threads if found else 0
+
+
+def make_tensor_core(shape: TCShape, threads: int) -> TensorCore | None:
+    """tinygrad's ``TensorCore`` for ``shape`` on warps of ``threads`` invocations, with the row-major chunk layout of
+    the module docstring; None where tinygrad cannot describe that layout (sizes not powers of two, fewer elements
+    than threads, or a layout its checks reject)."""
+    sizes = (shape.m, shape.n, shape.k, threads)
+    if any(x < 1 or x & (x - 1) for x in sizes):
+        return None
+    if min(shape.m * shape.k, shape.k * shape.n, shape.m * shape.n) < threads:
+        return None
+    a, b, c, t = (int(math.log2(x)) for x in sizes)
+    e = a + b - t  # bits of C's elements per thread
+    # C's row-major index n + N*m, bit by bit: bit f < b is bit f of n (tinygrad's axis 0), else bit f-b of m (axis 1);
+    # the low e bits are upcasts (a thread's elements, in order), the next t bits locals (its lane)
+    opts = tuple(("u" if f < e else "l") + ("0" if f < b else "1") for f in range(a + b))
+    count = {"u": 0, "l": 0}
+    n_bits: list[str] = []  # tinygrad's name of each bit of n, of m
+    m_bits: list[str] = []
+    for o in opts:
+        (n_bits if o[1] == "0" else m_bits).append(f"{o[0]}{count[o[0]]}")
+        count[o[0]] += 1
+    k_bits = [f"r{j}" for j in range(c)]
+    lanes, upcasts = [f"l{i}" for i in range(t)], [f"u{j}" for j in range(e)]
+    # the axes tinygrad forms an operand's register vector from, the last the fastest (TensorCore.base_upcast_axes)
+    vector_axes = upcasts[::-1] + k_bits[::-1]
+
+    def remap(flat_bits: list[str], unused: list[str]) -> dict[str, str]:
+        """Each axis's meaning for one operand: its vector axes and lanes take the bits of its row-major index, in
+        order; the axes it does not depend on take the other operand's dimension."""
+        vector = vector_axes[: len(flat_bits) - t]
+        meaning = dict(zip(vector[::-1] + lanes, flat_bits))
+        rest = [x for x in vector_axes if x not in meaning]
+        return {**meaning, **dict(zip(rest, unused))}
+
+    swizzle = tuple((tuple(r[x] for x in lanes), tuple(r[x] for x in upcasts), tuple(r[x] for x in k_bits))
+                    for r in (remap(k_bits + m_bits, n_bits), remap(n_bits + k_bits, m_bits)))
+    try:
+        return TensorCore(dims=(shape.n, shape.m, shape.k), threads=threads,
+                          elements_per_thread=(shape.m * shape.k // threads, shape.k * shape.n // threads,
+                                               shape.m * shape.n // threads),
+                          dtype_in=ARCH_DTYPES[shape.dtype_in], dtype_out=ARCH_DTYPES[shape.dtype_out], opts=opts,
+                          swizzle=swizzle)  # type: ignore[arg-type]
+    except AssertionError:
+        return None
+
+
+def tensor_cores(caps: DeviceCaps) -> list[TensorCore]:
+    """The renderer's ``tensor_cores``: one per shape the arch names (none without ``w<threads>``)."""
+    if not caps.tc_threads:
+        return []
+    return [tc for shape in caps.tc_shapes if (tc := make_tensor_core(shape, caps.tc_threads)) is not None]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# rendering
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Wmma:
+    """One tensor core as a kernel uses it: its function's name, shape and types, and its warps and staging tiles."""
+
+    name: str
+    m: int
+    n: int
+    k: int
+    din: DType
+    dout: DType
+    threads: int
+    per_thread: tuple[int, int, int]  # elements of A, B, C in each invocation
+    warps: int
+
+    @staticmethod
+    def of(u: UOp, invocations: int) -> "_Wmma":
+        (n, m, k), din, threads = u.arg[0], u.arg[1], u.arg[3]
+        name = f"vk_wmma_{m}x{n}x{k}_{din.name}_{u.dtype.name}"
+        a, b, c = (x.max_numel() for x in u.src)
+        return _Wmma(name, m, n, k, din, u.dtype, threads, (a, b, c), invocations // threads)
+
+    def tiles(self, emulate: bool) -> list[tuple[str, DType, int]]:
+        """(array, element type, elements per warp) of the staging tiles: A and B, and C (which D overwrites) where
+        cooperative matrices compute."""
+        ret = [(f"{self.name}_a", self.din, self.m * self.k), (f"{self.name}_b", self.din, self.k * self.n)]
+        return ret if emulate else ret + [(f"{self.name}_c", self.dout, self.m * self.n)]
+
+
+def render_wmma(ctx, x: UOp) -> str:
+    """A WMMA op: a call of its function (defined by :func:`wmma_prelude`)."""
+    return f"{_Wmma.of(x, x.arg[3]).name}({ctx[x.src[0]]}, {ctx[x.src[1]]}, {ctx[x.src[2]]})"
+
+
+def wmma_target(uops: list[UOp], emulate: bool) -> dict:
+    """What the kernel's metadata must tell the compiler: SPIR-V 1.6 for cooperative matrices, and whether their
+    bfloat16 inputs are to be retyped (bf16_spirv.py)."""
+    wmmas = [u for u in uops if u.op is Ops.WMMA]
+    if not wmmas or emulate:
+        return {}
+    meta: dict = {"target_env": "vulkan1.3"}
+    if any(u.arg[1] == dtypes.bfloat16 for u in wmmas):
+        meta["bf16_coopmat"] = True
+    return meta
+
+
+def wmma_prelude(uops: list[UOp], local: list[int], emulate: bool, shared_used: int,
+                 shared_max: int) -> tuple[list[str], list[str]]:
+    """``(extensions, definitions)`` for the WMMA ops of a kernel: its ``#extension`` lines, and the staging tiles and
+    one function per tensor core, to place before ``main``. ``local`` is the kernel's work-group size; the tiles must
+    fit in ``shared_max`` bytes of shared memory beside the kernel's own ``shared_used``. Raises RuntimeError (a
+    candidate tinygrad's BEAM skips) where the work group or the shared memory does not allow them."""
+    wmmas = {w.name: w for w in (_Wmma.of(u, math.prod(local)) for u in uops if u.op is Ops.WMMA)}
+    if not wmmas:
+        return [], []
+    ext = [] if emulate else ["#extension GL_KHR_memory_scope_semantics : require",
+                              "#extension GL_KHR_cooperative_matrix : require",
+                              "#extension GL_KHR_shader_subgroup_basic : require"]
+    defs: list[str] = []
+    staged = 0
+    for w in wmmas.values():
+        # full subgroups (cooperative matrices need them) take an x size that is a multiple of the largest subgroup
+        if math.prod(local) % w.threads or local[0] % w.threads:
+            raise RuntimeError(f"VK renderer: {w.name} needs warps of {w.threads} invocations along x; the work group "
+                               f"is {local}")
+        for array, dt, size in w.tiles(emulate):
+            defs.append(f"shared {TYPE_MAP[dt]} {array}[{w.warps * size}];")
+            staged += w.warps * size * dt.itemsize
+        if shared_used + staged > shared_max:
+            raise RuntimeError(f"VK renderer: {w.name} stages {staged} B of shared memory for {w.warps} warps beside "
+                               f"the kernel's {shared_used} B, over the device's {shared_max} B")
+        defs += _function(w, local, emulate)
+    return ext, defs
+
+
+def _function(w: _Wmma, local: list[int], emulate: bool) -> list[str]:
+    ta, tb, tc = (value_type(dt, n) for dt, n in zip((w.din, w.din, w.dout), w.per_thread))
+    mine = [(array, f"vk_warp*{size}u + vk_lane*{n}u + i", n, v)  # this invocation's elements of each tile
+            for (array, _, size), n, v in zip(w.tiles(emulate), w.per_thread, "abc")]
+    return [
+        f"{tc} {w.name}({ta} a, {tb} b, {tc} c) {{",
+        # tinygrad's lane and warp: its warp is the first of its local dimensions, the slowest of the linear index it
+        # forms from the local ids (codegen/gpudims.py), so lane = flat / warps and warp = flat % warps
+        f"  uint vk_flat = (gl_LocalInvocationID.x*{local[1]}u + gl_LocalInvocationID.y)*{local[2]}u"
+        " + gl_LocalInvocationID.z;",
+        f"  uint vk_lane = vk_flat / {w.warps}u, vk_warp = vk_flat % {w.warps}u;",
+        *(f"  for (uint i = 0u; i < {n}u; i++) {array}[{index}] = {v}[i];" for array, index, n, v in mine),
+        "  barrier();",
+        *(_emulated_product(w) if emulate else _cooperative_product(w, mine[2])),
+        "  return d;",
+        "}",
+    ]
+
+
+def _cooperative_product(w: _Wmma, c_tile: tuple[str, str, int, str]) -> list[str]:
+    """Each subgroup computes D = A*B + C for the warps it takes, in place of C; then each invocation reads its D."""
+    mat = "float16_t" if w.din == dtypes.bfloat16 else TYPE_MAP[w.din]  # bfloat16: retyped in bf16_spirv.py
+    scope, layout = "gl_ScopeSubgroup", "gl_CooperativeMatrixLayoutRowMajor"
+    array, index, n, _ = c_tile
+    a, b, c = (f"{w.name}_{x}" for x in "abc")
+    return [
+        f"  for (uint t = gl_SubgroupID; t < {w.warps}u; t += gl_NumSubgroups) {{",
+        f"    coopmat<{mat}, {scope}, {w.m}, {w.k}, gl_MatrixUseA> ma;",
+        f"    coopmat<{mat}, {scope}, {w.k}, {w.n}, gl_MatrixUseB> mb;",
+        f"    coopmat<{TYPE_MAP[w.dout]}, {scope}, {w.m}, {w.n}, gl_MatrixUseAccumulator> mc;",
+        f"    coopMatLoad(ma, {a}, t*{w.m * w.k}u, {w.k}u, {layout});",
+        f"    coopMatLoad(mb, {b}, t*{w.k * w.n}u, {w.n}u, {layout});",
+        f"    coopMatLoad(mc, {c}, t*{w.m * w.n}u, {w.n}u, {layout});",
+        "    mc = coopMatMulAdd(ma, mb, mc);",
+        f"    coopMatStore(mc, {c}, t*{w.m * w.n}u, {w.n}u, {layout});",
+        "  }",
+        # after this barrier each invocation touches only its own elements of its warp's tiles until the next WMMA's
+        # first barrier, so no third one is needed
+        "  barrier();",
+        f"  {value_type(w.dout, n)} d;",
+        f"  for (uint i = 0u; i < {n}u; i++) d[i] = {array}[{index}];",
+    ]
+
+
+def _as_float(dt: DType, v: str) -> str:
+    """A staged input element as float (bfloat16 is staged as its bits)."""
+    return f"uintBitsToFloat(uint({v})<<16u)" if dt == dtypes.bfloat16 else f"float({v})"
+
+
+def _emulated_product(w: _Wmma) -> list[str]:
+    """Each invocation computes its own elements of D from its warp's A and B tiles, in float32."""
+    ec = w.per_thread[2]
+    a = _as_float(w.din, f"{w.name}_a[vk_warp*{w.m * w.k}u + row*{w.k}u + j]")
+    b = _as_float(w.din, f"{w.name}_b[vk_warp*{w.k * w.n}u + j*{w.n}u + col]")
+    return [
+        f"  {value_type(w.dout, ec)} d;",
+        f"  for (uint i = 0u; i < {ec}u; i++) {{",
+        f"    uint row = (vk_lane*{ec}u + i) / {w.n}u, col = (vk_lane*{ec}u + i) % {w.n}u;",
+        "    float acc = float(c[i]);",
+        f"    for (uint j = 0u; j < {w.k}u; j++) acc += {a} * {b};",
+        f"    d[i] = {TYPE_MAP[w.dout]}(acc);",
+        "  }",
+        "  barrier();",  # the next WMMA's writes wait for every read of these tiles
+    ]
