@@ -164,7 +164,8 @@ def test_device_shapes_follow_the_switch_and_the_device(monkeypatch):
         assert device_shapes(_info(**missing)) == ((), 0), missing
     assert device_shapes(_info(max_subgroup_size=64))[1] == 64  # warps are the largest subgroup
     caps = caps_from_info(SimpleNamespace(**vars(_info()), dtype_capabilities={}, max_global_work_dims=(1, 1, 1),
-                                          max_local_work_dims=(1024, 1024, 64), local_mem_size=49152))
+                                          max_local_work_dims=(1024, 1024, 64), local_mem_size=49152,
+                                          max_storage_buffer_range=1 << 32))
     assert caps.tc_shapes == usable and len(tensor_cores(caps)) == 3
 
 
