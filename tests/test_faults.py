@@ -566,3 +566,36 @@ def test_descriptor_pool_faults_without_push_descriptors():
     assert r["close"] == "ok"
     assert all(count == 0 for count in r["live_end"].values()), r["live_end"]
     assert r["validation"] == ""
+
+
+RESET_POOL = """
+dev = vkbackend.devices()[0]
+pool = dev.memory_pool
+prog = dev.compile(vkbackend.compile_glsl(AFFINE))
+buf = pool.allocate(1024)
+pool.host_to_pool(np.zeros(256, np.uint32), buf)
+dev.launch(prog, [buf], [256, 1, 1], groups(256))
+dev.sync()
+testing.inject("vkResetDescriptorPool", "VK_ERROR_OUT_OF_HOST_MEMORY")
+dev.launch(prog, [buf], [256, 1, 1], groups(256))
+out = np.empty(256, np.uint32)
+result["first"] = outcome(pool.pool_to_host, buf, out)
+result["fired"] = not testing.pending()
+result["second"] = outcome(pool.pool_to_host, buf, out)
+result["value"] = int(out[0])
+result["staging_free"] = [len(pool.transfers.ring.free), pool.transfers.ring.count]
+result["close"] = outcome(dev.close)[0]
+result["live_end"] = live()
+"""
+
+
+def test_a_descriptor_pool_that_cannot_be_reset_loses_no_completion():
+    """Its batch's completions (read-back tickets, frees, staging buffers given back) ran after the reset: when the
+    reset failed they were lost, and the read-back waited out the deadline."""
+    r = run_isolated(RESET_POOL, env={"VKBACKEND_PUSH_DESCRIPTORS": "0", "VKBACKEND_SYNC_TIMEOUT_S": "20"})
+    assert r["fired"]
+    status, seconds = r["first"]
+    assert status == "KernelSync" and seconds < 10, r["first"]   # the reset's failure, at once
+    assert r["second"][0] == "ok" and r["value"] == 2
+    assert r["staging_free"][0] == r["staging_free"][1]
+    assert r["close"] == "ok" and all(count == 0 for count in r["live_end"].values()), r["live_end"]

@@ -155,3 +155,36 @@ def test_a_graph_of_placeholders_submits_nothing(device):
     assert device.stats()["batches"] == before
     graph.close()
 
+
+
+RELEASED_REPLAY = """
+src = open(os.path.join({repo!r}, "tests", "kernels", "fill.comp")).read()
+dev = vkbackend.devices()[0]
+pool = dev.memory_pool
+released = dev.compile(vkbackend.compile_glsl(src))
+live_prog = dev.compile(vkbackend.compile_glsl(src.replace("p.value", "p.value + 0.0")))
+a, b = pool.allocate(1024), pool.allocate(1024)
+graph = dev.graph([(released, [a], [1.0, 256], (4, 1, 1))])
+dev.release_program(released)
+pool.host_to_pool(np.zeros(256, np.float32), b)
+dev.sync()
+graph.launch()                                        # a replay of the released program...
+dev.launch(live_prog, [b], [7.0, 256], (4, 1, 1))     # ...and a live launch after it, in the same window
+out = np.empty(256, np.float32)
+status, _ = outcome(pool.pool_to_host, b, out)
+result["status"] = status
+pool.pool_to_host(b, out)
+result["value"] = float(out[0])
+graph.close()
+dev.close()
+"""
+
+
+@pytest.mark.parametrize("push", ["1", "0"])
+def test_a_replay_of_a_released_program_is_skipped_alone(push):
+    """A graph does not hold its programs: a replay of a released one is reported at the next sync point. It ended
+    its whole window, so launches queued after it (other threads' too) were lost; now only it is skipped."""
+    from _reliability import REPO, run_isolated
+    r = run_isolated(RELEASED_REPLAY.replace("{repo!r}", repr(REPO)), env={"VKBACKEND_PUSH_DESCRIPTORS": push})
+    assert r["status"] == "KernelLaunch" and r["value"] == 7.0, r
+    assert r["validation"] == ""

@@ -618,12 +618,20 @@ graph = dev.graph([(prog, [buf], [256, 2, 1], groups(256))])
 graph.cycle = graph                       # only the cyclic collector can free these two
 holder = {"buffer": vkbackend.Buffer(dev, 256)}
 holder["self"] = holder
-del graph, holder
+other = dev.compile(vkbackend.compile_glsl(FILL))
+
+class ProgramOwner:  # as tinygrad's programs release theirs
+    def __del__(self):
+        dev.release_program(other)
+
+owner = ProgramOwner()
+owner.cycle = owner
+del graph, holder, owner
 pool.release(buf)                         # the graph still holds it
 
 def collect_inside_the_pool_lock():
-    with pool._lock:                      # where the pool's own code is when an allocation in it triggers a collection
-        gc.collect()
+    with pool._lock, dev._programs._lock:  # where the pool's and the program cache's code is when an allocation in
+        gc.collect()                       # them triggers a collection
 
 thread = threading.Thread(target=collect_inside_the_pool_lock, daemon=True)
 thread.start()
@@ -631,15 +639,17 @@ thread.join(20)
 result["deadlocked"] = thread.is_alive()
 if not result["deadlocked"]:
     result["live_after"] = pool.stats()["live_buffers"] - before   # stats() is a pool call: the releases happen
+    dev.compile(vkbackend.compile_glsl(AFFINE))                     # a compile: the program's release happens
+    result["other_live"] = other in dev._programs.programs
     dev.close()
 """
 
 
 def test_finalizers_run_by_a_collection_inside_the_pool_neither_deadlock_nor_leak():
-    """The cyclic garbage collector runs finalizers (a LaunchGraph's, a Buffer's, tinygrad's buffers') in whichever
-    thread allocates, possibly inside the pool's locked code: their releases waited for ever there on the lock their
-    own thread held. They are released at the pool's next call instead."""
+    """The cyclic garbage collector runs finalizers (a LaunchGraph's, a Buffer's, tinygrad's buffers' and programs') in
+    whichever thread allocates, possibly inside the pool's or the program cache's locked code: their releases waited
+    for ever there on the lock their own thread held. They are released at the next call instead."""
     result = run_isolated(COLLECTED_INSIDE_THE_POOL, timeout=60)
     assert result["deadlocked"] is False
-    assert result["live_after"] == 0, result
+    assert result["live_after"] == 0 and result["other_live"] is False, result
     assert result["validation"] == ""

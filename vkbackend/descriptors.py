@@ -6,7 +6,7 @@ nothing has a fixed capacity. Used by the submitter on the worker only.
 """
 from __future__ import annotations
 
-from .errors import ErrorStatus, check
+from .errors import ErrorStatus, check, vk_error
 
 __all__ = ["DescriptorSets"]
 
@@ -66,11 +66,17 @@ class DescriptorSets:
         return pool
 
     def recycle(self, held: list) -> None:
-        """Reset a completed (or never submitted) batch's pools and keep them for reuse; empties ``held``."""
+        """Reset a completed (or never submitted) batch's pools and keep them for reuse; empties ``held``. A pool that
+        cannot be reset is destroyed instead, and the failure kept for the next sync point (the batch's completions
+        must run whatever happens here)."""
+        ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
         for pool, n in held:
-            check(self.ctx.lib.vkResetDescriptorPool(self.ctx.device, pool, 0), "vkResetDescriptorPool",
-                  ErrorStatus.KernelSync)
-            self._spare.append((pool, n))
+            result = lib.vkResetDescriptorPool(dev, pool, 0)
+            if result == 0:
+                self._spare.append((pool, n))
+            else:
+                self.ctx.fail(vk_error(result, "vkResetDescriptorPool", ErrorStatus.KernelSync))
+                lib.vkDestroyDescriptorPool(dev, pool, ffi.NULL)
         self._spare.sort(key=lambda p: p[1])
         held.clear()
 

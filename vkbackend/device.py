@@ -11,6 +11,7 @@ import operator
 import struct
 import sys
 import threading
+from collections import deque
 from collections.abc import Sequence
 
 from . import records
@@ -19,6 +20,7 @@ from .config import VulkanConfig
 from .context import DeviceContext
 from .discovery import DeviceInfo, Instance, PhysicalDevice, create_device, query_physical_devices
 from .errors import NO_DEVICE_HINT, BackendError, ErrorStatus
+from .finalizers import collecting
 from .graph import Launch, LaunchGraph
 from .memory import MemoryPool
 from .programs import Program, ProgramCache, ProgramTable
@@ -90,6 +92,7 @@ class Device:
         # The launch fast path reads these directly: a few attribute lookups and an append.
         self._launchable = self._programs.programs
         self._packers: dict = {}
+        self._orphan_programs: deque[int] = deque()   # release_program during a garbage collection (finalizers.py)
         self._graph_packers: dict = {}   # the same, returning the record instead of queueing it
         self._slot_of = self._pool.slot_of
         self._queue = self._worker.queue
@@ -118,11 +121,13 @@ class Device:
     def compile(self, spirv: bytes, entry_point: str = "main", robust: bool = True) -> int:
         """Compile SPIR-V into a program id; the same SPIR-V and entry point return the cached program.
 
-        Out-of-bounds accesses of a program are harmless by default (robust buffer access: reads give zero, writes are
-        dropped). ``robust=False`` is for kernels whose bounds are proven, such as a compiler's: where the device can
+        Out-of-bounds accesses of a program through its bound buffers are harmless by default (robust buffer access:
+        reads give zero, writes are dropped); accesses through device addresses (``buffer_reference``) are not checked. ``robust=False`` is for kernels whose bounds are proven, such as a compiler's: where the device can
         choose per program (``info.pipeline_robustness``) they run without the checks, which can cost several times
         the kernel's time (docs/reliability.md); on other devices the device-wide setting holds.
         """
+        if self._orphan_programs:
+            self._release_orphan_programs()
         prog = self._programs.compile(spirv, entry_point, robust)
         if prog not in self._packers:
             program = self._programs.get(prog)
@@ -140,9 +145,30 @@ class Device:
 
     def release_program(self, prog: int) -> None:
         """Drop a reference to a program; safe while launches of it are still queued. In a forked child it does
-        nothing: the program is the parent's."""
+        nothing: the program is the parent's. From a finalizer run by a garbage collection, the release waits for the
+        device's next compile or release_program (the collector may have stopped this thread inside the cache's lock)."""
         if self._ctx.forked:
             return
+        if collecting():  # a finalizer (tinygrad's programs'): the cache's lock may be held by this very thread
+            self._orphan_programs.append(prog)
+            return
+        if self._orphan_programs:
+            self._release_orphan_programs()
+        self._release_program(prog)
+
+    def _release_orphan_programs(self) -> None:
+        """The releases finalizers asked for during a garbage collection; their errors are logged (no caller's)."""
+        while self._orphan_programs:
+            try:
+                prog = self._orphan_programs.popleft()
+            except IndexError:  # another thread took the last one
+                return
+            try:
+                self._release_program(prog)
+            except BackendError as error:
+                log.warning("a finalizer's release of program %r failed: %s", prog, error)
+
+    def _release_program(self, prog: int) -> None:
         name = self._programs.get(prog).name
         if self._programs.release(prog):
             self._packers.pop(prog, None)

@@ -173,8 +173,9 @@ class Instance:
         keep = [ffi.new("char[]", s.encode()) for s in layers + extensions]
         layer_ptrs = ffi.new("const char*[]", keep[:len(layers)])
         ext_ptrs = ffi.new("const char*[]", keep[len(layers):])
+        app_name = ffi.new("char[]", b"vkbackend")  # in a local: a struct field does not keep its cdata alive
         app = ffi.new("VkApplicationInfo*", {"sType": lib.VK_STRUCTURE_TYPE_APPLICATION_INFO,
-                                             "pApplicationName": ffi.new("char[]", b"vkbackend"), "apiVersion": api})
+                                             "pApplicationName": app_name, "apiVersion": api})
         info = ffi.new("VkInstanceCreateInfo*", {
             "sType": lib.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, "flags": flags, "pApplicationInfo": app,
             "enabledLayerCount": len(layers), "ppEnabledLayerNames": layer_ptrs,

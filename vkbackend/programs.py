@@ -24,6 +24,8 @@ log = logging.getLogger("vkbackend")
 
 __all__ = ["Program", "ProgramCache", "ProgramTable"]
 
+MAX_BUFFERS = 64   # buffers one launch may name (VKB_MAX_BINDINGS in csrc/recorder.c)
+
 
 class Program:
     """A compiled program: its reflected interface, its pipeline and the layout of its dispatch records."""
@@ -61,6 +63,7 @@ class ProgramTable:
         self.capacity = 64
         self.array = ffi.new("vkb_program*[]", self.capacity)
         self._programs: dict[int, Program] = {}   # by index, released ones included while their pipelines live
+        self._tombstones: dict[int, tuple] = {}     # destroyed programs' entries (kept alive) and names
 
     def put(self, prog: Program) -> None:
         if prog.index >= self.capacity:
@@ -71,13 +74,20 @@ class ProgramTable:
         self._programs[prog.index] = prog
 
     def remove(self, prog: Program) -> None:
-        self.array[prog.index] = self._ffi.NULL
+        """Replace a destroyed program by a tombstone: its record lengths without a pipeline, so that a queued record
+        of it (a LaunchGraph's replay, say) is skipped alone and the rest of its window still runs."""
+        tombstone = self._ffi.new("vkb_program*", {"n_buffers": prog.n_buffers, "n_addresses": prog.n_addresses,
+                                                    "push_words": prog.push_words, "access": prog.access})
+        self._tombstones[prog.index] = (tombstone, prog.access, prog.name)
+        self.array[prog.index] = tombstone
         self._programs.pop(prog.index, None)
 
     def name(self, index: int) -> str:
         """The name of the program at ``index``, for error messages."""
         prog = self._programs.get(index)
-        return prog.name if prog else f"program index {index}"
+        if prog is not None:
+            return prog.name
+        return self._tombstones[index][2] if index in self._tombstones else f"program index {index}"
 
     def programs(self) -> list[Program]:
         """Every program whose pipeline is alive."""
@@ -142,6 +152,9 @@ class ProgramCache:
         problems = []
         if len(info.buffers) > dev.max_storage_buffers:
             problems.append(f"{len(info.buffers)} storage buffers (the device allows {dev.max_storage_buffers})")
+        if len(info.buffers) + len(info.addresses) > MAX_BUFFERS:
+            problems.append(f"{len(info.buffers) + len(info.addresses)} buffers bound or reached by address "
+                            f"(vkbackend allows {MAX_BUFFERS} per launch)")
         if [b.binding for b in info.buffers] != list(range(len(info.buffers))):
             problems.append("bindings that are not 0..n-1 (launch binds buffers in binding order; leave no gaps)")
         if info.push_constant_size > dev.max_push_constants_size:

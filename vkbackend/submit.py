@@ -22,7 +22,7 @@ log = logging.getLogger("vkbackend")
 
 __all__ = ["BatchSubmitter"]
 
-_RECORD_ERRORS = {1: "its grid is outside 1..maxComputeWorkGroupCount per axis", 2: "the program was released",
+_RECORD_ERRORS = {1: "its grid is outside 1..maxComputeWorkGroupCount per axis", 2: "the program was released or is unknown",
                   3: "a buffer was released before the launch ran", 4: "a malformed record"}
 
 
@@ -247,11 +247,12 @@ class BatchSubmitter:
             self._run(callbacks)
 
     def _run(self, callbacks: list) -> None:
-        for fn in callbacks:
+        for fn in callbacks:  # every one runs: a waiter whose ticket is skipped would wait out the deadline
             try:
                 fn()
-            except BackendError as error:
-                self.ctx.fail(error)
+            except Exception as error:
+                self.ctx.fail(error if isinstance(error, BackendError)
+                              else BackendError(ErrorStatus.KernelSync, f"a completion failed: {error!r}"))
 
     def _fence_failed(self, result: int, what: str) -> None:
         """A fence query failed: a lost device is sticky and releases every waiter; other failures are kept."""
@@ -260,8 +261,13 @@ class BatchSubmitter:
         if error.status is ErrorStatus.DeviceLost:
             self.abandon()
 
-    def abandon(self) -> None:
-        """The device is gone: run every pending completion so no thread waits forever."""
+    def abandon(self, wait_ns: int = 0) -> None:
+        """Give up on the batches in flight and run every pending completion, so no thread waits forever: the device
+        is gone, or the worker met an error it cannot place. With ``wait_ns`` the GPU gets that long to finish them
+        first, so that their completions (frees among them) release nothing it still uses."""
+        deadline = time.monotonic_ns() + wait_ns
+        for batch in self._in_flight if wait_ns else ():  # its result does not matter: each batch is given up anyway
+            self.ctx.lib.vkb_wait_fence(self.ctx.device, batch.fence, max(0, deadline - time.monotonic_ns()))
         while self._in_flight:
             batch = self._in_flight.popleft()
             self._abandoned.append(batch)

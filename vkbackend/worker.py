@@ -72,11 +72,6 @@ class Worker:
         self.thread.start()
 
     # ----- called from any thread ---------------------------------------------------------------------------------
-    @property
-    def quiet(self) -> bool:
-        """Nothing queued, recorded or running on the GPU."""
-        return self.idle and not self.queue
-
     def put(self, item) -> None:
         """Queue an item and wake the worker if it sleeps."""
         self.queue.append(item)
@@ -150,6 +145,7 @@ class Worker:
         ctx.ensure_usable()
         if self._watched and not self.throttled and len(self.queue) > self.queue_high:
             self._set_throttled(True)
+            self.wake.set()  # the worker may have left its call and gone to sleep meanwhile: it lifts the throttle
         if not self.throttled:
             return
         deadline = time.monotonic() + ctx.sync_timeout_s
@@ -227,7 +223,8 @@ class Worker:
                 log.exception("vkbackend worker error")
                 self.ctx.fail(error if isinstance(error, BackendError)
                               else BackendError(ErrorStatus.KernelSync, f"worker error: {error!r}"))
-                sub.abandon()
+                # give up on the batches in flight, but on a live device only once the GPU is done with them
+                sub.abandon(0 if self.ctx.lost is not None else self.ctx.sync_timeout_ns)
                 continue
             if self.throttled:
                 self._set_throttled(False)

@@ -86,6 +86,9 @@ def generate() -> str:
 
 
 def main(argv: list[str]) -> int:
+    if argv[1:] not in ([], ["--check"]):
+        print(__doc__, file=sys.stderr)
+        return 2
     text = generate()
     if argv[1:] == ["--check"]:
         if OUTPUT.read_text() != text:

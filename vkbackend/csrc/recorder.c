@@ -3,8 +3,9 @@
  * Barriers come from hazards: each root slot remembers the barrier epoch of its last read and last write; a record
  * that reads or writes something written in the current epoch, or writes something read in it, gets one global
  * memory barrier first and opens a new epoch. Independent records get none. A record that cannot run (bad grid,
- * unknown slot) is skipped and reported; the rest of the window still runs. A malformed record, or a dispatch of an
- * unknown program, ends the window: the length of what follows it cannot be known. */
+ * unknown slot, a released program's tombstone) is skipped and reported; the rest of the window still runs. A
+ * malformed record, or a dispatch of an unknown program index, ends the window: the length of what follows it cannot
+ * be known. */
 
 enum { VKB_MAX_BINDINGS = 64 };
 
@@ -40,7 +41,7 @@ uint32_t vkb_window_set_layouts(const vkb_window *w, VkDescriptorSetLayout *out,
     for (const uint32_t *p = w->words, *end = w->words + w->n_words; p < end;) {
         size_t n = vkb_record_length(w, p, &prog, &error);
         if (!n) break;
-        if (prog) { if (count < capacity) out[count] = prog->set_layout; count++; }
+        if (prog && prog->pipeline) { if (count < capacity) out[count] = prog->set_layout; count++; }
         p += n;
     }
     return count;
@@ -87,6 +88,7 @@ static void vkb_record_dispatch(vkb_window *w, const uint32_t *p, const vkb_prog
     uint32_t n_slots = prog->n_buffers + prog->n_addresses;
     const uint32_t *slots = p + 5, *push = slots + n_slots;
     uint32_t gx = p[2], gy = p[3], gz = p[4];
+    if (!prog->pipeline) { vkb_skip(w, VKB_ERROR_PROGRAM, p[1]); return; }  /* released: a tombstone, no set */
     VkDescriptorSet set = w->sets ? w->sets[*set_index < w->n_sets ? *set_index : w->n_sets - 1] : NULL;
     if (w->sets) (*set_index)++;  /* one set per dispatch, skipped or not */
     if (!gx || !gy || !gz || gx > w->max_groups[0] || gy > w->max_groups[1] || gz > w->max_groups[2]) {

@@ -60,7 +60,8 @@ enum { VKB_ACCESS_READ = 1, VKB_ACCESS_WRITE = 2 };
 /* Why a record was skipped (vkb_window.error_code). */
 enum { VKB_ERROR_GRID = 1, VKB_ERROR_PROGRAM = 2, VKB_ERROR_SLOT = 3, VKB_ERROR_MALFORMED = 4 };
 
-/* A program as the recorder sees it; the program table (vkbackend/programs.py) holds one per program index. */
+/* A program as the recorder sees it; the program table (vkbackend/programs.py) holds one per program index, and a
+ * tombstone (pipeline NULL, lengths kept) for a released one. */
 typedef struct {
     VkPipeline pipeline; VkPipelineLayout layout; VkDescriptorSetLayout set_layout;
     uint32_t n_buffers;      /* storage buffers bound through descriptors */
@@ -82,7 +83,8 @@ typedef struct {
     uint32_t n_errors, error_program; int error_code; /* out: the first record that was skipped, and why */
 } vkb_window;
 /* Without push descriptors: the set layout of each dispatch of the window, in order; returns how many there are
- * (it writes at most `capacity`). A dispatch of an unknown program counts, with a NULL layout. */
+ * (it writes at most `capacity`). A released program's dispatch (its pipeline NULL: a tombstone) takes no set, and
+ * the walk stops where the recorder's does, at a record it cannot read. */
 uint32_t vkb_window_set_layouts(const vkb_window *window, VkDescriptorSetLayout *out, uint32_t capacity);
 /* Begin, record, end and submit; returns the first failing VkResult (skipped records are in window->n_errors). */
 VkResult vkb_submit_window(vkb_window *window, VkQueue queue, VkFence fence);

@@ -294,7 +294,9 @@ class MemoryPool:
                 self._dying += ((self._released, entry),)
             upto = self._released
             worker = self._worker
-            if worker.idle and not worker.queue and self._free_dying_here():  # nothing queued, recorded or running
+            # Nothing queued, recorded or running. The queue first: the worker sets idle before it looks at the queue
+            # one last time, so idle read first could be followed by a record the worker then takes and submits.
+            if not worker.queue and worker.idle and self._free_dying_here():
                 return
         # A release should not cost a wake-up of the worker (a thread switch): frees wait for its next wake, unless
         # they hold back much memory or many buffers.
@@ -382,7 +384,7 @@ class MemoryPool:
 
         ``offset`` must be a multiple of ``info.min_storage_buffer_offset_alignment``.
         """
-        align = self.ctx.info.min_storage_buffer_offset_alignment
+        align = self._info.min_storage_buffer_offset_alignment
         if self._orphans:
             self._release_orphans()
         with self._lock:
@@ -402,7 +404,7 @@ class MemoryPool:
             self._entries[entry.id] = entry
             root.refcount += 1
             root.views += 1
-            if nbytes <= self.ctx.info.max_storage_buffer_range:
+            if nbytes <= self._info.max_storage_buffer_range:
                 self.slot_of[entry.id] = entry.slot
         return entry.id
 
@@ -436,7 +438,7 @@ class MemoryPool:
             except BaseException:  # out of slots, or interrupted: the memory goes back
                 self.memory.destroy(memory, vk_buffer, nbytes)
                 raise
-            if nbytes <= self.ctx.info.max_storage_buffer_range:
+            if nbytes <= self._info.max_storage_buffer_range:
                 self.slot_of[entry.id] = entry.slot
         return entry.id
 

@@ -335,8 +335,9 @@ class VKRenderer(CStyleLanguage):
                           f"#define VK_E{arg.slot}(i) (VKE{arg.slot}(uint64_t(vk_ref{arg.slot}) + uint64_t(i) * {size}ul).v)"]
             return lines
 
+        # Aligned to the element only: a view's address is only as aligned as minStorageBufferOffsetAlignment.
         scalar = decl(TYPE_MAP[dt], dt.itemsize)
-        body = scalar if dw == 1 else ["#if VK_VIEWS", *scalar, "#else", *decl(value_type(dt, dw), dt.itemsize * dw),
+        body = scalar if dw == 1 else ["#if VK_VIEWS", *scalar, "#else", *decl(value_type(dt, dw), dt.itemsize),
                                        "#endif"]
         return [*body, f"#define {arg.name} (vk_ref{arg.slot}.v)"]
 
