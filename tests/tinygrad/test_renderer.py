@@ -46,15 +46,20 @@ class _RecordingProgram(NullProgram):
         SEEN.append(unpack_lib(obj.lib))
 
 
-class VKRenderDevice(Compiled):
-    def __init__(self, device: str):
-        super().__init__(device, NullAllocator(self), [VKRenderer], _RecordingProgram, arch=make_arch(FULL))
+def render_device(name: str, caps) -> str:
+    """Register tinygrad device ``name``: it renders and compiles kernels for ``caps``, records them in SEEN and runs
+    nothing. Returns the name."""
+    class Device(Compiled):
+        def __init__(self, device: str):
+            super().__init__(device, NullAllocator(self), [VKRenderer], _RecordingProgram, arch=make_arch(caps))
+
+    module = types.ModuleType(f"tinygrad.runtime.ops_{name.lower()}")
+    setattr(module, f"{name}Device", Device)   # tinygrad finds the class by this name
+    sys.modules[module.__name__] = module
+    return name
 
 
-_mod = types.ModuleType("tinygrad.runtime.ops_vkrender")
-_mod.VKRenderDevice = VKRenderDevice
-sys.modules["tinygrad.runtime.ops_vkrender"] = _mod
-DEV = "VKRENDER"
+DEV = render_device("VKRENDER", FULL)
 
 
 def kernels(fn) -> list:
@@ -399,15 +404,7 @@ def _disassemble(spirv: bytes) -> str | None:
 
 BY_ADDRESS = FULL.__class__(**{**FULL.__dict__, "addresses": True, "storage_range": 1 << 20})
 
-
-class VKAddressDevice(Compiled):
-    def __init__(self, device: str):
-        super().__init__(device, NullAllocator(self), [VKRenderer], _RecordingProgram, arch=make_arch(BY_ADDRESS))
-
-
-_addr = types.ModuleType("tinygrad.runtime.ops_vkaddress")
-_addr.VKAddressDevice = VKAddressDevice
-sys.modules["tinygrad.runtime.ops_vkaddress"] = _addr
+render_device("VKADDRESS", BY_ADDRESS)
 
 
 def test_arch_carries_addresses_and_the_storage_range():
@@ -443,15 +440,7 @@ def test_arguments_of_2_31_elements_or_more_use_64_bit_addresses():
 
 PRESERVE = FULL.__class__(**{**FULL.__dict__, "preserve_widths": (16, 32, 64)})
 
-
-class VKPreserveDevice(Compiled):
-    def __init__(self, device: str):
-        super().__init__(device, NullAllocator(self), [VKRenderer], _RecordingProgram, arch=make_arch(PRESERVE))
-
-
-_preserve = types.ModuleType("tinygrad.runtime.ops_vkpreserve")
-_preserve.VKPreserveDevice = VKPreserveDevice
-sys.modules["tinygrad.runtime.ops_vkpreserve"] = _preserve
+render_device("VKPRESERVE", PRESERVE)
 MODE = 'spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);'
 
 
