@@ -43,10 +43,7 @@ class VKGraph(GraphRunner):
 
     def _launch(self, j: int):
         grid, local = self.grids[j]
-        if grid is None:
-            return None
-        ids, offsets = self.bound[j]
-        return self.runtimes[j].program(bool(offsets), local), ids, [*self.vals[j], *offsets], grid
+        return None if grid is None else self.runtimes[j].assemble(grid, local, self.bound[j], self.vals[j])
 
     def __call__(self, input_uops: tuple[UOp, ...], var_vals: dict[str, int], wait: bool = False) -> float | None:
         for j, i, v in self.updated_vars(var_vals):

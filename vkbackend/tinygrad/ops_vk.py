@@ -208,9 +208,14 @@ class VKProgram(Program["VKDevice"]):
     def launch_args(self, bufs, global_size, local_size, vals) -> tuple[int, list[int], list, list[int]] | None:
         """``(program, buffer ids, scalars, grid)`` for ``vkbackend.Device.launch``; None for an empty grid."""
         grid, local = self.grid(global_size, local_size)
-        if grid is None:
-            return None
-        ids, offsets = self.bound(bufs)
+        return None if grid is None else self.assemble(grid, local, self.bound(bufs), vals)
+
+    def assemble(
+        self, grid: list[int], local, bound: tuple[list[int], list[int]], vals
+    ) -> tuple[int, list[int], list, list[int]]:
+        """The launch for a non-empty ``grid`` and work-group size from ``grid()``, and ``bound()``'s ids and offsets:
+        view offsets select the ``VK_VIEWS`` variant and follow the scalars."""
+        ids, offsets = bound
         return self.program(bool(offsets), local), ids, [*vals, *offsets], grid
 
     def grid(self, global_size, local_size) -> tuple[list[int] | None, tuple[int, int, int] | None]:
