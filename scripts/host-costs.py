@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""The host (CPU) cost of three paths tinygrad's step times run through, for the vkbackend tree given (default: this
+"""The host (CPU) cost of the paths tinygrad's step times run through, for the vkbackend tree given (default: this
 checkout), on the first Vulkan device: a JIT replay of a GPT-2-shaped decode step (``VKGraph.__call__`` per token), a
-read-back of 8 bytes (``pool_to_host``) and allocate + release of 4 KiB. Each is timed in ``--repeat`` repetitions;
-min / median / max are printed, one JSON line per path with ``--json``.
+read-back of 8 bytes (``pool_to_host``) and allocate + release of 4 KiB, each timed in ``--repeat`` repetitions
+(min / median / max of the repetitions); and three round trips through the public API, each timed one by one
+``--round-trips`` times (min / median / p99 / max): ``sync_idle`` (a sync with nothing queued), ``launch_sync`` (one
+tiny launch, then a sync) and ``readback_small`` (one tiny launch, then a 4-byte read-back). One JSON line per path
+with ``--json``.
 
     python3 scripts/host-costs.py                      # this checkout
     python3 scripts/host-costs.py --tree /tmp/before   # another checkout (its native module built), to compare
@@ -19,8 +22,11 @@ import time
 from pathlib import Path
 
 
-def _summary(samples: list[float]) -> dict[str, float]:
-    return {"min": min(samples), "median": statistics.median(samples), "max": max(samples)}
+def _summary(samples: list[float], p99: bool = False) -> dict[str, float]:
+    out = {"min": min(samples), "median": statistics.median(samples)}
+    if p99:
+        out["p99"] = sorted(samples)[min(len(samples) - 1, int(0.99 * len(samples)))]
+    return {**out, "max": max(samples)}
 
 
 def alloc_release(pool, repeat: int, n: int = 20000) -> list[float]:
@@ -48,6 +54,50 @@ def read_back(pool, repeat: int, n: int = 500) -> list[float]:
         for _ in range(n):
             pool.pool_to_host(buf, out_array)
         out.append((time.perf_counter() - t) / n * 1e6)
+    pool.release(buf)
+    return out
+
+
+def round_trips(dev, count: int) -> dict[str, list[float]]:
+    """Microseconds of each of ``count`` round trips of each kind, after as many unmeasured ones."""
+    import numpy as np
+    import vkbackend
+    pool = dev.memory_pool
+    prog = dev.compile(vkbackend.compile_glsl("""
+#version 450
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) buffer Y { float y[]; };
+void main() { y[gl_GlobalInvocationID.x] += 1.0; }
+"""))
+    buf = pool.allocate(256)
+    pool.host_to_pool(np.zeros(64, np.float32), buf)
+    word = np.empty(1, np.float32)
+    launch, sync, clock = dev.launch, dev.sync, time.perf_counter_ns
+    bufs, grid = [buf], (1, 1, 1)
+
+    def sync_idle() -> None:
+        sync()
+
+    def launch_sync() -> None:
+        launch(prog, bufs, (), grid)
+        sync()
+
+    def readback_small() -> None:
+        launch(prog, bufs, (), grid)
+        pool.pool_to_host(buf, word)
+
+    out = {}
+    for name, fn in (("sync_idle_us", sync_idle), ("launch_sync_us", launch_sync), ("readback_small_us", readback_small)):
+        samples = []
+        for i in range(2 * count):
+            t = clock()
+            fn()
+            if i >= count:
+                samples.append((clock() - t) / 1e3)
+        out[name] = samples
+    expected = float(4 * count)
+    if word[0] != expected:
+        sys.exit(f"round trips: the buffer holds {word[0]}, expected {expected}")
     pool.release(buf)
     return out
 
@@ -96,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parent.parent,
                         help="the vkbackend checkout to import (its native module built)")
     parser.add_argument("--repeat", type=int, default=7, help="repetitions of each timing")
+    parser.add_argument("--round-trips", type=int, default=2000, help="timed round trips of each kind")
+    parser.add_argument("--only-round-trips", action="store_true", help="time the round trips alone")
     parser.add_argument("--json", action="store_true", help="one JSON line per path")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(args.tree))
@@ -103,16 +155,20 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(vkbackend.__file__).resolve().is_relative_to(args.tree.resolve()):
         sys.exit(f"vkbackend came from {vkbackend.__file__}, not from {args.tree}")
     dev = vkbackend.devices()[0]
-    results = {"alloc_release_us": alloc_release(dev.memory_pool, args.repeat),
-               "read_back_us": read_back(dev.memory_pool, args.repeat)}
-    try:
-        results["graph_replay_us_per_token"] = graph_replay(args.repeat)
-    except ImportError as error:
-        print(f"graph_replay: skipped ({error}); it needs tinygrad 0.14.0", file=sys.stderr)
+    results = round_trips(dev, args.round_trips)
+    if not args.only_round_trips:
+        results["alloc_release_us"] = alloc_release(dev.memory_pool, args.repeat)
+        results["read_back_us"] = read_back(dev.memory_pool, args.repeat)
+        try:
+            results["graph_replay_us_per_token"] = graph_replay(args.repeat)
+        except ImportError as error:
+            print(f"graph_replay: skipped ({error}); it needs tinygrad 0.14.0", file=sys.stderr)
     for name, samples in results.items():
-        summary = {k: round(v, 2) for k, v in _summary(samples).items()}
-        print(json.dumps({"path": name, "tree": str(args.tree), **summary}) if args.json else
-              f"{name:28s} min {summary['min']:9.2f}  median {summary['median']:9.2f}  max {summary['max']:9.2f}")
+        summary = {k: round(v, 2) for k, v in _summary(samples, p99=len(samples) >= 100).items()}
+        if args.json:
+            print(json.dumps({"path": name, "tree": str(args.tree), **summary}))
+        else:
+            print(f"{name:28s} " + "  ".join(f"{k} {v:9.2f}" for k, v in summary.items()))
     return 0
 
 

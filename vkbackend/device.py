@@ -14,7 +14,7 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 
-from . import records
+from . import records, trace
 from ._ffi import success_counts, vulkan
 from .config import VulkanConfig
 from .context import DeviceContext
@@ -187,10 +187,8 @@ class Device:
         except (KeyError, ValueError, TypeError, OverflowError, struct.error):
             # Explains the problem, or handles GridArg and short grids; waits while the worker is far behind.
             self._queue.append(self._pack(prog, buffers, scalars, grid))
-        worker = self._worker
-        if worker.idle:  # only the first launch of a burst pays for the wake-up: clearing idle is ours to do
-            worker.idle = False
-            worker.wake.set()
+        if self._worker.idle:  # only the first launch of a burst pays for the wake-up
+            self._worker.wake_up()
 
     def graph(self, launches: Sequence[Launch | None]) -> LaunchGraph:
         """A :class:`LaunchGraph` of ``(program, buffers, scalars, grid)`` launches, each checked as ``launch`` checks
@@ -208,6 +206,8 @@ class Device:
         """Queue packed records for the worker; returns at once."""
         if not self._ctx.usable:  # closed, lost, forked, or the worker far behind: explain, or wait for room
             self._worker.admit()
+        if trace.enabled:
+            trace.event("enqueue")
         self._worker.put(window)
 
     def _pack(self, prog, buffers, scalars, grid) -> bytes:

@@ -7,6 +7,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
+from . import trace
 from ._ffi import vulkan
 from .config import VulkanConfig, debug_enabled, validation_enabled
 from .cooperative_matrix import CooperativeMatrixShape, query_shapes
@@ -422,7 +423,8 @@ def memory_budget(physical: PhysicalDevice, budget_ext: bool) -> list[tuple[int,
 def create_device(physical: PhysicalDevice, config: VulkanConfig) -> DeviceHandles:
     """Create the logical device with the features and extensions the backend uses, and describe it."""
     ffi, lib = vulkan()
-    enabled_exts = [e for e in WANTED_EXTENSIONS if e in physical.extensions]
+    wanted = WANTED_EXTENSIONS + (("VK_EXT_calibrated_timestamps",) if trace.enabled else ())  # GPU times in traces
+    enabled_exts = [e for e in wanted if e in physical.extensions]
     if not config.push_descriptors and "VK_KHR_push_descriptor" in enabled_exts:
         enabled_exts.remove("VK_KHR_push_descriptor")
     robust = config.resolved_robust_buffer_access() and physical.offers("features", "robustBufferAccess")

@@ -8,11 +8,12 @@ has a fixed capacity. Everything here runs on the device's worker thread.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Callable
 
-from . import records
+from . import records, trace
 from .context import DeviceContext
 from .descriptors import DescriptorSets
 from .errors import BackendError, ErrorStatus, check, vk_error
@@ -21,6 +22,10 @@ from .programs import ProgramTable
 log = logging.getLogger("vkbackend")
 
 __all__ = ["BatchSubmitter"]
+
+WAITED_SPIN_NS = 5_000_000  # a sync point's wait spins this long before it sleeps in slices (csrc/fence.c)
+SHORT_SPIN_NS = 50_000      # ... on a CPU device or with two cores or fewer
+TRACE_QUERY_PAIRS = 256  # tracing: batches whose GPU start and end are kept at once (a batch completes long before)
 
 _RECORD_ERRORS = {1: "its grid is outside 1..maxComputeWorkGroupCount per axis", 2: "the program was released or is unknown",
                   3: "a buffer was released before the launch ran", 4: "a malformed record"}
@@ -54,15 +59,20 @@ class BatchSubmitter:
         check(lib.vkCreateCommandPool(ctx.device, pool_info, ffi.NULL, pool), "vkCreateCommandPool", ErrorStatus.Initialization)
         self._command_pool = pool[0]
         self._query_pool = ffi.NULL
+        self._gpu_clock = None  # tracing: (GPU ticks, host ns) taken at one instant, where the device can tell
         if info.timestamps:
+            # queries 0 and 1 time a timed run; with tracing, each batch writes its start and end into a pair past them
             qinfo = ffi.new("VkQueryPoolCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                                                       "queryType": lib.VK_QUERY_TYPE_TIMESTAMP, "queryCount": 2})
+                                                       "queryType": lib.VK_QUERY_TYPE_TIMESTAMP,
+                                                       "queryCount": 2 + (2 * TRACE_QUERY_PAIRS if trace.enabled else 0)})
             qp = ffi.new("VkQueryPool*")
             result = lib.vkCreateQueryPool(ctx.device, qinfo, ffi.NULL, qp)
             if result != 0:
                 lib.vkDestroyCommandPool(ctx.device, self._command_pool, ffi.NULL)
                 check(result, "vkCreateQueryPool", ErrorStatus.Initialization)
             self._query_pool = qp[0]
+            if trace.enabled:
+                self._gpu_clock = _calibrate(ctx)
         self._records: list[bytes] = []      # the window: records not yet submitted, in order
         self._callbacks: list[Callable] = []  # what runs once the window's batch completes
         self._free_bytes = 0                  # device memory those completions give back
@@ -81,6 +91,12 @@ class BatchSubmitter:
         for axis in range(3):
             self._window.max_groups[axis] = info.max_global_work_dims[axis]
         self._fence_ptr = ffi.new("VkFence*")
+        # the serial of the last batch completed (its completions run), for callers waiting at sync points (fence.c)
+        self.progress = ffi.new("vkb_progress*")
+        # Spinning pays on a GPU (a woken thread can take tens of microseconds to run); on a CPU device, or with few
+        # cores, the spinning threads would take the cores that run the work.
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        self.progress.spin_ns = SHORT_SPIN_NS if info.device_type == "cpu" or cpus <= 2 else WAITED_SPIN_NS
         self.stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0}
 
     # ----- the window ---------------------------------------------------------------------------------------------
@@ -164,6 +180,10 @@ class BatchSubmitter:
             ctx.fail(error)
             self._unsubmitted(callbacks)
             return
+        serial = self.submitted + 1
+        if self._gpu_clock is not None:  # tracing: the batch's start and end on the GPU's clock
+            query = 2 + 2 * (serial % TRACE_QUERY_PAIRS)
+            window = [records.reset_queries(query, 2), records.timestamp(query), *window, records.timestamp(query + 1)]
         words = b"".join(window)
         w = self._window
         w.cmd = batch.cmd
@@ -176,9 +196,13 @@ class BatchSubmitter:
             sets = self._descriptor_sets(batch) if self._descriptors is not None else None
             if sets is not None:
                 w.sets, w.n_sets = sets, len(sets)
+            if trace.enabled:
+                trace.event("submit", serial)
             t0 = time.perf_counter_ns()
             result = lib.vkb_submit_window(w, ctx.handles.queue, batch.fence)
             self.stats["submit_ns"] += time.perf_counter_ns() - t0
+            if trace.enabled:
+                trace.event("submitted", serial)
             if w.n_errors:
                 ctx.fail(BackendError(ErrorStatus.KernelLaunch,
                                       f"{w.n_errors} launch(es) skipped; the first, of {self._table.name(w.error_program)}, "
@@ -226,6 +250,10 @@ class BatchSubmitter:
     def _complete(self, batch: Batch) -> None:
         self._in_flight.popleft()
         lib = self.ctx.lib
+        if trace.enabled:
+            trace.event("complete", batch.serial)
+            if self._gpu_clock is not None:
+                self._trace_gpu(batch.serial)
         self._fence_ptr[0] = batch.fence
         result = lib.vkResetFences(self.ctx.device, 1, self._fence_ptr)
         if result != 0:
@@ -237,6 +265,7 @@ class BatchSubmitter:
         # validation layer), so its batch is set aside and destroyed at close instead of reused.
         (self._spare if result == 0 else self._abandoned).append(batch)
         self._run(callbacks)
+        lib.vkb_publish_completed(self.progress, batch.serial)
 
     def _unsubmitted(self, callbacks: list) -> None:
         """Completions of a window that was never submitted. They may free buffers that earlier batches still use, so
@@ -267,7 +296,8 @@ class BatchSubmitter:
         first, so that their completions (frees among them) release nothing it still uses."""
         deadline = time.monotonic_ns() + wait_ns
         for batch in self._in_flight if wait_ns else ():  # its result does not matter: each batch is given up anyway
-            self.ctx.lib.vkb_wait_fence(self.ctx.device, batch.fence, max(0, deadline - time.monotonic_ns()))
+            self.ctx.lib.vkb_wait_fence(self.ctx.device, batch.fence, max(0, deadline - time.monotonic_ns()),
+                                        self.progress)
         while self._in_flight:
             batch = self._in_flight.popleft()
             self._abandoned.append(batch)
@@ -276,6 +306,7 @@ class BatchSubmitter:
         self._run(self._callbacks)
         self._callbacks = []
         self._records = []
+        self.ctx.lib.vkb_publish_completed(self.progress, self.submitted)  # release every waiting caller
 
     def reap(self) -> None:
         """Complete every batch whose fence has signalled, without waiting."""
@@ -293,10 +324,11 @@ class BatchSubmitter:
     def wait_oldest(self, timeout_ns: int) -> int:
         """Wait up to ``timeout_ns`` for the oldest batch (GIL released); the wait's VkResult (0: it completed).
 
-        The wait polls in C (csrc/fence.c): a blocking vkWaitForFences can oversleep by milliseconds."""
+        The wait polls in C (csrc/fence.c): a blocking vkWaitForFences can oversleep by milliseconds. It spins for
+        longer while a caller waits at a sync point."""
         lib = self.ctx.lib
         batch = self._in_flight[0]
-        result = lib.vkb_wait_fence(self.ctx.device, batch.fence, timeout_ns)
+        result = lib.vkb_wait_fence(self.ctx.device, batch.fence, timeout_ns, self.progress)
         if result == 0:
             self._complete(batch)
             self.reap()
@@ -343,6 +375,19 @@ class BatchSubmitter:
         ticks = (stamps[1] - stamps[0]) & ((1 << bits) - 1 if bits < 64 else (1 << 64) - 1)
         return int(ticks * self.ctx.info.timestamp_period_ns)
 
+    def _trace_gpu(self, serial: int) -> None:
+        """Tracing: the completed batch's start and end on the GPU, as host times."""
+        ffi, lib = self.ctx.ffi, self.ctx.lib
+        stamps = ffi.new("uint64_t[2]")
+        query = 2 + 2 * (serial % TRACE_QUERY_PAIRS)
+        if lib.vkGetQueryPoolResults(self.ctx.device, self._query_pool, query, 2, 16, stamps, 8,
+                                     lib.VK_QUERY_RESULT_64_BIT) != 0:
+            return
+        ticks, host_ns = self._gpu_clock
+        period = self.ctx.info.timestamp_period_ns
+        for name, stamp in (("gpu_start", stamps[0]), ("gpu_end", stamps[1])):
+            trace.gpu_event(host_ns + int((stamp - ticks) * period), name, serial)
+
     def destroy(self) -> None:
         """Destroy every batch, pool and fence (the device is idle)."""
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
@@ -356,3 +401,28 @@ class BatchSubmitter:
         lib.vkDestroyCommandPool(dev, self._command_pool, ffi.NULL)
         if self._query_pool != ffi.NULL:
             lib.vkDestroyQueryPool(dev, self._query_pool, ffi.NULL)
+
+
+def _calibrate(ctx: DeviceContext) -> tuple[int, int] | None:
+    """Tracing: a GPU timestamp and the host's CLOCK_MONOTONIC (``time.perf_counter_ns``) at one instant, through
+    VK_EXT_calibrated_timestamps; None where the device cannot tell (GPU events are then left out of the trace)."""
+    ffi, lib = ctx.ffi, ctx.lib
+    if "VK_EXT_calibrated_timestamps" not in ctx.handles.extensions:
+        return None
+    count = ffi.new("uint32_t*")
+    physical = ctx.handles.physical.handle
+    if lib.vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(physical, count, ffi.NULL) != 0:
+        return None
+    domains = ffi.new("VkTimeDomainEXT[]", count[0])
+    if lib.vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(physical, count, domains) != 0:
+        return None
+    wanted = (lib.VK_TIME_DOMAIN_DEVICE_EXT, lib.VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT)
+    if not all(d in list(domains) for d in wanted):
+        return None
+    infos = ffi.new("VkCalibratedTimestampInfoEXT[2]", [
+        {"sType": lib.VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT, "timeDomain": d} for d in wanted])
+    stamps = ffi.new("uint64_t[2]")
+    deviation = ffi.new("uint64_t*")
+    if lib.vkGetCalibratedTimestampsEXT(ctx.device, 2, infos, stamps, deviation) != 0:
+        return None
+    return int(stamps[0]), int(stamps[1])

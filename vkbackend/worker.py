@@ -19,6 +19,7 @@ import threading
 import time
 from collections import deque
 
+from . import trace
 from .config import validation_enabled
 from .context import DeviceContext
 from .errors import BackendError, ErrorStatus
@@ -29,7 +30,7 @@ log = logging.getLogger("vkbackend")
 
 __all__ = ["Worker"]
 
-_COPY, _DEFER, _CALL, _STOP = range(4)
+_COPY, _DEFER, _CALL, _MARK, _STOP = range(5)
 MIN_QUEUED_WINDOW = 256       # launches worth a submit while another batch runs
 MAX_EARLY_IN_FLIGHT = 2       # an early submit (before the GPU is idle) queues at most this many batches
 BUSY_POLL_NS = 200_000        # while the GPU runs and callers feed us: how long one fence wait may block
@@ -76,13 +77,25 @@ class Worker:
         """Queue an item and wake the worker if it sleeps."""
         self.queue.append(item)
         if self.idle:  # the waker clears idle, so a burst of callers sets the signal once
-            self.idle = False
-            self.wake.set()  # no call between these two: an interrupt cannot leave idle cleared and the worker asleep
+            self.wake_up()
 
-    def queue_copy(self, record: bytes, on_done, submit: bool = False) -> None:
-        """Queue a copy record; ``on_done`` runs on the worker once the copy has completed on the GPU. With ``submit``
-        the window is submitted at once (someone waits for the copy)."""
-        self.put((_COPY, record, on_done, submit))
+    def wake_up(self) -> None:
+        """Wake the worker, which is idle (the caller saw ``idle`` set after queueing something)."""
+        self.idle = False
+        self.wake.set()  # no call before this one: an interrupt cannot leave idle cleared and the worker asleep
+        if trace.enabled:
+            trace.event("wake_worker")
+
+    def queue_copy(self, record: bytes, on_done) -> None:
+        """Queue a copy record; ``on_done`` runs on the worker once the copy has completed on the GPU."""
+        self.put((_COPY, record, on_done, None))
+
+    def queue_awaited_copy(self, record: bytes):
+        """Queue a copy record that the caller waits for: the window is submitted at once, and the returned serial
+        cell is for :meth:`wait_serial`."""
+        serial = self.ctx.ffi.new("uint64_t*", self.ctx.lib.VKB_SERIAL_UNPUBLISHED)
+        self.put((_COPY, record, None, serial))
+        return serial
 
     def defer(self, fn, nbytes: int = 0, wake: bool = True) -> None:
         """Run ``fn`` on the worker once all work queued before it has completed on the GPU.
@@ -110,17 +123,51 @@ class Worker:
             raise future.error
         return future.value
 
-    def wait_ticket(self, ticket: Signal) -> None:
-        """Wait for a copy to complete, within the sync deadline."""
-        self.ctx.wait(ticket, self.ctx.sync_timeout_s, f"a copy on {self.ctx.info.name} did not complete")
+    def wait_serial(self, target, what: str) -> None:
+        """Wait, in this thread, until the worker has published ``target`` (the serial of the batch that holds what the
+        caller waits for, and so everything queued before it) and has completed that batch: the GPU has finished it
+        and its completions have run. The wait spins in C with the GIL released (csrc/fence.c), so the worker runs
+        the completions without waiting for the GIL, and this thread sees them at once. ``KernelSync`` saying
+        ``what`` did not happen within the sync deadline; the closed error as soon as the device is closed meanwhile.
+        """
+        ctx = self.ctx
+        wait, progress = ctx.lib.vkb_wait_completed, self._submitter.progress
+        deadline = time.monotonic() + ctx.sync_timeout_s
+        slice_ns = int(WAKE_S * 1e9)
+        while not wait(progress, target, slice_ns):
+            if ctx.closed:
+                raise ctx.closed_error()
+            if time.monotonic() >= deadline:
+                raise BackendError(ErrorStatus.KernelSync,
+                                   f"{what} within {ctx.sync_timeout_s:.1f} s (VKBACKEND_SYNC_TIMEOUT_S)")
 
     def drain(self) -> None:
         """Submit everything queued and wait for the GPU to finish it, within the sync deadline (no error check)."""
         self.call(self._submitter.drain, self.ctx.sync_timeout_ns)
 
     def sync(self) -> None:
-        """A sync point: drain, then raise the first asynchronous error since the last sync point."""
-        self.drain()
+        """A sync point: wait until the GPU has completed everything queued so far and the worker has run what waited
+        for it (frees, staging buffers given back), then raise the first asynchronous error since the last sync point.
+
+        With nothing queued and the worker asleep, everything has completed. Otherwise the worker submits what is
+        queued and publishes the serial of its batch, and this thread waits for it (:meth:`wait_serial`): no hand-off
+        back to this thread through a lock or queue.
+        """
+        if trace.enabled:
+            trace.event("sync")
+        if not self.queue and self.idle:  # the queue first: see MemoryPool.release
+            if trace.enabled:
+                trace.event("sync_done")
+            self.raise_errors()
+            return
+        if threading.current_thread() is self.thread:  # a completion that syncs: nobody else would submit
+            self.drain()
+        else:
+            serial = self.ctx.ffi.new("uint64_t*", self.ctx.lib.VKB_SERIAL_UNPUBLISHED)
+            self.put((_MARK, serial))
+            self.wait_serial(serial, f"GPU work on {self.ctx.info.name} did not finish")
+        if trace.enabled:
+            trace.event("sync_done")
         self.raise_errors()
 
     def raise_errors(self) -> None:
@@ -230,7 +277,11 @@ class Worker:
                 self._set_throttled(False)
             self.idle = True
             if not q:
+                if trace.enabled:
+                    trace.event("sleep")
                 self.wake.take()
+                if trace.enabled:
+                    trace.event("woke")
             self.wake.clear()
             self.idle = False
 
@@ -239,11 +290,14 @@ class Worker:
         kind = item[0]
         sub = self._submitter
         if kind == _COPY:
-            _, record, on_done, submit = item
-            if sub.add_copy(record, on_done) and not submit:
+            _, record, on_done, serial = item
+            if serial is not None:  # someone waits for the copy
+                sub.add_copy(record, on_done)
+                self._publish(serial)
+            elif sub.add_copy(record, on_done):
                 self._submit_full()
-            elif submit:
-                sub.submit()
+        elif kind == _MARK:
+            self._publish(item[1])
         elif kind == _DEFER:
             _, fn, nbytes = item
             if sub.after_queued(fn, nbytes) >= FREE_FLUSH_BYTES and sub.in_flight < MAX_EARLY_IN_FLIGHT:
@@ -261,6 +315,15 @@ class Worker:
         elif kind == _STOP:
             return True
         return False
+
+    def _publish(self, serial) -> None:
+        """Submit the window at once and publish, for a waiting caller, the serial of the last batch submitted: it
+        holds everything queued before (a window that failed to submit is not waited for: its error is pending)."""
+        sub = self._submitter
+        sub.submit()
+        if trace.enabled:
+            trace.event("publish", sub.submitted)
+        self.ctx.lib.vkb_publish_target(serial, sub.submitted)
 
     def _submit_full(self) -> None:
         """Submit a full window once fewer than MAX_IN_FLIGHT batches run; throttle the launching threads while the

@@ -75,6 +75,8 @@ enum {
     VKB_FN_vkGetQueryPoolResults,
     VKB_FN_vkCmdResetQueryPool,
     VKB_FN_vkCmdWriteTimestamp,
+    VKB_FN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT,
+    VKB_FN_vkGetCalibratedTimestampsEXT,
     VKB_FN_vkCreateDebugUtilsMessengerEXT,
     VKB_FN_vkDestroyDebugUtilsMessengerEXT,
     VKB_FN_COUNT
@@ -150,6 +152,8 @@ static const struct { const char *name; unsigned char global, optional, result; 
     {"vkGetQueryPoolResults", 0, 0, 1},
     {"vkCmdResetQueryPool", 0, 0, 0},
     {"vkCmdWriteTimestamp", 0, 0, 0},
+    {"vkGetPhysicalDeviceCalibrateableTimeDomainsEXT", 0, 1, 1},
+    {"vkGetCalibratedTimestampsEXT", 0, 1, 1},
     {"vkCreateDebugUtilsMessengerEXT", 0, 1, 1},
     {"vkDestroyDebugUtilsMessengerEXT", 0, 1, 0},
 };
@@ -670,6 +674,24 @@ static void vkCmdWriteTimestamp(VkCommandBuffer commandBuffer, VkFlags pipelineS
     if (!vkb_fn_table[VKB_FN_vkCmdWriteTimestamp]) return;
     ((PFN_vkCmdWriteTimestamp)vkb_fn_table[VKB_FN_vkCmdWriteTimestamp])(commandBuffer, pipelineStage, queryPool, query);
     vkb_count_success(VKB_FN_vkCmdWriteTimestamp);
+}
+
+static VkResult vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(VkPhysicalDevice physicalDevice, uint32_t *pTimeDomainCount, VkTimeDomainEXT *pTimeDomains) {
+    VkResult r;
+    if (vkb_fault_fires(VKB_FN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT, &r)) return r;
+    if (!vkb_fn_table[VKB_FN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT]) return VK_ERROR_EXTENSION_NOT_PRESENT;
+    r = ((PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT)vkb_fn_table[VKB_FN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT])(physicalDevice, pTimeDomainCount, pTimeDomains);
+    if (r >= 0) vkb_count_success(VKB_FN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT);
+    return r;
+}
+
+static VkResult vkGetCalibratedTimestampsEXT(VkDevice device, uint32_t timestampCount, const VkCalibratedTimestampInfoEXT *pTimestampInfos, uint64_t *pTimestamps, uint64_t *pMaxDeviation) {
+    VkResult r;
+    if (vkb_fault_fires(VKB_FN_vkGetCalibratedTimestampsEXT, &r)) return r;
+    if (!vkb_fn_table[VKB_FN_vkGetCalibratedTimestampsEXT]) return VK_ERROR_EXTENSION_NOT_PRESENT;
+    r = ((PFN_vkGetCalibratedTimestampsEXT)vkb_fn_table[VKB_FN_vkGetCalibratedTimestampsEXT])(device, timestampCount, pTimestampInfos, pTimestamps, pMaxDeviation);
+    if (r >= 0) vkb_count_success(VKB_FN_vkGetCalibratedTimestampsEXT);
+    return r;
 }
 
 static VkResult vkCreateDebugUtilsMessengerEXT(VkInstance instance, const VkDebugUtilsMessengerCreateInfoEXT *pCreateInfo, const VkAllocationCallbacks *pAllocator, VkDebugUtilsMessengerEXT *pMessenger) {

@@ -1,17 +1,30 @@
-/* Waiting for a fence without blocking in the driver.
+/* Waiting for the GPU without blocking in the driver, and handing its completion to a waiting caller.
  *
  * A blocking vkWaitForFences can oversleep by milliseconds on Linux with NVIDIA's driver (wgpu and llama.cpp
- * report ~10 ms stutters; here a 2 ms tinygrad step with a sync took 8 ms in one step of ten). Every sync point and
- * every poll of the worker waits on a fence, so one oversleep stalls the GPU and the caller alike. So the worker
- * polls instead: vkWaitForFences with a zero timeout (a status check that never sleeps in the driver), yielding the
- * core for the first microseconds of the wait and then sleeping in short slices, with the calling thread's timer
- * slack lowered so that a slice is a slice. Called with the GIL released; the cost is one status check every few
- * microseconds on a thread that has nothing else to do. */
+ * report ~10 ms stutters; here a 2 ms tinygrad step with a sync took 8 ms in one step of ten). So every wait polls:
+ * a status check with a zero timeout (which never sleeps in the driver), yielding the core for the first
+ * microseconds of the wait and then sleeping in short slices, with the calling thread's timer slack lowered so that
+ * a slice is a slice. Called with the GIL released.
+ *
+ * A caller at a sync point waits here too, for the worker to publish that it has completed the batch the caller
+ * needs (run its completions: frees, staging buffers given back). Three things keep that hand-off short:
+ * - the caller spins on the published serial with the GIL released, so the worker never waits for the GIL while it
+ *   completes the batch, and the caller is running when the serial appears (a thread woken from a blocking wait can
+ *   take tens of microseconds to run again, more in a virtual machine);
+ * - while a caller waits, both it and the worker's fence wait spin for longer before they sleep (progress->spin_ns):
+ *   a slice can oversleep by a hundred microseconds or more in a virtual machine;
+ * - having published, the worker stays out of Python until the caller it satisfied has left its wait (a few
+ *   microseconds), so that the caller, not the worker, takes the GIL next. */
 #include <sched.h>
 #include <sys/prctl.h>
 #include <time.h>
 
-enum { VKB_SPIN_NS = 50000, VKB_SLICE_NS = 10000, VKB_TIMER_SLACK_NS = 1000 };
+enum {
+    VKB_SPIN_NS = 50000,            /* a wait spins this long before it sleeps in slices (longer: progress->spin_ns) */
+    VKB_SLICE_NS = 10000,
+    VKB_HANDOFF_NS = 20000,         /* the longest a publish waits for the caller to leave */
+    VKB_TIMER_SLACK_NS = 1000
+};
 
 static uint64_t vkb_now_ns(void) {
     struct timespec t;
@@ -19,18 +32,58 @@ static uint64_t vkb_now_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns) {
-    static __thread int slack_lowered;
-    if (!slack_lowered) { prctl(PR_SET_TIMERSLACK, (unsigned long)VKB_TIMER_SLACK_NS, 0, 0, 0); slack_lowered = 1; }
+static void vkb_lower_timer_slack(void) {
+    static __thread int lowered;
+    if (!lowered) { prctl(PR_SET_TIMERSLACK, (unsigned long)VKB_TIMER_SLACK_NS, 0, 0, 0); lowered = 1; }
+}
+
+/* One step of a polling wait that has waited `waited` of `timeout_ns`: 0 to poll again, 1 when the time is up. */
+static int vkb_pause(uint64_t waited, uint64_t timeout_ns, uint64_t spin_ns) {
+    if (waited >= timeout_ns) return 1;
+    if (waited < spin_ns) { sched_yield(); return 0; }
+    uint64_t left = timeout_ns - waited;
+    struct timespec slice = {0, (long)(left < VKB_SLICE_NS ? left : VKB_SLICE_NS)};
+    nanosleep(&slice, NULL);
+    return 0;
+}
+
+VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress) {
+    vkb_lower_timer_slack();
     uint64_t start = vkb_now_ns();
     for (;;) {
         VkResult r = vkWaitForFences(device, 1, &fence, VK_TRUE, 0);
         if (r != VK_TIMEOUT) return r;
-        uint64_t waited = vkb_now_ns() - start;
-        if (waited >= timeout_ns) return VK_TIMEOUT;
-        if (waited < VKB_SPIN_NS) { sched_yield(); continue; }
-        uint64_t left = timeout_ns - waited;
-        struct timespec slice = {0, (long)(left < VKB_SLICE_NS ? left : VKB_SLICE_NS)};
-        nanosleep(&slice, NULL);
+        int waited_on = __atomic_load_n(&progress->waiters, __ATOMIC_RELAXED) != 0;
+        if (vkb_pause(vkb_now_ns() - start, timeout_ns, waited_on ? progress->spin_ns : VKB_SPIN_NS)) return VK_TIMEOUT;
     }
+}
+
+int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t timeout_ns) {
+    vkb_lower_timer_slack();
+    __atomic_add_fetch(&progress->waiters, 1, __ATOMIC_ACQ_REL);
+    uint64_t start = vkb_now_ns();
+    int done = 0, wanted_set = 0;
+    for (;;) {
+        uint64_t want = __atomic_load_n(target, __ATOMIC_ACQUIRE);
+        if (want != VKB_SERIAL_UNPUBLISHED) {
+            if (!wanted_set) { __atomic_store_n(&progress->wanted, want, __ATOMIC_RELEASE); wanted_set = 1; }
+            if (__atomic_load_n(&progress->completed, __ATOMIC_ACQUIRE) >= want) { done = 1; break; }
+        }
+        if (vkb_pause(vkb_now_ns() - start, timeout_ns, progress->spin_ns)) break;
+    }
+    __atomic_sub_fetch(&progress->waiters, 1, __ATOMIC_ACQ_REL);
+    return done;
+}
+
+void vkb_publish_target(uint64_t *target, uint64_t serial) {
+    __atomic_store_n(target, serial, __ATOMIC_RELEASE);
+}
+
+void vkb_publish_completed(vkb_progress *progress, uint64_t serial) {
+    __atomic_store_n(&progress->completed, serial, __ATOMIC_RELEASE);
+    uint32_t waiters = __atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE);
+    if (!waiters || serial < __atomic_load_n(&progress->wanted, __ATOMIC_ACQUIRE)) return;
+    uint64_t start = vkb_now_ns();
+    while (__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) >= waiters && vkb_now_ns() - start < VKB_HANDOFF_NS)
+        sched_yield();
 }

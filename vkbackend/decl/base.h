@@ -12,6 +12,7 @@ typedef int... VkDescriptorType;
 typedef int... VkPipelineBindPoint;
 typedef int... VkCommandBufferLevel;
 typedef int... VkQueryType;
+typedef int... VkTimeDomainEXT;
 typedef int... VkShaderStageFlagBits;
 typedef int... VkDebugUtilsMessageSeverityFlagBitsEXT;
 typedef int... VkComponentTypeKHR;   /* VK_KHR_cooperative_matrix: csrc/vk_compat.h where the header lacks it */

@@ -30,8 +30,23 @@ int vkb_skip_inherited_exit_handlers(void);
 /* copy.c: memcpy with the GIL released (cffi releases it around every call), split over threads when large. */
 void vkb_copy(void *dst, const void *src, size_t n, int threads);
 
-/* fence.c: wait for a fence by polling (a blocking vkWaitForFences can oversleep by milliseconds on some drivers). */
-VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns);
+/* fence.c: waits that poll (a blocking vkWaitForFences can oversleep by milliseconds on some drivers). The worker
+ * waits for its batches' fences, and publishes in a vkb_progress the serial of the last batch whose completions it has
+ * run; a caller at a sync point waits for that to reach the serial the worker published for it in `target` (which
+ * stays VKB_SERIAL_UNPUBLISHED until the worker has submitted what the caller waits for). While a caller waits, the
+ * worker's fence waits spin instead of sleeping, and a publish hands the GIL to the caller before the worker takes
+ * it back. */
+#define VKB_SERIAL_UNPUBLISHED 0xffffffffffffffff
+typedef struct {
+    uint64_t completed;   /* the serial of the last batch completed by the worker */
+    uint32_t waiters;     /* callers inside vkb_wait_completed */
+    uint64_t wanted;      /* the target of the caller that began waiting last */
+    uint64_t spin_ns;     /* how long a waited-on wait spins before it sleeps in slices */
+} vkb_progress;
+VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress);
+int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t timeout_ns);
+void vkb_publish_target(uint64_t *target, uint64_t serial);
+void vkb_publish_completed(vkb_progress *progress, uint64_t serial);
 
 /* slots.c: the buffer table. A slot is the number a record uses to name a buffer (or a view of one); the memory pool
  * writes slots under its lock from whichever thread allocates, and the worker's recorder reads them. Chunks of the

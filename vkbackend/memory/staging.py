@@ -77,11 +77,11 @@ class Lease:
     give-back to the worker, to run after everything queued so far has completed, whether or not its copy was queued.
     """
 
-    __slots__ = ("ring", "slot", "host", "pos", "n", "ticket")
+    __slots__ = ("ring", "slot", "host", "pos", "n", "serial")
 
     def __init__(self, ring: StagingRing, pos: int = 0, n: int = 0) -> None:
         self.ring, self.pos, self.n = ring, pos, n
-        self.slot = self.host = self.ticket = None
+        self.slot = self.host = self.serial = None  # serial: the cell Worker.wait_serial waits on (a download)
 
     def give_back(self) -> None:
         ring = self.ring

@@ -18,8 +18,8 @@ import threading
 import time
 from collections import deque
 
-from .. import records
-from ..wakeup import WAKE_S, Signal
+from .. import records, trace
+from ..wakeup import WAKE_S
 from .staging import Lease, StagingRing
 
 __all__ = ["Transfers"]
@@ -67,12 +67,17 @@ class Transfers:
 
         def finish_oldest() -> None:
             lease = leases[0]
-            worker.wait_ticket(lease.ticket)  # on a timeout the lease stays listed, and is given back below
+            # on a timeout the lease stays listed, and is given back below
+            worker.wait_serial(lease.serial, f"a copy on {self.ctx.info.name} did not complete")
+            if trace.enabled:
+                trace.event("readback_ready")
             lib.vkb_copy(dst_ptr + lease.pos, lease.host, lease.n, self.copy_threads)
             lease.give_back()
             leases.popleft()
 
         token = object()
+        if trace.enabled:
+            trace.event("readback")
         try:
             self._begin(token)
             pos = 0
@@ -84,11 +89,12 @@ class Transfers:
                     leases.pop()
                     finish_oldest()
                     continue
-                lease.ticket = Signal()
-                worker.queue_copy(records.copy(src_slot, lease.slot, offset + pos, 0, n), lease.ticket.set, submit=True)
+                lease.serial = worker.queue_awaited_copy(records.copy(src_slot, lease.slot, offset + pos, 0, n))
                 pos += n
             while leases:
                 finish_oldest()
+            if trace.enabled:
+                trace.event("readback_done")
         except BaseException:  # an error, a timeout or an interrupt: give each buffer back once its copy is done
             for lease in leases:
                 if lease.slot is not None:
