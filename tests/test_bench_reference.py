@@ -16,11 +16,12 @@ from _bench import require_c_reference
 from vkbackend.bench import vulkan_ref
 from vkbackend.bench.child import ChildResult
 from vkbackend.bench.peers import run_peer
-from vkbackend.bench.spec import CASE_BY_NAME, IMPLS, Sizes
+from vkbackend.bench.spec import CASE_BY_NAME, IMPLS, ROUND_TRIPS, Sizes
 from vkbackend.config import validation_enabled
 
 # 100 launches over 8 buffers: 4 of them get one launch more, so the shares' check sees both counts.
-TINY = Sizes(launches=100, elems=1 << 12, allocs=1, reps=2, kernel_reps=2, warmup_s=0.0, buffers=8)
+TINY = Sizes(launches=100, elems=1 << 12, allocs=1, reps=2, kernel_reps=2, warmup_s=0.0, buffers=8, roundtrips=20,
+             roundtrip_warmup=3)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,20 @@ def test_records_are_well_formed(reference):
     for r in records:
         assert r.impl == vulkan_ref.IMPL and r.unit == CASE_BY_NAME[r.case].unit, r
         assert isinstance(r.value, float) and math.isfinite(r.value) and r.value > 0, r
-        assert set(r.to_json()) == {"case", "impl", "value", "unit", "correct"}
+        spread = {"min", "p99", "max"} if r.case in ROUND_TRIPS else set()
+        assert set(r.to_json()) == {"case", "impl", "value", "unit", "correct"} | spread
+        if spread:
+            assert r.min is not None and r.p99 is not None and r.max is not None
+            assert 0 < r.min <= r.value <= r.p99 <= r.max, r
+
+
+def test_only_the_round_trips(device):
+    """Given only the round-trip cases, the program runs those alone (the arrays are neither written nor read)."""
+    require_c_reference()
+    log: list[str] = []
+    records = run_peer(vulkan_ref.IMPL, TINY, device.info.name, log.append, only=ROUND_TRIPS)
+    assert [r.case for r in records] == list(ROUND_TRIPS), log
+    assert all(r.correct for r in records), (records, log)
 
 
 def test_it_ran_on_our_device_without_validation_messages(reference, device):
@@ -91,6 +105,9 @@ def test_the_source_builds_without_warnings():
 def _lines(n: int) -> list[dict]:
     return [{"arrays": n}, {"case": "launch_chain", "seconds": 1e-3, "correct": True},
             {"case": "launch_independent", "seconds": 2e-3, "correct": False},
+            {"case": "sync_idle", "min_us": 1.5, "median_us": 2.25, "p99_us": 9.125, "max_us": 30.0, "correct": True},
+            {"case": "launch_sync", "min_us": 10.0, "median_us": 20.0, "p99_us": 40.0, "max_us": 80.0,
+             "correct": False},
             {"case": "upload", "seconds": 0.5, "correct": True}, {"case": "add_bw", "seconds": 0.25},
             {"case": "download", "seconds": 0.5}]
 
@@ -109,6 +126,10 @@ def test_records_from_checks_the_sum_and_keeps_the_programs_checks():
     assert good["launch_independent"].correct is False  # the program's own check said so
     assert good["add_bw"].value == float(f"{3 * n * 4 / 0.25 / 1e9:.4g}") and good["add_bw"].correct
     assert good["upload"].correct and good["download"].correct
+    sync = good["sync_idle"]
+    assert (sync.min, sync.value, sync.p99, sync.max, sync.correct) == (1.5, 2.25, 9.125, 30.0, True)
+    assert good["launch_sync"].value == 20.0 and good["launch_sync"].correct is False  # the program's own check
+    assert (good["readback_small"].value, good["readback_small"].correct) == (None, False)  # no line for it
     c = np.full(n, 3, np.float32)
     c[-1] = 0
     bad = {r.case: r for r in vulkan_ref.records_from(result, sizes, a, b, c, print)}
@@ -119,5 +140,5 @@ def test_records_from_a_program_that_died_early():
     log: list[str] = []
     result = ChildResult(_lines(4)[:2], returncode=1, error="vulkan_ref exited with 1: vulkan_ref: boom")
     records = vulkan_ref.records_from(result, TINY, np.ones(8, np.float32), np.ones(8, np.float32), None, log.append)
-    assert [(r.value, r.correct) for r in records[1:]] == [(None, False)] * 4
+    assert [(r.value, r.correct) for r in records[1:]] == [(None, False)] * (len(vulkan_ref.CASE_NAMES) - 1)
     assert records[0].correct and "vulkan-c: vulkan_ref exited with 1: vulkan_ref: boom" in log

@@ -88,6 +88,13 @@ def test_bench_refuses_an_output_it_cannot_write_before_it_runs(tmp_path):
     assert result.returncode == 2 and "is a directory" in result.stderr
 
 
+def test_bench_refuses_an_unknown_case_before_it_runs():
+    result = run("bench", "--quick", "--cases", "sync_idle,no_such_case")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "unknown case 'no_such_case'" in result.stderr and "readback_small" in result.stderr
+    assert result.stdout == ""
+
+
 def test_bench_plot_without_matplotlib_fails_before_it_runs(tmp_path):
     """With a matplotlib that cannot be imported shadowing any real one."""
     fake = tmp_path / "site" / "matplotlib"

@@ -40,7 +40,8 @@ def _main(argv: list[str] | None) -> int:
                        "under two with --tinygrad)")
     bench.add_argument("--tinygrad", action="store_true", help="tinygrad workloads on DEV=VK beside tinygrad's other "
                        "working devices (CUDA; else CPU) and PyTorch, each in its own process")
-    bench.add_argument("--cases", nargs="+", metavar="CASE", help="--tinygrad: only these workloads or cases")
+    bench.add_argument("--cases", nargs="+", metavar="CASE", help="only these cases, space- or comma-separated "
+                       "(e.g. sync_idle,launch_sync,readback_small); with --tinygrad, workloads or cases")
     bench.add_argument("--impls", nargs="+", metavar="IMPL", choices=["VK", "CUDA", "CPU", "torch"],
                        help="--tinygrad: only these implementations beside VK (default: every one that works)")
     bench.add_argument("--timeout", type=float, metavar="S", help="--tinygrad: seconds per child process "
@@ -64,14 +65,15 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    cases = [name for item in args.cases for name in item.split(",") if name] if args.cases is not None else None
     if args.tinygrad:
         from .bench.tinygrad_runner import run as run_tinygrad
-        return run_tinygrad(json_path=args.json, plot_path=args.plot, quick=args.quick, cases=args.cases,
+        return run_tinygrad(json_path=args.json, plot_path=args.plot, quick=args.quick, cases=cases,
                             timeout_s=args.timeout, impls=args.impls)
-    if args.cases or args.timeout or args.impls:
-        parser.error("--cases, --impls and --timeout go with --tinygrad")
+    if args.timeout or args.impls:
+        parser.error("--impls and --timeout go with --tinygrad")
     from .bench import run
-    return run(device=args.device, json_path=args.json, plot_path=args.plot, quick=args.quick)
+    return run(device=args.device, json_path=args.json, plot_path=args.plot, quick=args.quick, cases=cases)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,18 @@ data, checksums, the timing protocol), ``tinygrad_models`` and ``tinygrad_cases`
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = ["run"]
 
 
-def run(device: int = 0, json_path: str | None = None, plot_path: str | None = None, quick: bool = False) -> int:
-    """Run every case on device ``device`` and on each importable peer; print the table; write the JSON and plot.
+def run(device: int = 0, json_path: str | None = None, plot_path: str | None = None, quick: bool = False,
+        cases: Sequence[str] | None = None) -> int:
+    """Run every case (or those named in ``cases``) on device ``device`` and on each importable peer; print the
+    table; write the JSON and plot.
 
     Returns the exit code: 0 when every one of our cases ran and passed its correctness check, 1 when one did not,
-    2 when the device could not be opened. See ``runner.run``.
+    2 when the device could not be opened or a case name is unknown. See ``runner.run``.
     """
     from .runner import run as run_bench
-    return run_bench(device=device, json_path=json_path, plot_path=plot_path, quick=quick)
+    return run_bench(device=device, json_path=json_path, plot_path=plot_path, quick=quick, cases=cases)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from . import kernels
 from .child import run_module
 from .compile_probe import DRIVER_CACHES_OFF
 from .spec import OURS, Record, Sizes
-from .timing import best_of, wall
+from .timing import best_of, round_trips, wall
 
 Plan = list[tuple[tuple[str, ...], Callable[[], list[Record]]]]
 """(case names, method) in the order they run; a method returns one record per name, in that order."""
@@ -34,16 +34,26 @@ class CaseSet:
 
     impl = ""
     log: Callable[[str], None] = print  # replaced by run's
+    only: frozenset[str] | None = None  # replaced by run's
 
     def plan(self) -> Plan:
         """The cases this implementation runs."""
         raise NotImplementedError
 
-    def run(self, log: Callable[[str], None]) -> Iterator[Record]:
-        """Every case's records as they come; a case that raises gives records with no value and correct false."""
+    def selected(self, names: Sequence[str]) -> tuple[str, ...]:
+        """Those of ``names`` that this run runs (all of them unless ``run`` was given ``only``)."""
+        return tuple(name for name in names if self.only is None or name in self.only)
+
+    def run(self, log: Callable[[str], None], only: Collection[str] | None = None) -> Iterator[Record]:
+        """Every case's records as they come (only those of the cases in ``only``, when given: a method that also
+        gives others runs, but their records are dropped); a case that raises gives records with no value and
+        correct false."""
         self.log = log
+        self.only = None if only is None else frozenset(only)
         for names, method in self.plan():
-            what = f"{self.impl}: {', '.join(names)}"
+            if not self.selected(names):
+                continue
+            what = f"{self.impl}: {', '.join(self.selected(names))}"
             start = time.perf_counter()
             try:
                 records = method()
@@ -52,7 +62,7 @@ class CaseSet:
                 records = [Record.of(name, self.impl, None, False) for name in names]
             else:
                 log(f"{what} ({time.perf_counter() - start:.1f} s)")
-            yield from records
+            yield from (record for record in records if self.only is None or record.case in self.only)
 
 
 class OurCases(CaseSet):
@@ -70,13 +80,15 @@ class OurCases(CaseSet):
     def plan(self) -> Plan:
         return [(("launch_chain",), self.launch_chain), (("launch_independent",), self.launch_independent),
                 (("add_bw",), self.add_bw), (("upload", "download"), self.transfers),
-                (("compile_cold", "compile_warm"), self.compile), (("alloc_release",), self.alloc_release)]
+                (("compile_cold", "compile_warm"), self.compile), (("alloc_release",), self.alloc_release),
+                (("sync_idle",), self.sync_idle), (("launch_sync",), self.launch_sync),
+                (("readback_small",), self.readback_small)]
 
-    def run(self, log: Callable[[str], None]) -> Iterator[Record]:
-        """Warm the device first, then every case."""
+    def run(self, log: Callable[[str], None], only: Collection[str] | None = None) -> Iterator[Record]:
+        """Warm the device first, then every case (those in ``only``, when given)."""
         log(f"warming {self.dev.info.name} for {self.sizes.warmup_s:g} s")
         self.warm_up()
-        yield from super().run(log)
+        yield from super().run(log, only)
 
     # ----- helpers ------------------------------------------------------------------------------------------------
     @contextmanager
@@ -235,3 +247,57 @@ class OurCases(CaseSet):
         seconds = best_of(wall(cycle), s.reps)
         correct = self.pool.stats()["live_buffers"] == before
         return [Record.of("alloc_release", OURS, seconds / s.allocs * 1e6, correct)]
+
+    # ----- round trips: each timed on its own -----------------------------------------------------------------------
+    def _timed_trips(self, trip: Callable[[], object]) -> list[float]:
+        return round_trips(trip, self.sizes.roundtrips, self.sizes.roundtrip_warmup)
+
+    def sync_idle(self) -> list[Record]:
+        """``dev.sync()`` with nothing queued: correct when every sync returned (a sync raises any asynchronous
+        error) and the one launch before them counted once."""
+        s = self.sizes
+        prog = self.dev.compile(kernels.inc())
+        with self._buffers(s.small_floats * 4) as (buf,):
+            self._upload(np.zeros(s.small_floats, np.float32), buf)
+            self.dev.launch(prog, [buf], (s.small_floats,), (1, 1, 1))
+            self.dev.sync()
+            samples = self._timed_trips(self.dev.sync)
+            correct = bool(np.all(self._download(buf, s.small_floats) == 1))
+        return [Record.of_round_trips("sync_idle", OURS, samples, correct)]
+
+    def launch_sync(self) -> list[Record]:
+        """One one-group ``y += 1`` launch, then ``dev.sync()``: correct when the buffer counted every launch."""
+        s = self.sizes
+        prog = self.dev.compile(kernels.inc())
+        launch, sync, scalars, grid = self.dev.launch, self.dev.sync, (s.small_floats,), (1, 1, 1)
+        with self._buffers(s.small_floats * 4) as (buf,):
+            self._upload(np.zeros(s.small_floats, np.float32), buf)
+            bound = [buf]
+
+            def trip() -> None:
+                launch(prog, bound, scalars, grid)
+                sync()
+            samples = self._timed_trips(trip)
+            want = s.roundtrip_warmup + s.roundtrips
+            correct = bool(np.all(self._download(buf, s.small_floats) == want))
+        return [Record.of_round_trips("launch_sync", OURS, samples, correct)]
+
+    def readback_small(self) -> list[Record]:
+        """One one-group ``y += 1`` launch, then ``pool_to_host`` of its buffer's first float (4 bytes, a sync
+        point): correct when every read-back brought the count so far."""
+        s = self.sizes
+        prog = self.dev.compile(kernels.inc())
+        launch, pool_to_host, scalars, grid = self.dev.launch, self.pool.pool_to_host, (s.small_floats,), (1, 1, 1)
+        out = np.zeros(1, np.float32)
+        seen: list[float] = []
+        with self._buffers(s.small_floats * 4) as (buf,):
+            self._upload(np.zeros(s.small_floats, np.float32), buf)
+            bound = [buf]
+
+            def trip() -> None:
+                launch(prog, bound, scalars, grid)
+                pool_to_host(buf, out)
+                seen.append(float(out[0]))
+            samples = self._timed_trips(trip)
+        correct = seen == [float(i + 1) for i in range(s.roundtrip_warmup + s.roundtrips)]
+        return [Record.of_round_trips("readback_small", OURS, samples, correct)]

@@ -4,7 +4,8 @@ The C reference (``vulkan_ref``) runs the launch and transfer cases as a plain V
 without a C compiler or the Vulkan headers. wgpu-py records tiny launches into one compute pass, torch launches them
 eagerly, each with one sync at the end; for both, ``c = a + b`` is the wall time of 20 back-to-back launches and the
 transfers move ordinary (pageable) host memory. A Python peer that is not importable, or (torch) has no CUDA device,
-is skipped with a reason. None has a persistent pipeline cache we could fill, so none runs the compile cases.
+is skipped with a reason. None has a persistent pipeline cache we could fill, so none runs the compile cases. The
+round-trip cases (sync_idle, launch_sync, readback_small) run on the C reference and torch; wgpu-py skips them.
 
 ``python -m vkbackend.bench.peers vulkan-c|wgpu|torch --sizes JSON [--device-name NAME]`` is the child; ``run_peer``
 starts it.
@@ -16,7 +17,7 @@ import dataclasses
 import importlib.util
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from . import vulkan_ref
 from .cases import CaseSet, Plan, Skip
 from .child import emit, run_module
 from .spec import Record, Sizes
-from .timing import best_of, wall
+from .timing import best_of, round_trips, wall
 
 PEERS = (vulkan_ref.IMPL, "wgpu", "torch")
 PYTHON_PEERS = ("wgpu", "torch")
@@ -34,9 +35,10 @@ ADD_REPEAT = 20  # launches per add_bw sample, as wgpu's and torch's reference s
 NOTES = {
     vulkan_ref.IMPL: vulkan_ref.NOTE,
     "wgpu": "wgpu: launches recorded into one compute pass (one submit); add_bw = wall time of 20 dispatches in one "
-            "pass; upload/download = queue.write_buffer / queue.read_buffer",
+            "pass; upload/download = queue.write_buffer / queue.read_buffer; no round-trip cases",
     "torch": "torch: eager add_(1) launches; add_bw = wall time of 20 torch.add; upload/download from/into a "
-             "pageable numpy array (torch.from_numpy)",
+             "pageable numpy array (torch.from_numpy); sync_idle = torch.cuda.synchronize(), launch_sync = add_(1) "
+             "then synchronize, readback_small = add_(1)[0].item()",
 }
 """How each peer measures, where it differs from ours, for the report's footnotes."""
 
@@ -224,7 +226,8 @@ class TorchCases(CaseSet):
     def plan(self) -> Plan:
         return [(("launch_chain",), self.launch_chain), (("launch_independent",), self.launch_independent),
                 (("add_bw",), self.add_bw), (("upload", "download"), self.transfers),
-                (("alloc_release",), self.alloc_release)]
+                (("alloc_release",), self.alloc_release), (("sync_idle",), self.sync_idle),
+                (("launch_sync",), self.launch_sync), (("readback_small",), self.readback_small)]
 
     def _sync(self) -> None:
         self.torch.cuda.synchronize(self.dev)
@@ -298,20 +301,59 @@ class TorchCases(CaseSet):
         seconds = best_of(wall(cycle), s.reps)
         return [Record.of("alloc_release", self.impl, seconds / s.allocs * 1e6, True)]
 
+    def _timed_trips(self, trip: Callable[[], object]) -> list[float]:
+        return round_trips(trip, self.sizes.roundtrips, self.sizes.roundtrip_warmup)
+
+    def sync_idle(self) -> list[Record]:
+        """``torch.cuda.synchronize()`` with nothing queued; correct when the one add_(1) before them counted once."""
+        y = self.torch.zeros(self.sizes.small_floats, device=self.dev)
+        y.add_(1.0)
+        self._sync()
+        samples = self._timed_trips(self._sync)
+        return [Record.of_round_trips("sync_idle", self.impl, samples, bool((y == 1).all()))]
+
+    def launch_sync(self) -> list[Record]:
+        """``y.add_(1)`` then ``torch.cuda.synchronize()``; correct when y counted every launch."""
+        s = self.sizes
+        y = self.torch.zeros(s.small_floats, device=self.dev)
+        self._sync()
+
+        def trip() -> None:
+            y.add_(1.0)
+            self._sync()
+        samples = self._timed_trips(trip)
+        correct = bool((y == s.roundtrip_warmup + s.roundtrips).all())
+        return [Record.of_round_trips("launch_sync", self.impl, samples, correct)]
+
+    def readback_small(self) -> list[Record]:
+        """``x.add_(1)[0].item()`` (the launch, then a 4-byte copy to the host that waits for it); correct when every
+        read-back brought the count so far."""
+        s = self.sizes
+        x = self.torch.zeros(s.small_floats, device=self.dev)
+        self._sync()
+        seen: list[float] = []
+        samples = self._timed_trips(lambda: seen.append(x.add_(1.0)[0].item()))
+        correct = seen == [float(i + 1) for i in range(s.roundtrip_warmup + s.roundtrips)]
+        return [Record.of_round_trips("readback_small", self.impl, samples, correct)]
+
 
 PEER_CLASSES: dict[str, Callable[[Sizes, str | None], CaseSet]] = {
     vulkan_ref.IMPL: vulkan_ref.VulkanRefCases, "wgpu": WgpuCases, "torch": TorchCases}
 
 
 # ----- the parent's side --------------------------------------------------------------------------------------------
-def run_peer(peer: str, sizes: Sizes, device_name: str, log: Callable[[str], None]) -> list[Record]:
-    """The peer's records, from a child process; none (and a logged reason) when it is skipped or fails."""
+def run_peer(peer: str, sizes: Sizes, device_name: str, log: Callable[[str], None],
+             only: Sequence[str] | None = None) -> list[Record]:
+    """The peer's records (of the cases in ``only``, when given), from a child process; none (and a logged reason)
+    when it is skipped or fails."""
     if peer in PYTHON_PEERS and importlib.util.find_spec(peer) is None:
         log(f"{peer}: skipped, not importable")
         return []
     log(f"{peer}: running in a child process")
-    result = run_module("vkbackend.bench.peers", [peer, "--sizes", json.dumps(dataclasses.asdict(sizes)),
-                                                  "--device-name", device_name], timeout_s=900)
+    args = [peer, "--sizes", json.dumps(dataclasses.asdict(sizes)), "--device-name", device_name]
+    if only is not None:
+        args += ["--cases", ",".join(only)]
+    result = run_module("vkbackend.bench.peers", args, timeout_s=900)
     records = []
     for line in result.lines:
         if "skip" in line:
@@ -319,7 +361,7 @@ def run_peer(peer: str, sizes: Sizes, device_name: str, log: Callable[[str], Non
         elif "info" in line:
             log(line["info"])
         elif "case" in line:
-            records.append(Record(**line))
+            records.append(Record.from_json(line))
     if result.error:
         log(f"{peer}: {result.error}")
     return records
@@ -331,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("peer", choices=PEERS)
     parser.add_argument("--sizes", required=True, help="Sizes as JSON")
     parser.add_argument("--device-name", default=None)
+    parser.add_argument("--cases", default=None, help="only these cases, comma-separated")
     args = parser.parse_args(argv)
     sizes = Sizes(**json.loads(args.sizes))
     try:
@@ -338,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     except Skip as reason:
         emit(skip=str(reason))
         return 0
-    for record in cases.run(lambda message: emit(info=message)):
+    only = None if args.cases is None else args.cases.split(",")
+    for record in cases.run(lambda message: emit(info=message), only):
         emit(**record.to_json())
     return 0
 

@@ -1,11 +1,12 @@
 """The bench's outputs: the side-by-side table, the JSON records and the PNG bar chart."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from .spec import CASES, IMPLS, Case, Record
+from .spec import CASES, IMPLS, ROUND_TRIPS, Case, Record
 
 
 def _index(records: Sequence[Record]) -> dict[tuple[str, str], Record]:
@@ -33,9 +34,15 @@ def columns(rows: list[list[str]], left: int) -> list[str]:
     return lines
 
 
+def _p99(record: Record | None) -> Record | None:
+    """The record with its p99 as its figure: a round-trip case's second row."""
+    return None if record is None else dataclasses.replace(record, value=record.p99)
+
+
 def table(records: Sequence[Record], notes: Sequence[str] = (), cases: Sequence[Case] = CASES,
           impls: Sequence[str] = IMPLS, ours_label: str = "ours") -> str:
-    """One row per case: its unit, our figure (``impls[0]``), and each peer that ran, with our ratio to it."""
+    """One row per case: its unit, our figure (``impls[0]``), and each peer that ran, with our ratio to it. A
+    round-trip case has two rows, its median and its p99."""
     by = _index(records)
     ours_impl = impls[0]
     peers = [impl for impl in impls[1:] if any(r.impl == impl for r in records)]
@@ -44,15 +51,21 @@ def table(records: Sequence[Record], notes: Sequence[str] = (), cases: Sequence[
         header += [peer, f"{ours_label}/{peer}"]
     rows = [header]
     for case in cases:
-        ours = by.get((case.name, ours_impl))
-        row = [case.name, case.unit, case.better, _figure(ours)]
-        for peer in peers:
-            other = by.get((case.name, peer))
-            r = ratio(ours, other, case.higher_is_better)
-            row += [_figure(other), "-" if r is None else f"{r[0]:.3g} {'better' if r[1] else 'worse'}"]
-        rows.append(row)
+        views = [(case.name, lambda r: r)]
+        if case.name in ROUND_TRIPS:
+            views = [(f"{case.name} median", lambda r: r), (f"{case.name} p99", _p99)]
+        for label, view in views:
+            ours = view(by.get((case.name, ours_impl)))
+            row = [label, case.unit, case.better, _figure(ours)]
+            for peer in peers:
+                other = view(by.get((case.name, peer)))
+                r = ratio(ours, other, case.higher_is_better)
+                row += [_figure(other), "-" if r is None else f"{r[0]:.3g} {'better' if r[1] else 'worse'}"]
+            rows.append(row)
     lines = columns(rows, 3)
     footer = []
+    if any(case.name in ROUND_TRIPS for case in cases):
+        footer.append("median, p99: of every round trip, each timed on its own (min and max are in the JSON)")
     if peers:
         footer.append(f"{ours_label}/peer: our figure divided by the peer's; 'better' when ours wins "
                       "(lower us/ms, higher GB/s, TFLOP/s, tokens/s, images/s)")
@@ -66,7 +79,8 @@ def table(records: Sequence[Record], notes: Sequence[str] = (), cases: Sequence[
 
 
 def write_json(records: Sequence[Record], path: str | Path) -> None:
-    """The records as a JSON list, each its ``to_json()`` ({"case", "impl", "value", "unit", "correct"}, and more)."""
+    """The records as a JSON list, each its ``to_json()`` ({"case", "impl", "value", "unit", "correct"}, and more:
+    a round-trip case's "min", "p99" and "max")."""
     Path(path).write_text(json.dumps([r.to_json() for r in records], indent=1) + "\n")
 
 
@@ -107,7 +121,8 @@ def plot(records: Sequence[Record], path: str | Path, title: str, cases: Sequenc
             ax.set_ylim(min(values) / 10, max(values) * 4)
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.set_title(f"{case.name}\n{case.unit}, {case.better} is better", fontsize=10)
+        median = " (median)" if case.name in ROUND_TRIPS else ""
+        ax.set_title(f"{case.name}\n{case.unit}{median}, {case.better} is better", fontsize=10)
         ax.tick_params(axis="x", labelsize=9)
         if not shown:
             ax.text(0.5, 0.5, "no figure", ha="center", va="center", transform=ax.transAxes)

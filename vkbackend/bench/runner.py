@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Sequence
 
 from ..config import VulkanConfig, validation_enabled
 from ..device import devices
@@ -11,20 +12,29 @@ from ..errors import BackendError
 from . import report
 from .cases import OurCases
 from .peers import NOTES, PEERS, run_peer
-from .spec import OURS, Record, Sizes
+from .spec import CASE_BY_NAME, CASES, OURS, Record, Sizes, select
 
 
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def run(device: int = 0, json_path: str | None = None, plot_path: str | None = None, quick: bool = False) -> int:
-    """Run every case on device ``device`` and on each importable peer; print the table; write the JSON and plot.
+def run(device: int = 0, json_path: str | None = None, plot_path: str | None = None, quick: bool = False,
+        cases: Sequence[str] | None = None) -> int:
+    """Run every case (or those named in ``cases``, see ``spec.select``) on device ``device`` and on each importable
+    peer; print the table; write the JSON and plot.
 
     Progress goes to stderr, the table to stdout. Returns 0 when every one of our cases ran and passed its
     correctness check (and, under ``VKBACKEND_VALIDATION=1``, the validation layer said nothing), 1 when not, 2 when
-    the device could not be opened.
+    the device could not be opened or a case name is unknown.
     """
+    try:
+        names = select(cases)
+    except ValueError as error:
+        print(f"vkbackend bench: {error}", file=sys.stderr)
+        return 2
+    only = None if len(names) == len(CASES) else names
+    shown = [CASE_BY_NAME[name] for name in names]
     sizes = Sizes.quick() if quick else Sizes.full()
     try:
         dev = devices(dataclasses.replace(VulkanConfig.from_env(), device_ids=[device]))[0]
@@ -32,18 +42,20 @@ def run(device: int = 0, json_path: str | None = None, plot_path: str | None = N
         print(f"vkbackend bench: cannot open device {device}: {error}", file=sys.stderr)
         return 2
     title = f"vkbackend bench on {dev.info.name} (device {device}){' --quick' if quick else ''}"
+    if only:
+        title += f" --cases {','.join(only)}"
     _log(f"{title}: {sizes.describe()}")
-    records: list[Record] = list(OurCases(dev, device, sizes).run(_log))
+    records: list[Record] = list(OurCases(dev, device, sizes).run(_log, only))
     for peer in PEERS:
-        records += run_peer(peer, sizes, dev.info.name, _log)
+        records += run_peer(peer, sizes, dev.info.name, _log, only)
     ran = {r.impl for r in records}
     print(f"{title}\n{sizes.describe()}\n")
-    print(report.table(records, [NOTES[peer] for peer in PEERS if peer in ran]))
+    print(report.table(records, [NOTES[peer] for peer in PEERS if peer in ran], shown))
     if json_path:
         report.write_json(records, json_path)
         _log(f"wrote {json_path}")
     if plot_path:
-        why_not = report.plot(records, plot_path, f"{title}\n{sizes.describe()}")
+        why_not = report.plot(records, plot_path, f"{title}\n{sizes.describe()}", shown)
         _log(why_not or f"wrote {plot_path}")
     ours = [r for r in records if r.impl == OURS]
     clean = True

@@ -1,4 +1,5 @@
-"""The one timing loop every case uses, ours and the peers' alike."""
+"""The timing loops every case uses, ours and the peers' alike: the best of a few samples, or (the round-trip
+cases) every one of many."""
 from __future__ import annotations
 
 import time
@@ -30,3 +31,17 @@ def best_of(sample: Callable[[], float], reps: int, warmup: int = 1,
         if i >= warmup:
             best = min(best, seconds)
     return best
+
+
+def round_trips(trip: Callable[[], object], count: int, warmup: int) -> list[float]:
+    """The microseconds of each of ``count`` calls of ``trip``, timed one by one (``perf_counter_ns`` around each),
+    after ``warmup`` untimed calls: the samples of a round-trip case, whose spread is the figure."""
+    clock = time.perf_counter_ns
+    for _ in range(warmup):
+        trip()
+    samples = []
+    for _ in range(count):
+        start = clock()
+        trip()
+        samples.append((clock() - start) / 1e3)
+    return samples

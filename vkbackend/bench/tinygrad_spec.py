@@ -108,13 +108,11 @@ class TgSizes:
 @dataclass
 class TgRecord(Record):
     """A figure of the tinygrad bench: ``value`` is the median over ``runs`` timed runs, with their min, p90 and max
-    (all in ``unit``), and the case's ``checksum``; ``kernel`` and ``index`` name one kernel of an ``mlp_kernel``
-    record (its place in the jitted step)."""
+    (all in ``unit``; ``min`` and ``max`` are Record's), and the case's ``checksum``; ``kernel`` and ``index`` name
+    one kernel of an ``mlp_kernel`` record (its place in the jitted step)."""
 
     checksum: float | None = None
-    min: float | None = None
     p90: float | None = None
-    max: float | None = None
     runs: int = 0
     kernel: str | None = None
     index: int | None = None
@@ -129,8 +127,8 @@ class TgRecord(Record):
         p90 = ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)]
         r4 = lambda v: float(f"{v:.4g}")  # noqa: E731 - 4 significant digits, as the other bench's records
         ok = check is None or math.isfinite(check)
-        return cls(case.name, impl, r4(statistics.median(ordered)), case.unit, ok, check, r4(ordered[0]), r4(p90),
-                   r4(ordered[-1]), len(ordered))
+        return cls(case.name, impl, r4(statistics.median(ordered)), case.unit, ok, check, min=r4(ordered[0]),
+                   p90=r4(p90), max=r4(ordered[-1]), runs=len(ordered))
 
     @classmethod
     def failed(cls, case: Case, impl: str, why: str) -> TgRecord:

@@ -1,17 +1,22 @@
-/* vulkan_ref: the launch and transfer cases of `python -m vkbackend bench`, written straight against Vulkan in C.
+/* vulkan_ref: the launch, round-trip and transfer cases of `python -m vkbackend bench`, written straight against
+ * Vulkan in C.
  *
  * It is the bench's "vulkan-c" peer: what a plain C program gets from the same driver for the same work, so that our
  * figures can be read against it. vulkan_ref.py builds it with $CC (or cc), compiles its two kernels (INC and
  * ADD_VEC4 of kernels.py, the ones our cases run) and writes the input arrays, then runs
  *
- *     vulkan_ref DIR DEVICE_NAME LAUNCHES BUFFERS SMALL_FLOATS ELEMS REPS KERNEL_REPS WARMUP_S
+ *     vulkan_ref DIR DEVICE_NAME LAUNCHES BUFFERS SMALL_FLOATS ELEMS REPS KERNEL_REPS WARMUP_S ROUNDTRIPS
+ *                ROUNDTRIP_WARMUP CASES
  *
- * DIR holds inc.spv, add.spv, a.f32 and b.f32 (ELEMS float32 each); the program writes DIR/c.f32, the result of
- * c = a + b as the download case brought it back. DEVICE_NAME picks the device of that name (else the first).
- * On stdout it prints JSON lines: {"info": ...}; {"arrays": N}, the floats per array it used (ELEMS, or fewer where
- * the device cannot bind that many); one {"case": ..., "seconds": ...} per case, the best of REPS samples after one
- * thrown away, with "correct" where the program checks the result itself; and under VKBACKEND_VALIDATION=1 one
- * {"validation": ...} per message of the Khronos validation layer. Errors go to stderr, with exit status 1.
+ * DIR holds inc.spv, add.spv, and (when an array case runs) a.f32 and b.f32 (ELEMS float32 each); the program writes
+ * DIR/c.f32, the result of c = a + b as the download case brought it back. DEVICE_NAME picks the device of that name
+ * (else the first). CASES is the comma-separated names of the cases to run. On stdout it prints JSON lines:
+ * {"info": ...}; {"arrays": N}, the floats per array it used (ELEMS, or fewer where the device cannot bind that
+ * many); one {"case": ..., "seconds": ...} per launch or array case, the best of REPS samples after one thrown away;
+ * one {"case": ..., "min_us": ..., "median_us": ..., "p99_us": ..., "max_us": ...} per round-trip case, over
+ * ROUNDTRIPS round trips timed one by one after ROUNDTRIP_WARMUP untimed ones; "correct" where the program checks
+ * the result itself; and under VKBACKEND_VALIDATION=1 one {"validation": ...} per message of the Khronos validation
+ * layer. Errors go to stderr, with exit status 1.
  *
  * The loader (libvulkan.so.1, or $VKBACKEND_VULKAN_LIBRARY) is opened with dlopen, so building needs only the
  * Vulkan headers. Buffers live in the memory type the backend picks for its own (memory.py); transfers go through
@@ -132,7 +137,7 @@ static double now(void) {
     X(vkCmdPushConstants) X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkCmdFillBuffer) X(vkCmdCopyBuffer)            \
     X(vkCmdResetQueryPool) X(vkCmdWriteTimestamp) X(vkCreateQueryPool) X(vkDestroyQueryPool)                        \
     X(vkGetQueryPoolResults) X(vkCreateFence) X(vkDestroyFence) X(vkResetFences) X(vkWaitForFences)                 \
-    X(vkQueueSubmit) X(vkDeviceWaitIdle)
+    X(vkQueueSubmit) X(vkQueueWaitIdle) X(vkDeviceWaitIdle)
 
 #define DECLARE(name) static PFN_##name name;
 static PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
@@ -498,10 +503,21 @@ static void download(const Buffer *staging, const Buffer *src, void *host, VkDev
 
 /* ----- the cases ----------------------------------------------------------------------------------------------- */
 typedef struct {
-    const char *dir, *device_name;
-    long launches, buffers, small_floats, elems, reps, kernel_reps;
+    const char *dir, *device_name, *cases;
+    long launches, buffers, small_floats, elems, reps, kernel_reps, roundtrips, roundtrip_warmup;
     double warmup_s;
 } Args;
+
+/* Whether `name` is one of the comma-separated names of CASES. */
+static int wants(const Args *args, const char *name) {
+    size_t length = strlen(name);
+    for (const char *at = args->cases; *at;) {
+        size_t token = strcspn(at, ",");
+        if (token == length && strncmp(at, name, length) == 0) return 1;
+        at += token + (at[token] == ',');
+    }
+    return 0;
+}
 
 /* The work groups of ADD_VEC4 over n4 vec4s: x up to the device's limit, y for the rest (kernels.add_grid). */
 static void add_grid(uint32_t n4, uint32_t *x, uint32_t *y) {
@@ -556,17 +572,22 @@ static void zero(Buffer *buffers, long count) {
     submit_and_wait();
 }
 
+/* Whether every float of `buffer` (SMALL_FLOATS of them) is `want`, read back through `staging`. */
+static int holds(const Buffer *buffer, float want, const Buffer *staging, const Args *args) {
+    float *host = malloc(args->small_floats * sizeof(float));
+    int right = host != NULL;
+    if (right) download(staging, buffer, host, args->small_floats * sizeof(float));
+    for (long j = 0; right && j < args->small_floats; j++) right = host[j] == want;
+    free(host);
+    return right;
+}
+
 /* Whether every float of buffer i holds its share of the launches (launches / count, one more for the first
  * launches % count buffers), read back through `staging`. */
 static int shares_are_right(Buffer *buffers, long count, const Buffer *staging, const Args *args) {
-    float *host = malloc(args->small_floats * sizeof(float));
-    int right = host != NULL;
-    for (long i = 0; right && i < count; i++) {
-        float want = (float)(args->launches / count + (i < args->launches % count));
-        download(staging, &buffers[i], host, args->small_floats * sizeof(float));
-        for (long j = 0; j < args->small_floats; j++) right &= host[j] == want;
-    }
-    free(host);
+    int right = 1;
+    for (long i = 0; right && i < count; i++)
+        right = holds(&buffers[i], (float)(args->launches / count + (i < args->launches % count)), staging, args);
     return right;
 }
 
@@ -589,6 +610,78 @@ static void launch_case(const char *name, const Kernel *inc, long count, const B
     emit_case(name, best, shares_are_right(buffers, count, staging, args));
     for (long i = 0; i < count; i++) buffer_free(&buffers[i]);
     free(buffers), free(sets);
+}
+
+/* ----- round trips: each timed on its own ----------------------------------------------------------------------- */
+typedef enum { SYNC_IDLE, LAUNCH_SYNC, READBACK_SMALL } Trip;
+
+/* One round trip, from the host back to the host. SYNC_IDLE: vkQueueWaitIdle with nothing queued, the wait a plain
+ * program has for "everything I submitted" (its last fence is already waited for and reset). LAUNCH_SYNC: one
+ * one-group INC dispatch on `buffer`, recorded into the command buffer, submitted with the fence, the fence waited
+ * for and reset. READBACK_SMALL: the same with a copy of the buffer's first float into `staging` after the dispatch,
+ * in the same command buffer; returns that float as the host reads it. */
+static float round_trip(Trip trip, const Kernel *inc, VkDescriptorSet set, const Buffer *buffer,
+                        const Buffer *staging, const Args *args) {
+    if (trip == SYNC_IDLE) {
+        CHECK(vkQueueWaitIdle(gpu.queue));
+        return 0;
+    }
+    begin();
+    kernel_use(inc, set, (uint32_t)args->small_floats);
+    vkCmdDispatch(gpu.cmd, 1, 1, 1);
+    if (trip == READBACK_SMALL) {
+        barrier(COMPUTE, VK_ACCESS_SHADER_WRITE_BIT, TRANSFER, VK_ACCESS_TRANSFER_READ_BIT);
+        VkBufferCopy region = {0, 0, sizeof(float)};
+        vkCmdCopyBuffer(gpu.cmd, buffer->buffer, staging->buffer, 1, &region);
+        barrier(TRANSFER, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    }
+    submit_and_wait();
+    float value = 0;
+    if (trip == READBACK_SMALL) memcpy(&value, staging->mapped, sizeof value);
+    return value;
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The p-th percentile of `count` sorted samples by nearest rank: the ceil(p count / 100)-th smallest, as the
+ * bench's spec.spread takes it. */
+static double percentile(const double *sorted, long count, long p) {
+    long rank = (p * count + 99) / 100;
+    return sorted[rank > 0 ? rank - 1 : 0];
+}
+
+/* sync_idle, launch_sync or readback_small: ROUNDTRIPS round trips timed one by one after ROUNDTRIP_WARMUP untimed
+ * ones, on a zeroed buffer of its own (which sync_idle leaves alone); the line gives their min, median, p99 and max
+ * in microseconds. Correct when the buffer counted every launch (launch_sync), when every read-back brought the count
+ * so far (readback_small); sync_idle's check is that every wait returned VK_SUCCESS (CHECK ends the program else). */
+static void round_trip_case(const char *name, Trip trip, const Kernel *inc, const Buffer *staging, const Args *args) {
+    long total = args->roundtrip_warmup + args->roundtrips;
+    double *samples = malloc(args->roundtrips * sizeof *samples);
+    if (!samples) die("out of host memory for %ld samples", args->roundtrips);
+    Buffer buffer = buffer_new(args->small_floats * sizeof(float), DEVICE_LOCAL);
+    Buffer *bound = &buffer;
+    VkDescriptorSet set = trip == SYNC_IDLE ? VK_NULL_HANDLE : kernel_bind(inc, &bound, 1);
+    zero(&buffer, 1);
+    int correct = 1;
+    for (long i = 0; i < total; i++) {
+        double start = now();
+        float value = round_trip(trip, inc, set, &buffer, staging, args);
+        double seconds = now() - start;
+        if (i >= args->roundtrip_warmup) samples[i - args->roundtrip_warmup] = seconds;
+        if (trip == READBACK_SMALL) correct &= value == (float)(i + 1);
+    }
+    if (trip == LAUNCH_SYNC) correct = holds(&buffer, (float)total, staging, args);
+    qsort(samples, args->roundtrips, sizeof *samples, by_value);
+    printf("{\"case\": \"%s\", \"min_us\": %.6g, \"median_us\": %.6g, \"p99_us\": %.6g, \"max_us\": %.6g, "
+           "\"correct\": %s}\n", name, samples[0] * 1e6, percentile(samples, args->roundtrips, 50) * 1e6,
+           percentile(samples, args->roundtrips, 99) * 1e6, samples[args->roundtrips - 1] * 1e6,
+           correct ? "true" : "false");
+    fflush(stdout);
+    buffer_free(&buffer);
+    free(samples);
 }
 
 /* One GPU time of c = a + b: two timestamps around one dispatch, as Device.launch_timed takes ours. */
@@ -673,13 +766,19 @@ static long positive(const char *text, const char *what) {
 }
 
 static Args parse_args(int argc, char **argv) {
-    if (argc != 10)
+    if (argc != 13)
         die("usage: vulkan_ref DIR DEVICE_NAME LAUNCHES BUFFERS SMALL_FLOATS ELEMS REPS KERNEL_REPS WARMUP_S "
-            "(vkbackend/bench/vulkan_ref.py runs it; the comment at the top of vulkan_ref.c says what each is)");
+            "ROUNDTRIPS ROUNDTRIP_WARMUP CASES (vkbackend/bench/vulkan_ref.py runs it; the comment at the top of "
+            "vulkan_ref.c says what each is)");
     Args args = {.dir = argv[1], .device_name = argv[2], .launches = positive(argv[3], "LAUNCHES"),
                  .buffers = positive(argv[4], "BUFFERS"), .small_floats = positive(argv[5], "SMALL_FLOATS"),
                  .elems = positive(argv[6], "ELEMS"), .reps = positive(argv[7], "REPS"),
-                 .kernel_reps = positive(argv[8], "KERNEL_REPS"), .warmup_s = atof(argv[9])};
+                 .kernel_reps = positive(argv[8], "KERNEL_REPS"), .warmup_s = atof(argv[9]),
+                 .roundtrips = positive(argv[10], "ROUNDTRIPS"), .cases = argv[12]};
+    char *end;
+    args.roundtrip_warmup = strtol(argv[11], &end, 10);
+    if (*end || args.roundtrip_warmup < 0)
+        die("ROUNDTRIP_WARMUP must be a non-negative integer, not '%s'", argv[11]);
     return args;
 }
 
@@ -689,7 +788,8 @@ int main(int argc, char **argv) {
     open_loader();
     open_instance(validation && *validation && strcmp(validation, "0") != 0);
     pick_physical_device(args.device_name);
-    open_device((uint32_t)args.buffers + 3); /* the independent launches' sets, the chain's, the warm-up's, add's */
+    /* the independent launches' sets, the chain's, launch_sync's, readback_small's, the warm-up's, add's */
+    open_device((uint32_t)args.buffers + 5);
     Kernel inc = kernel_new(args.dir, "inc.spv", 1), add = kernel_new(args.dir, "add.spv", 3);
     /* Arrays larger than the device can bind are shrunk to fit, in whole vec4s, as OurCases.add_bw does. */
     long bindable = (long)(gpu.properties.limits.maxStorageBufferRange / sizeof(float));
@@ -698,10 +798,13 @@ int main(int argc, char **argv) {
     printf("{\"arrays\": %ld}\n", n);
     warm_up(&add, n < WARM_FLOATS ? n : WARM_FLOATS, args.warmup_s);
     Buffer staging = buffer_new(args.small_floats * sizeof(float), STAGING);
-    launch_case("launch_chain", &inc, 1, &staging, &args);
-    launch_case("launch_independent", &inc, args.buffers, &staging, &args);
+    if (wants(&args, "launch_chain")) launch_case("launch_chain", &inc, 1, &staging, &args);
+    if (wants(&args, "launch_independent")) launch_case("launch_independent", &inc, args.buffers, &staging, &args);
+    if (wants(&args, "sync_idle")) round_trip_case("sync_idle", SYNC_IDLE, &inc, &staging, &args);
+    if (wants(&args, "launch_sync")) round_trip_case("launch_sync", LAUNCH_SYNC, &inc, &staging, &args);
+    if (wants(&args, "readback_small")) round_trip_case("readback_small", READBACK_SMALL, &inc, &staging, &args);
     buffer_free(&staging);
-    array_cases(&add, n, &args);
+    if (wants(&args, "add_bw") || wants(&args, "upload") || wants(&args, "download")) array_cases(&add, n, &args);
     kernel_free(&inc), kernel_free(&add);
     close_device();
     return 0;
