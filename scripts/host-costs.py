@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The host (CPU) cost of the paths tinygrad's step times run through, for the vkbackend tree given (default: this
 checkout), on the first Vulkan device: a JIT replay of a GPT-2-shaped decode step (``VKGraph.__call__`` per token), a
-read-back of 8 bytes (``pool_to_host``) and allocate + release of 4 KiB, each timed in ``--repeat`` repetitions
+read-back of 8 bytes (``pool_to_host``), allocate + release of 4 KiB and 10,000 tiny launches then a sync (dependent,
+and round robin over 64 buffers), each timed in ``--repeat`` repetitions
 (min / median / max of the repetitions); and three round trips through the public API, each timed one by one
 ``--round-trips`` times (min / median / p99 / max): ``sync_idle`` (a sync with nothing queued), ``launch_sync`` (one
 tiny launch, then a sync) and ``readback_small`` (one tiny launch, then a 4-byte read-back). One JSON line per path
@@ -20,6 +21,14 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
+
+INC = """
+#version 450
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) buffer Y { float y[]; };
+void main() { y[gl_GlobalInvocationID.x] += 1.0; }
+"""
 
 
 def _summary(samples: list[float], p99: bool = False) -> dict[str, float]:
@@ -63,12 +72,7 @@ def round_trips(dev, count: int) -> dict[str, list[float]]:
     import numpy as np
     import vkbackend
     pool = dev.memory_pool
-    prog = dev.compile(vkbackend.compile_glsl("""
-#version 450
-layout(local_size_x = 64) in;
-layout(std430, binding = 0) buffer Y { float y[]; };
-void main() { y[gl_GlobalInvocationID.x] += 1.0; }
-"""))
+    prog = dev.compile(vkbackend.compile_glsl(INC))
     buf = pool.allocate(256)
     pool.host_to_pool(np.zeros(64, np.float32), buf)
     word = np.empty(1, np.float32)
@@ -99,6 +103,33 @@ void main() { y[gl_GlobalInvocationID.x] += 1.0; }
     if word[0] != expected:
         sys.exit(f"round trips: the buffer holds {word[0]}, expected {expected}")
     pool.release(buf)
+    return out
+
+
+def launches(dev, repeat: int, n: int = 10000) -> dict[str, list[float]]:
+    """Microseconds per launch of ``n`` tiny launches then one sync: dependent (one buffer) and independent (64
+    buffers round robin), as ``bench``'s launch_chain and launch_independent."""
+    import numpy as np
+    import vkbackend
+    pool = dev.memory_pool
+    prog = dev.compile(vkbackend.compile_glsl(INC))
+    bufs = [pool.allocate(256) for _ in range(64)]
+    for buf in bufs:
+        pool.host_to_pool(np.zeros(64, np.float32), buf)
+    launch, grid = dev.launch, (1, 1, 1)
+    out = {}
+    for name, bound in (("launch_chain_us", [[bufs[0]]]), ("launch_independent_us", [[b] for b in bufs])):
+        samples = []
+        for i in range(repeat + 1):
+            t = time.perf_counter()
+            for j in range(n):
+                launch(prog, bound[j % len(bound)], (), grid)
+            dev.sync()
+            if i:
+                samples.append((time.perf_counter() - t) / n * 1e6)
+        out[name] = samples
+    for buf in bufs:
+        pool.release(buf)
     return out
 
 
@@ -157,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     dev = vkbackend.devices()[0]
     results = round_trips(dev, args.round_trips)
     if not args.only_round_trips:
+        results.update(launches(dev, args.repeat))
         results["alloc_release_us"] = alloc_release(dev.memory_pool, args.repeat)
         results["read_back_us"] = read_back(dev.memory_pool, args.repeat)
         try:

@@ -321,19 +321,20 @@ class BatchSubmitter:
                 self._fence_failed(result, "vkGetFenceStatus")
                 return
 
-    def wait_oldest(self, timeout_ns: int) -> int:
+    def wait_oldest(self, timeout_ns: int, kicked: bool = False) -> int:
         """Wait up to ``timeout_ns`` for the oldest batch (GIL released); the wait's VkResult (0: it completed).
+        With ``kicked`` it also ends (VK_NOT_READY) once something is queued for the worker (``progress.kick``).
 
         The wait polls in C (csrc/fence.c): a blocking vkWaitForFences can oversleep by milliseconds. It spins for
         longer while a caller waits at a sync point."""
         lib = self.ctx.lib
         batch = self._in_flight[0]
-        result = lib.vkb_wait_fence(self.ctx.device, batch.fence, timeout_ns, self.progress)
+        result = lib.vkb_wait_fence(self.ctx.device, batch.fence, timeout_ns, self.progress, kicked)
         if result == 0:
             self._complete(batch)
             self.reap()
             return 0
-        if result != lib.VK_TIMEOUT:
+        if result not in (lib.VK_TIMEOUT, lib.VK_NOT_READY):
             self._fence_failed(result, "vkWaitForFences")
         return result
 

@@ -32,6 +32,7 @@ __all__ = ["Worker"]
 
 _COPY, _DEFER, _CALL, _MARK, _STOP = range(5)
 MIN_QUEUED_WINDOW = 256       # launches worth a submit while another batch runs
+_HOLD_SMALL = __import__("os").environ.get("VKBACKEND_EARLY_SUBMIT") == "0"  # TEMPORARY: the previous rule, to measure
 MAX_EARLY_IN_FLIGHT = 2       # an early submit (before the GPU is idle) queues at most this many batches
 BUSY_POLL_NS = 200_000        # while the GPU runs and callers feed us: how long one fence wait may block
 FREE_FLUSH_BYTES = 64 << 20   # released memory a window may hold back before it is submitted
@@ -61,6 +62,7 @@ class Worker:
         self._submitter = submitter
         self.queue: deque = deque()
         self.wake = Signal()
+        self._kick = ctx.ffi.cast("uint32_t*", ctx.ffi.addressof(submitter.progress, "kick"))
         self.idle = False           # asleep with nothing queued, recorded or running; the waker clears it
         self.queue_high, self.queue_low = QUEUE_HIGH, QUEUE_LOW
         self.throttled = False      # launching threads wait (admit) until the queue is down to queue_low
@@ -76,6 +78,7 @@ class Worker:
     def put(self, item) -> None:
         """Queue an item and wake the worker if it sleeps."""
         self.queue.append(item)
+        self._kick[0] = 1  # a worker waiting on the GPU looks at the queue now (csrc/fence.c)
         if self.idle:  # the waker clears idle, so a burst of callers sets the signal once
             self.wake_up()
 
@@ -236,8 +239,9 @@ class Worker:
 
     # ----- the thread ---------------------------------------------------------------------------------------------
     def _run(self) -> None:
-        q, sub = self.queue, self._submitter
+        q, sub, kick = self.queue, self._submitter, self._kick
         while True:
+            kick[0] = 0  # before the queue is looked at: a later put sets it again and ends the next fence wait
             if q:
                 try:
                     while q:
@@ -255,16 +259,17 @@ class Worker:
             try:
                 sub.reap()
                 if sub.pending:
-                    # Submit at once when the GPU is idle (a lone launch starts now); while it is busy, keep one more
-                    # batch queued behind the running one once the window is worth a submit, so the GPU never waits
-                    # for us to notice its fence and record the next window.
-                    if not sub.in_flight or (sub.in_flight < MAX_EARLY_IN_FLIGHT and sub.window_records >= MIN_QUEUED_WINDOW):
-                        sub.submit()
-                    else:
-                        sub.wait_oldest(BUSY_POLL_NS)
+                    # The queue has run dry: submit at once when the GPU is idle (a lone launch starts now), and while
+                    # it is busy keep up to MAX_EARLY_IN_FLIGHT batches queued behind the running one, so the GPU never
+                    # waits for us to notice its fence and record the next window. Past that the window grows.
+                    if sub.in_flight < MAX_EARLY_IN_FLIGHT or (_HOLD_SMALL and not sub.in_flight):
+                        if not _HOLD_SMALL or not sub.in_flight or sub.window_records >= MIN_QUEUED_WINDOW:
+                            sub.submit()
+                            continue
+                    sub.wait_oldest(BUSY_POLL_NS, kicked=not _HOLD_SMALL)
                     continue
                 if sub.in_flight:
-                    sub.wait_oldest(IDLE_WAIT_NS)
+                    sub.wait_oldest(IDLE_WAIT_NS, kicked=not _HOLD_SMALL)
                     continue
             except Exception as error:
                 log.exception("vkbackend worker error")

@@ -47,12 +47,13 @@ static int vkb_pause(uint64_t waited, uint64_t timeout_ns, uint64_t spin_ns) {
     return 0;
 }
 
-VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress) {
+VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress, int kicked) {
     vkb_lower_timer_slack();
     uint64_t start = vkb_now_ns();
     for (;;) {
         VkResult r = vkWaitForFences(device, 1, &fence, VK_TRUE, 0);
         if (r != VK_TIMEOUT) return r;
+        if (kicked && __atomic_load_n(&progress->kick, __ATOMIC_ACQUIRE)) return VK_NOT_READY;
         int waited_on = __atomic_load_n(&progress->waiters, __ATOMIC_RELAXED) != 0;
         if (vkb_pause(vkb_now_ns() - start, timeout_ns, waited_on ? progress->spin_ns : VKB_SPIN_NS)) return VK_TIMEOUT;
     }

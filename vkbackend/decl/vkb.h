@@ -42,8 +42,10 @@ typedef struct {
     uint32_t waiters;     /* callers inside vkb_wait_completed */
     uint64_t wanted;      /* the target of the caller that began waiting last */
     uint64_t spin_ns;     /* how long a waited-on wait spins before it sleeps in slices */
+    uint32_t kick;        /* set by a thread that queued an item for the worker */
 } vkb_progress;
-VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress);
+/* With `kicked`, the fence wait also returns (VK_NOT_READY) once progress->kick is set: the worker has work queued. */
+VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress, int kicked);
 int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t timeout_ns);
 void vkb_publish_target(uint64_t *target, uint64_t serial);
 void vkb_publish_completed(vkb_progress *progress, uint64_t serial);

@@ -1,0 +1,124 @@
+"""The path of a sync point: what a sync with nothing to wait for does, what a waited sync leaves settled, and the
+trace that ``VKBACKEND_TRACE`` writes of it (with ``scripts/trace-summary.py``'s reading)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import vkbackend
+from _reliability import AFFINE, groups, run_isolated
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def wait_until_idle(device, timeout_s: float = 10.0) -> None:
+    worker = device._worker
+    deadline = time.monotonic() + timeout_s
+    while not (worker.idle and not worker.queue):
+        assert time.monotonic() < deadline, "the worker did not go idle"
+        time.sleep(0.001)
+
+
+def test_a_sync_with_nothing_queued_queues_nothing(device, monkeypatch):
+    """With nothing queued and the worker asleep, a sync returns without handing anything to the worker."""
+    device.sync()
+    wait_until_idle(device)
+    queued = []
+    put = device._worker.put
+
+    def recording_put(item) -> None:
+        queued.append(item)
+        put(item)
+    monkeypatch.setattr(device._worker, "put", recording_put)
+    for _ in range(100):
+        device.sync()
+    assert queued == []
+
+
+def test_a_sync_after_a_launch_waits_for_it(device, pool):
+    """The round trip the fast path must not shortcut: a launch, then a sync, then the result is there."""
+    prog = device.compile(vkbackend.compile_glsl(AFFINE))
+    buf = pool.allocate(256 * 4)
+    try:
+        pool.host_to_pool(np.zeros(256, np.uint32), buf)
+        out = np.empty(256, np.uint32)
+        for i in range(1, 51):
+            device.launch(prog, [buf], [256, 1, 1], groups(256))
+            device.sync()
+            pool.pool_to_host(buf, out)
+            assert (out == i).all(), (i, out[:4])
+    finally:
+        pool.release(buf)
+
+
+def test_a_sync_leaves_released_memory_freed(device, pool):
+    """After a sync, releases queued behind GPU work have run: the pool holds no buffer it was given back."""
+    prog = device.compile(vkbackend.compile_glsl(AFFINE))
+    device.sync()
+    before = pool.stats()["live_buffers"]
+    for _ in range(20):
+        buf = pool.allocate(1 << 16)
+        device.launch(prog, [buf], [1 << 14, 3, 1], groups(1 << 14))
+        pool.release(buf)  # freed once the launch has completed
+    device.sync()
+    assert pool.stats()["live_buffers"] == before
+
+
+TRACED = """
+prog = vkbackend.compile_glsl(AFFINE)
+dev = vkbackend.devices()[0]
+p = dev.compile(prog)
+pool = dev.memory_pool
+buf = pool.allocate(1024)
+pool.host_to_pool(np.zeros(256, np.uint32), buf)
+out = np.empty(256, np.uint32)
+for i in range(20):
+    dev.launch(p, [buf], [256, 1, 1], groups(256))
+    dev.sync()
+    dev.launch(p, [buf], [256, 1, 1], groups(256))
+    pool.pool_to_host(buf, out)
+result["value"] = int(out[0])
+result["calibrated"] = "VK_EXT_calibrated_timestamps" in dev.info.extensions
+pool.release(buf)
+dev.close()
+"""
+
+
+def test_trace_records_every_sync_point(tmp_path):
+    """VKBACKEND_TRACE=FILE writes Chrome trace JSON of the caller's, the worker's and (with calibrated timestamps)
+    the GPU's events, and trace-summary breaks each sync point down."""
+    path = tmp_path / "trace.json"
+    result = run_isolated(TRACED, env={"VKBACKEND_TRACE": str(path)})
+    assert result["value"] == 40 and result["validation"] == ""
+    events = json.loads(path.read_text())["traceEvents"]
+    names = [e["name"] for e in events]
+    for name in ("sync", "sync_done", "readback", "readback_ready", "readback_done", "submit", "submitted", "publish",
+                 "complete"):
+        assert name in names, name
+    # a read-back always waits (for its copy); a sync right after a launch all but always (the worker could, in
+    # principle, finish the launch before the caller looks)
+    assert names.count("readback") == 20 and names.count("sync") == 20 and names.count("publish") >= 20
+    if result["calibrated"]:
+        starts = [e for e in events if e["name"] == "gpu_start"]
+        ends = [e for e in events if e["name"] == "gpu_end"]
+        assert starts and len(starts) == len(ends) == names.count("complete")
+        assert {e["tid"] for e in starts} == {"GPU"}
+    summary = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "trace-summary.py"), str(path), "--json"],
+                             capture_output=True, text=True, timeout=60)
+    assert summary.returncode == 0, summary.stderr
+    lines = summary.stdout.splitlines()
+    waited, idle = (int(n) for n in re.findall(r"(\d+) sync points waited for the GPU, (\d+) found nothing", lines[0])[0])
+    assert waited + idle == 40 and waited >= 20, lines[0]
+    rows = {row["phase"]: row for row in map(json.loads, lines[1:])}
+    assert rows["total"]["count"] == waited
+    assert rows["total"]["min"] <= rows["total"]["median"] <= rows["total"]["p99"] <= rows["total"]["max"]
+
+
+def test_tracing_is_off_unless_asked():
+    from vkbackend import trace
+    assert trace.enabled is bool(os.environ.get("VKBACKEND_TRACE"))
