@@ -136,10 +136,6 @@ class BatchSubmitter:
         return bool(self._records or self._callbacks)
 
     @property
-    def window_records(self) -> int:
-        return len(self._records)
-
-    @property
     def in_flight(self) -> int:
         """How many submitted batches have not completed."""
         return len(self._in_flight)

@@ -31,9 +31,7 @@ log = logging.getLogger("vkbackend")
 __all__ = ["Worker"]
 
 _COPY, _DEFER, _CALL, _MARK, _STOP = range(5)
-MIN_QUEUED_WINDOW = 256       # launches worth a submit while another batch runs
-_HOLD_SMALL = __import__("os").environ.get("VKBACKEND_EARLY_SUBMIT") == "0"  # TEMPORARY: the previous rule, to measure
-MAX_EARLY_IN_FLIGHT = 2       # an early submit (before the GPU is idle) queues at most this many batches
+MAX_EARLY_IN_FLIGHT = 2       # while the GPU is busy, the worker queues at most this many batches behind it
 BUSY_POLL_NS = 200_000        # while the GPU runs and callers feed us: how long one fence wait may block
 FREE_FLUSH_BYTES = 64 << 20   # released memory a window may hold back before it is submitted
 IDLE_WAIT_NS = 1_000_000      # nothing queued but batches in flight: the longest a new item waits for us
@@ -262,14 +260,13 @@ class Worker:
                     # The queue has run dry: submit at once when the GPU is idle (a lone launch starts now), and while
                     # it is busy keep up to MAX_EARLY_IN_FLIGHT batches queued behind the running one, so the GPU never
                     # waits for us to notice its fence and record the next window. Past that the window grows.
-                    if sub.in_flight < MAX_EARLY_IN_FLIGHT or (_HOLD_SMALL and not sub.in_flight):
-                        if not _HOLD_SMALL or not sub.in_flight or sub.window_records >= MIN_QUEUED_WINDOW:
-                            sub.submit()
-                            continue
-                    sub.wait_oldest(BUSY_POLL_NS, kicked=not _HOLD_SMALL)
+                    if sub.in_flight < MAX_EARLY_IN_FLIGHT:
+                        sub.submit()
+                    else:
+                        sub.wait_oldest(BUSY_POLL_NS, kicked=True)
                     continue
                 if sub.in_flight:
-                    sub.wait_oldest(IDLE_WAIT_NS, kicked=not _HOLD_SMALL)
+                    sub.wait_oldest(IDLE_WAIT_NS, kicked=True)
                     continue
             except Exception as error:
                 log.exception("vkbackend worker error")
