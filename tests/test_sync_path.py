@@ -122,3 +122,24 @@ def test_trace_records_every_sync_point(tmp_path):
 def test_tracing_is_off_unless_asked():
     from vkbackend import trace
     assert trace.enabled is bool(os.environ.get("VKBACKEND_TRACE"))
+
+
+SWITCH = """
+before = sys.getswitchinterval()
+dev = vkbackend.devices()[0]
+result["open"] = sys.getswitchinterval()
+dev.close()
+result["restored"] = sys.getswitchinterval() == before
+dev = vkbackend.devices()[0]
+sys.setswitchinterval(0.001)  # the program's own choice, while a device is open: kept at close
+dev.close()
+result["kept"] = sys.getswitchinterval()
+"""
+
+
+def test_the_last_close_restores_the_switch_interval():
+    """Opening a device lowers the interpreter's GIL switch interval; closing the last one gives the previous value
+    back, unless the program set its own meanwhile."""
+    result = run_isolated(SWITCH, env={"VKBACKEND_SWITCH_INTERVAL_S": "0.0002"})
+    assert abs(result["open"] - 0.0002) < 1e-6 and result["restored"] and abs(result["kept"] - 0.001) < 1e-6
+    assert result["validation"] == ""

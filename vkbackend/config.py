@@ -21,10 +21,11 @@ class VulkanConfig:
     device has it (off forces the descriptor-pool path). ``window_launches``: launches recorded into one command
     buffer at most. ``staging_buffer_bytes``/``staging_buffers``: the size and number of the staging buffers that
     transfers stream through (0 bytes: 32 MiB on a GPU, 8 MiB elsewhere). ``sync_timeout_s``: the
-    deadline of every wait on the GPU (``VKBACKEND_SYNC_TIMEOUT_S``, default 300). ``switch_interval_s``: the
-    interpreter's GIL switch interval is lowered to this when a device opens (``VKBACKEND_SWITCH_INTERVAL_S``,
-    default 0.0002; 0 leaves it alone), because the worker must win the GIL back after every wait on the GPU while the
-    caller's thread is busy launching, and at Python's default of 5 ms the GPU sits idle meanwhile.
+    deadline of every wait on the GPU (``VKBACKEND_SYNC_TIMEOUT_S``, default 300). ``switch_interval_s``: while a
+    device is open the interpreter's GIL switch interval is lowered to this (``VKBACKEND_SWITCH_INTERVAL_S``, default
+    0.0002; 0 leaves it alone), because the worker must win the GIL back after every wait on the GPU while the
+    caller's thread is busy launching, and at Python's default of 5 ms the GPU sits idle meanwhile; the last device's
+    ``close`` restores the interval it had before, unless the program has set another one meanwhile.
 
     Every field is checked when the config is made (and the environment variables when a device opens), so a bad
     setting is a ``BackendError(InvalidArgument)`` naming it, never a device that fails later.

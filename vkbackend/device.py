@@ -64,8 +64,6 @@ class Device:
         ffi, lib = vulkan()
         timeout_s = config.resolved_sync_timeout_s()  # settings first: a bad one fails before anything is made
         interval = config.resolved_switch_interval_s()
-        if 0 < interval < sys.getswitchinterval():  # only ever lowered: see VulkanConfig.switch_interval_s
-            sys.setswitchinterval(interval)
         handles = create_device(physical, config)
         slots = lib.vkb_slots_new()
         self._ctx = ctx = DeviceContext(ffi, lib, handles, config, slots, timeout_s)
@@ -97,6 +95,7 @@ class Device:
         self._slot_of = self._pool.slot_of
         self._queue = self._worker.queue
         self._max_grid = handles.info.max_global_work_dims
+        _lower_switch_interval(interval)
         log.debug("device %d ready: %s", self.index, handles.info.name)
 
     def __repr__(self) -> str:
@@ -361,12 +360,16 @@ class Device:
             ctx.slots = ffi.NULL
 
     def _forget(self) -> None:
-        """Leave the registries of open devices, so that devices() opens a new one."""
+        """Leave the registries of open devices, so that devices() opens a new one; the last to leave gives the
+        interpreter its switch interval back."""
         instance = Instance._current
         if instance is not None and self in instance.devices:
             instance.devices.remove(self)
-        if _open_devices.get(self.index) is self:
-            del _open_devices[self.index]
+        with _open_lock:
+            if _open_devices.get(self.index) is self:
+                del _open_devices[self.index]
+            if not _open_devices:
+                _restore_switch_interval()
 
 
 def _is_sequence(value) -> bool:
@@ -394,6 +397,31 @@ def _has(mapping, key) -> bool:
 
 _open_devices: dict[int, Device] = {}
 _open_lock = threading.Lock()
+# (the interpreter's switch interval before the first open device lowered it, the interval it was lowered to)
+_switch_interval: tuple[float, float] | None = None
+
+
+def _lower_switch_interval(interval: float) -> None:
+    """While a device is open the interpreter's GIL switch interval is at most ``interval`` (0: left alone): the
+    worker must win the GIL back after every wait on the GPU while the caller's thread runs Python (docs/performance.md).
+    The interval before is kept, for the last device's close to restore."""
+    global _switch_interval
+    current = sys.getswitchinterval()
+    if 0 < interval < current:
+        sys.setswitchinterval(interval)
+        if _switch_interval is None:  # what the interpreter reports back (it keeps whole microseconds)
+            _switch_interval = (current, sys.getswitchinterval())
+
+
+def _restore_switch_interval() -> None:
+    """The last open device has closed: give the interpreter back the switch interval it had before the first device
+    lowered it, unless the program has set another one meanwhile."""
+    global _switch_interval
+    if _switch_interval is not None:
+        before, lowered = _switch_interval
+        _switch_interval = None
+        if sys.getswitchinterval() == lowered:
+            sys.setswitchinterval(before)
 
 
 def devices(config: VulkanConfig | None = None) -> list[Device]:
