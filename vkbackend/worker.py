@@ -1,9 +1,14 @@
-"""Worker: the per-device thread, the only code that records, submits and waits for that device.
+"""Worker: the per-device thread, the only code that records, submits and waits on fences for that device.
 
 Callers append to a deque (thread-safe without a lock): launch records as ``bytes`` (the fast path), everything else
-as small tuples. The worker moves launch records in bulk into the submitter's window and submits when the window is
-full, when a sync point or a copy someone waits on needs it, and when its queue runs empty while the GPU is idle, so
-a lone launch starts at once. Every wait happens inside a C call or on a lock, with the GIL released.
+as small tuples (``put``, which also ends the worker's wait on a fence). The worker moves launch records in bulk into
+the submitter's window and submits when the window is full, when a sync point or a copy someone waits on needs it,
+and whenever its queue runs dry while fewer than MAX_EARLY_IN_FLIGHT batches run, so a lone launch starts at once and
+the GPU finds the next batch queued. Every wait happens inside a C call or on a lock, with the GIL released.
+
+A sync point does not wait for the worker to hand it a result: the worker publishes in memory the serial the caller
+needs and, after each batch's completions, the serial it has completed, and the caller waits for them in C
+(``wait_serial``, csrc/fence.c).
 
 Back-pressure is the worker's too. A full window is submitted only while fewer than MAX_IN_FLIGHT batches run,
 which bounds the driver's command memory; the records meanwhile wait in the queue, and past QUEUE_HIGH of them
