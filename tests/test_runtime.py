@@ -89,6 +89,7 @@ def vulkaninfo(tmp_path_factory):
     out = tmp_path_factory.mktemp("vi") / "vi.json"
     env = {**os.environ, "XDG_RUNTIME_DIR": str(out.parent)}
     env.pop("VK_LAYER_ENABLES", None)
+    env.pop("VK_LAYER_VALIDATE_SYNC", None)
     subprocess.run(["vulkaninfo", "--json=0", "-o", str(out)], capture_output=True, env=env, timeout=120)
     if not out.exists():
         pytest.skip("vulkaninfo --json produced nothing")
@@ -186,3 +187,17 @@ def test_info_cli_lists_the_device(device):
     assert result.returncode == 0, result.stderr
     assert device.info.name in result.stdout
     assert "heap 0" in result.stdout and "dtypes:" in result.stdout
+
+
+def test_validation_messages_drop_only_the_known_driver_message():
+    """The NVIDIA driver's stack message is dropped by its exact text, in either layout of the layer; anything else,
+    the same text with more after it included, is kept."""
+    from vkbackend.discovery import KNOWN_DRIVER_MESSAGES, _drop_known
+    known = KNOWN_DRIVER_MESSAGES[0]
+    kept = ("[error] Validation Error: [ VUID-x ] Object 0: handle = 0x1 | MessageID = 0x2 | a real problem\n"
+            "on two lines\n"
+            f"[error] {known} and more\n")
+    text = (f"[warning] {known}\n" + kept[:kept.index("[error] vkGet")]
+            + f"[warning] Validation Warning: [ Loader ] | MessageID = 0x3 | {known}\n" + kept[kept.index("[error] vkGet"):])
+    assert _drop_known(text) == kept
+    assert _drop_known("") == ""
