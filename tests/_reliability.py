@@ -12,6 +12,8 @@ import subprocess
 import sys
 import textwrap
 
+from vkbackend import compile_glsl
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FULL = os.environ.get("VKBACKEND_FULL", "") not in ("", "0")
 
@@ -58,8 +60,9 @@ layout(std430, set = 0, binding = 0) writeonly buffer A { uint a[]; };
 void main() { uint i = gl_GlobalInvocationID.x; if (i < count) a[first + i] = value; }
 """
 
-# Busy work: each invocation runs `inner` steps of an LCG (lavapipe caps one loop at 65,535 iterations, so length comes
-# from the grid: about 0.4 ms per work group on lavapipe).
+# Busy work: each invocation runs `inner` steps of an LCG. How long a launch runs depends on the device (0.4 ms per
+# work group on lavapipe, whose loops stop after 65,535 iterations per invocation; a GPU runs thousands of work groups
+# at once): spin_grid measures it and picks the grid for a given time.
 SPIN = """#version 450
 layout(local_size_x = 1) in;
 layout(push_constant) uniform P { uint inner; };
@@ -70,6 +73,45 @@ void main() {
     a[g & 255u] += acc;
 }
 """
+SPIN_INNER = 60000  # the push constant spin_grids measures with: within lavapipe's loop limit
+
+
+def spin_grids(dev, *seconds: float) -> list[tuple[int, int, int]]:
+    """For each of ``seconds``, the grid of one launch of SPIN (with ``[SPIN_INNER]``) that keeps ``dev`` busy for
+    about that long.
+
+    Measured on the device rather than assumed: the grid doubles from one work group until a launch takes 0.1 s, and
+    the time is then scaled linearly (past what the device runs at once, a launch's time grows with its work groups).
+    The measurement shares the machine with whatever else runs, so callers leave a wide margin either way. Scenarios
+    that run in a child process with a short sync deadline measure here, on the test's device, and hand the grids over
+    in the environment (``SPIN_GRIDS``, JSON).
+    """
+    import time
+    prog = dev.compile(compile_glsl(SPIN))
+    buf = dev.memory_pool.allocate(1024)
+    try:
+        groups = 1
+        while True:
+            started = time.perf_counter()
+            dev.launch(prog, [buf], [SPIN_INNER], _spread(dev, groups))
+            dev.sync()
+            took = time.perf_counter() - started
+            if took >= 0.1:
+                return [_spread(dev, max(1, round(groups * s / took))) for s in seconds]
+            groups *= 2 if took >= 0.01 else 8
+    finally:
+        dev.memory_pool.release(buf)
+        dev.release_program(prog)
+
+
+def _spread(dev, groups: int) -> tuple[int, int, int]:
+    """``groups`` work groups (rounded up) as a grid within the device's per-axis limits."""
+    x = min(groups, dev.info.max_global_work_dims[0], 65535)
+    y = -(-groups // x)
+    if y > dev.info.max_global_work_dims[1]:
+        raise ValueError(f"{groups} work groups do not fit the grid limits of {dev.info.name}")
+    return (x, y, 1)
+
 
 M32 = 0xFFFFFFFF
 
@@ -87,7 +129,7 @@ import numpy as np
 import vkbackend
 from vkbackend import discovery, testing
 from vkbackend.errors import BackendError, ErrorStatus
-from _reliability import AFFINE, MAP, MIX, FILL, SCRIBBLE, SPIN, groups
+from _reliability import AFFINE, MAP, MIX, FILL, SCRIBBLE, SPIN, SPIN_INNER, groups, spin_grids
 result = {{}}
 
 def outcome(fn, *args):

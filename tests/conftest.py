@@ -7,15 +7,46 @@ import tempfile
 
 import pytest
 
-# Before vkbackend creates its instance. VKBACKEND_TEST_NO_VALIDATION=1 runs without the layer (e.g. on a GPU box
-# that has no validation layer installed); the README's test command never sets it.
+import vkbackend
+from vkbackend.errors import BackendError, ErrorStatus
+
+# The first layer version that warns (VALIDATION-SETTINGS) about VK_LAYER_ENABLES, and takes VK_LAYER_VALIDATE_SYNC=1
+# instead (the layer's docs/updating_from_VK_EXT_validation_features.md). Older layers, such as Debian 12's 1.3.239,
+# know only VK_LAYER_ENABLES.
+NEW_LAYER_SETTINGS = (1, 4, 335)
+
+
+def validation_layer_version() -> tuple[int, int, int] | None:
+    """The Khronos validation layer's version, as the loader lists it (no instance is created); None without one."""
+    from vkbackend._ffi import vulkan
+    from vkbackend.discovery import VALIDATION_LAYER, _enumerate
+    try:
+        ffi, lib = vulkan()
+        layers = _enumerate(lib.vkEnumerateInstanceLayerProperties, "VkLayerProperties")
+    except BackendError:
+        return None
+    for layer in layers:
+        if ffi.string(layer.layerName).decode() == VALIDATION_LAYER:
+            v = layer.specVersion
+            return (v >> 22) & 0x7F, (v >> 12) & 0x3FF, v & 0xFFF
+    return None
+
+
+def sync_validation_settings(version: tuple[int, int, int] | None) -> dict[str, str]:
+    """The environment that turns on synchronization validation in the validation layer of ``version``."""
+    if version is not None and version >= NEW_LAYER_SETTINGS:
+        return {"VK_LAYER_VALIDATE_SYNC": "1"}
+    return {"VK_LAYER_ENABLES": "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT"}
+
+
+# Before vkbackend creates its instance (child processes inherit it). VKBACKEND_TEST_NO_VALIDATION=1 runs without the
+# layer (e.g. on a GPU box that has no validation layer installed); the README's test command never sets it. A
+# synchronization setting already in the environment is left as it is.
 if os.environ.get("VKBACKEND_TEST_NO_VALIDATION", "") in ("", "0"):
     os.environ.setdefault("VKBACKEND_VALIDATION", "1")
-    os.environ.setdefault("VK_LAYER_ENABLES", "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT")
+    if not {"VK_LAYER_ENABLES", "VK_LAYER_VALIDATE_SYNC"} & set(os.environ):
+        os.environ.update(sync_validation_settings(validation_layer_version()))
 os.environ.setdefault("VKBACKEND_CACHE_DIR", tempfile.mkdtemp(prefix="vkbackend-test-cache-"))
-
-import vkbackend  # noqa: E402
-from vkbackend.errors import BackendError, ErrorStatus  # noqa: E402
 
 KERNELS = os.path.join(os.path.dirname(__file__), "kernels")
 

@@ -8,6 +8,7 @@ stayed silent and that every Vulkan object was destroyed by close().
 """
 from __future__ import annotations
 
+import json
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ import vkbackend
 from vkbackend import testing
 from vkbackend.errors import BackendError, ErrorStatus
 
-from _reliability import AFFINE, MAP, SPIN, groups, run_isolated
+from _reliability import AFFINE, MAP, SPIN, groups, run_isolated, spin_grids
 
 N = 256  # uints per test buffer
 
@@ -227,7 +228,7 @@ other = pool.allocate(1024)
 pool.host_to_pool(np.zeros(256, np.uint32), busy)
 dev.sync()
 before = dev.stats()["batches"]
-dev.launch(spin, [busy], [60000], (1500, 1, 1))  # about half a second on lavapipe
+dev.launch(spin, [busy], [SPIN_INNER], json.loads(os.environ["SPIN_GRIDS"])[0])  # about half a second
 deadline = time.monotonic() + 10
 while dev.stats()["batches"] == before and time.monotonic() < deadline:  # until the worker has submitted it
     time.sleep(0.001)
@@ -242,10 +243,10 @@ result["live_end"] = live()
 """
 
 
-def test_failed_submit_keeps_released_buffers_until_the_gpu_is_done():
+def test_failed_submit_keeps_released_buffers_until_the_gpu_is_done(device):
     """A buffer released while an earlier batch still uses it must outlive that batch even when the next submit
     fails: freed early, its memory went back to the driver under the running kernel (lavapipe segfaulted)."""
-    r = run_isolated(KEEP)
+    r = run_isolated(KEEP, env={"SPIN_GRIDS": json.dumps(spin_grids(device, 0.5))})
     assert r["sync"] == "KernelLaunch" and r["after"] == "ok"
     assert all(count == 0 for count in r["live_end"].values()), r["live_end"]
     assert r["validation"] == ""
@@ -468,7 +469,8 @@ pool.host_to_pool(np.zeros(1024, np.uint32), buf)
 pool.host_to_pool(x, spare)
 dev.sync()
 out = np.empty(256, np.uint32)
-dev.launch(prog, [buf], [60000], (20000, 2, 1))  # seconds on an idle 2-core machine: far past the deadline
+grids = json.loads(os.environ["SPIN_GRIDS"])
+dev.launch(prog, [buf], [SPIN_INNER], grids[0])  # seconds: far past the deadline
 result["sync"] = outcome(dev.sync)
 # more timed-out read-backs than the staging ring has slots: each must give its slot back
 result["reads"] = [outcome(pool.pool_to_host, spare, out) for _ in range(len(dev.memory_pool.transfers.ring.free) + 2)]
@@ -478,18 +480,19 @@ while (sync_after := outcome(dev.sync))[0] != "ok" and time.monotonic() < until:
 result["sync_after"] = sync_after
 result["read_after"] = outcome(pool.pool_to_host, spare, out)
 result["read_ok"] = bool((out == x).all())
-dev.launch(prog, [buf], [60000], (20000, 1, 1))
+dev.launch(prog, [buf], [SPIN_INNER], grids[1])
 result["sync2"] = outcome(dev.sync)
 result["close"] = outcome(dev.close)  # its own drain times out too: the device is abandoned, not destroyed
 result["abandoned"] = dev._ctx.abandoned
 """
 
 
-def test_sync_deadline_turns_long_waits_into_kernel_sync():
+def test_sync_deadline_turns_long_waits_into_kernel_sync(device):
     """VKBACKEND_SYNC_TIMEOUT_S bounds every wait: a sync point and read-backs behind a long kernel raise KernelSync
     near the deadline; the work still completes, later sync points succeed, close() behind a long kernel returns by
     the deadline (tests/test_hostile.py follows such a device to the process's exit)."""
-    r = run_isolated(DEADLINE, env={"VKBACKEND_SYNC_TIMEOUT_S": "0.2"})
+    grids = spin_grids(device, 10, 5)  # measured here: the child's deadline is shorter than the measuring launches
+    r = run_isolated(DEADLINE, env={"VKBACKEND_SYNC_TIMEOUT_S": "0.2", "SPIN_GRIDS": json.dumps(grids)})
     for status, seconds in [r["sync"], *r["reads"], r["sync2"]]:
         assert status == "KernelSync" and seconds < 0.9, (status, seconds)
     assert r["sync_after"][0] == "ok" and r["read_after"][0] == "ok" and r["read_ok"]

@@ -13,7 +13,7 @@ import textwrap
 import time
 
 import pytest
-from _reliability import EPILOGUE, PRELUDE, REPO, run_isolated
+from _reliability import EPILOGUE, PRELUDE, REPO, run_isolated, spin_grids
 
 from vkbackend import VulkanConfig
 from vkbackend.errors import BackendError, ErrorStatus
@@ -121,29 +121,30 @@ def run_child(body: str, timeout: float = 60, env: dict | None = None) -> tuple[
     return proc, result, seconds
 
 
-# A kernel that runs for about half a minute on lavapipe (0.4 ms per work group): far past any deadline below.
+# A kernel that runs for about 20 s on this device (measured by the test: spin_grids): far past any deadline below.
 RUNAWAY = """
 dev = vkbackend.devices()[0]
 pool = dev.memory_pool
 spin = dev.compile(vkbackend.compile_glsl(SPIN))
 buf = pool.allocate(4096)
-dev.launch(spin, [buf], [60000], (60000, 1, 1))
+dev.launch(spin, [buf], [SPIN_INNER], json.loads(os.environ["SPIN_GRIDS"])[0])
 result["sync"] = outcome(dev.sync)
 """
 
 
 @pytest.mark.parametrize("close", [True, False], ids=["close", "exit"])
-def test_runaway_kernel_does_not_hang_close_or_exit(close):
+def test_runaway_kernel_does_not_hang_close_or_exit(device, close):
     """A kernel that outlives the deadline: sync raises KernelSync, and close() (or the exit handler) returns by the
     deadline with a logged warning instead of waiting for it; the process exits cleanly while it still runs."""
     body = RUNAWAY + ("result['close'] = outcome(dev.close)\nresult['abandoned'] = dev._ctx.abandoned\n" if close else "")
-    proc, result, seconds = run_child(body, timeout=30, env={"VKBACKEND_SYNC_TIMEOUT_S": "0.5"})
+    grids = json.dumps(spin_grids(device, 20))
+    proc, result, seconds = run_child(body, timeout=30, env={"VKBACKEND_SYNC_TIMEOUT_S": "0.5", "SPIN_GRIDS": grids})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert result["sync"][0] == "KernelSync" and result["sync"][1] < 1.5
     if close:
         assert result["close"][0] == "ok" and result["close"][1] < 2 and result["abandoned"]
     assert "abandoned" in proc.stderr
-    assert seconds < 15, seconds  # start-up, two deadlines and the exit; the kernel alone runs for about 25 s
+    assert seconds < 15, seconds  # start-up, two deadlines and the exit; the kernel alone runs for about 20 s
     assert result["validation"] == ""
 
 
@@ -154,7 +155,7 @@ dev = vkbackend.devices(cfg)[0]
 pool = dev.memory_pool
 spin = dev.compile(vkbackend.compile_glsl(SPIN))
 busy, target = pool.allocate(4096), pool.allocate(1 << 20)
-dev.launch(spin, [busy], [60000], (6000, 1, 1))  # a few seconds of GPU work that every copy queues behind
+dev.launch(spin, [busy], [SPIN_INNER], json.loads(os.environ["SPIN_GRIDS"])[0])  # GPU work every copy queues behind
 errors = {}
 
 def waiter(name, fn, *args):
@@ -179,10 +180,11 @@ result["waiters"] = {k: v[:2] + [round(v[2] - closing, 3)] if len(v) == 3 else v
 """
 
 
-def test_close_wakes_every_waiter_with_closed():
+def test_close_wakes_every_waiter_with_closed(device):
     """close() while other threads wait for a staging buffer, a read-back or a sync: each gets the closed error at
     once (they waited until the 300 s deadline for a misleading "no staging buffer came free")."""
-    result = run_isolated(CLOSE_WHILE_WAITING, timeout=60)
+    grids = json.dumps(spin_grids(device, 4))  # a few seconds: the waiters wait, and close() then waits for it
+    result = run_isolated(CLOSE_WHILE_WAITING, timeout=60, env={"SPIN_GRIDS": grids})
     assert result["close"][0] == "ok"
     assert set(result["waiters"]) == {"upload", "read", "sync"}
     for name, (status, closed, after) in result["waiters"].items():
@@ -393,6 +395,8 @@ pool = dev.memory_pool
 prog = dev.compile(vkbackend.compile_glsl(AFFINE))
 buf = pool.allocate(4 * 4096)
 pool.host_to_pool(np.zeros(4096, np.uint32), buf)
+spin, busy = dev.compile(vkbackend.compile_glsl(SPIN)), pool.allocate(1024)
+dev.sync()
 stop = threading.Event()
 
 def compile_meanwhile():  # the issue's case: one thread launches in a loop while another compiles
@@ -405,6 +409,7 @@ compiler = threading.Thread(target=compile_meanwhile)
 compiler.start()
 most_queued = most_in_flight = 0
 n = 30000
+dev.launch(spin, [busy], [SPIN_INNER], json.loads(os.environ["SPIN_GRIDS"])[0])  # the GPU is busy: the queue grows
 for i in range(n):
     dev.launch(prog, [buf], [4096, 1, 1], (64, 1, 1))
     most_queued = max(most_queued, len(dev._queue))
@@ -419,11 +424,14 @@ dev.close()
 """
 
 
-def test_launch_queue_is_bounded():
+def test_launch_queue_is_bounded(device):
     """Launching faster than the GPU runs: the queue and the batches in flight stay within their bounds (they grew
     without limit, 1 KB per launch, until the OOM killer ended the process), the launching thread waits instead, and
-    every launch runs exactly once. The bounds are shrunk here so that lavapipe reaches them in a second."""
-    result = run_isolated(BACKLOG, timeout=120)
+    every launch runs exactly once. The bounds are shrunk here, and a kernel of a few seconds keeps the GPU busy
+    while the launches start, so that any device reaches them (a fast GPU drains the queue as fast as one thread
+    fills it)."""
+    grids = json.dumps(spin_grids(device, 3))
+    result = run_isolated(BACKLOG, timeout=120, env={"SPIN_GRIDS": grids})
     assert result["throttled"] > 0
     # 30,000 launches: without the throttle the queue would hold most of them; with it, about its bound (the thread
     # that looks at it next may be a few milliseconds late, under the GIL, on two cores with the validation layer)

@@ -690,14 +690,28 @@ def test_malformed_ids_raise_invalid_argument(device, pool, kernel, change):
         pool.release(by)
 
 
-def test_grid_at_the_limit_is_accepted(device, pool, kernel):
-    fill = kernel("fill")
+# Only the first and the last work group write: a grid of any size needs 8 bytes (2**31 - 1 groups on an H200).
+ENDS = """#version 450
+layout(local_size_x = 1) in;
+layout(std430, set = 0, binding = 0) writeonly buffer A { uint a[]; };
+void main() {
+    if (gl_WorkGroupID.x == 0u) a[0] = gl_NumWorkGroups.x;
+    if (gl_WorkGroupID.x == gl_NumWorkGroups.x - 1u) a[1] = gl_WorkGroupID.x;
+}
+"""
+
+
+def test_grid_at_the_limit_is_accepted(device, pool):
+    """The device's own maxComputeWorkGroupCount[0] is accepted and runs every work group, the last included."""
+    ends = device.compile(vkbackend.compile_glsl(ENDS))
     mx = device.info.max_global_work_dims[0]
-    out = pool.allocate(mx * LOCAL * 4)
-    device.launch(fill, [out], [1.5, mx * LOCAL], (mx, 1, 1))
-    got = download(pool, out, np.float32, mx * LOCAL)
-    assert np.all(got == 1.5)
-    pool.release(out)
+    out = pool.allocate(8)
+    try:
+        device.launch(ends, [out], [], (mx, 1, 1))
+        assert download(pool, out, np.uint32, 2).tolist() == [mx, mx - 1]
+    finally:
+        pool.release(out)
+        device.release_program(ends)
 
 
 # ----- timed launches ----------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """DescriptorSets: without VK_KHR_push_descriptor, one descriptor set per dispatch, from pools that grow.
 
 A batch takes the sets of its window's dispatches from pools it holds until its fence signals; then the pools are
-reset and kept for reuse. A pool too small for a window is kept too, and the next one made is twice as large, so
-nothing has a fixed capacity. Used by the submitter on the worker only.
+reset and kept for reuse. A window with more dispatches than a pool has sets takes them from as many pools as it needs
+(no allocation asks a pool for more sets than it has left); a pool that runs out is kept too, and the next one made
+is twice as large, so nothing has a fixed capacity. Used by the submitter on the worker only.
 """
 from __future__ import annotations
 
@@ -21,33 +22,39 @@ class DescriptorSets:
 
     def allocate(self, layouts, count: int, held: list):
         """``VkDescriptorSet[count]`` for the set layouts ``layouts[0:count]``, from pools appended to ``held`` (the
-        batch's, given back with :meth:`recycle`)."""
+        batch's, given back with :meth:`recycle`).
+
+        Each call to vkAllocateDescriptorSets asks for at most the sets its pool has left, so a window with more
+        dispatches than one pool holds takes them from several pools."""
         ffi, lib, ctx = self.ctx.ffi, self.ctx.lib, self.ctx
         sets = ffi.new("VkDescriptorSet[]", count)
-        done = 0
+        info = ffi.new("VkDescriptorSetAllocateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO})
+        done = failed = 0
         while done < count:
-            pool = held[-1][0] if held else self._pool(held)
-            n = count - done
-            info = ffi.new("VkDescriptorSetAllocateInfo*", {
-                "sType": lib.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": pool,
-                "descriptorSetCount": n, "pSetLayouts": layouts + done})
-            if lib.vkAllocateDescriptorSets(ctx.device, info, sets + done) == 0:
-                done += n
-                continue
-            # The pool is too small for all at once (out of pool memory): take what fits one by one, then grow.
-            info.descriptorSetCount = 1
-            while done < count:
-                info.pSetLayouts = layouts + done
-                if lib.vkAllocateDescriptorSets(ctx.device, info, sets + done) != 0:
-                    break
-                done += 1
-            if done < count:
-                self._pool_sets *= 2
+            if not held or held[-1][2] == 0:
+                if held:  # a pool ran out within a window: the next one made is twice as large
+                    self._pool_sets *= 2
                 self._pool(held)
+            entry = held[-1]
+            n = min(count - done, entry[2])
+            info.descriptorPool, info.descriptorSetCount, info.pSetLayouts = entry[0], n, layouts + done
+            result = lib.vkAllocateDescriptorSets(ctx.device, info, sets + done)
+            if result == 0:
+                done += n
+                entry[2] -= n
+                failed = 0
+                continue
+            # Out of pool memory although it has sets left (a driver may count more finely): the pool is done, and the
+            # next one is taken. A second failure in a row, on a fresh pool, is a real error.
+            failed += 1
+            if failed > 1:
+                check(result, "vkAllocateDescriptorSets", ErrorStatus.MemoryAllocation)
+            entry[2] = 0
         return sets
 
     def _pool(self, held: list):
-        """A pool for at least the current pool size: a reset spare one, else a new one; appended to ``held``."""
+        """A pool for at least the current pool size: a reset spare one, else a new one; appended to ``held`` as
+        ``[pool, sets it holds, sets it has left]``."""
         ffi, lib, ctx = self.ctx.ffi, self.ctx.lib, self.ctx
         n = self._pool_sets
         fitting = [i for i, (_, sets) in enumerate(self._spare) if sets >= n]
@@ -62,7 +69,7 @@ class DescriptorSets:
             check(lib.vkCreateDescriptorPool(ctx.device, info, ffi.NULL, out), "vkCreateDescriptorPool",
                   ErrorStatus.MemoryAllocation)
             pool = out[0]
-        held.append((pool, n))
+        held.append([pool, n, n])
         return pool
 
     def recycle(self, held: list) -> None:
@@ -70,7 +77,7 @@ class DescriptorSets:
         cannot be reset is destroyed instead, and the failure kept for the next sync point (the batch's completions
         must run whatever happens here)."""
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
-        for pool, n in held:
+        for pool, n, _ in held:
             result = lib.vkResetDescriptorPool(dev, pool, 0)
             if result == 0:
                 self._spare.append((pool, n))
@@ -84,6 +91,6 @@ class DescriptorSets:
         """Destroy the spare pools and those the batches still hold (the device is idle)."""
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
         for held in [self._spare, *batches_held]:
-            for pool, _ in held:
+            for pool, *_ in held:
                 lib.vkDestroyDescriptorPool(dev, pool, ffi.NULL)
             held.clear()

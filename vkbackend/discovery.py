@@ -4,6 +4,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 
@@ -248,12 +249,37 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+# Messages that are not about vkbackend, dropped by validation_messages by their exact text. The NVIDIA driver's own
+# layer stack (driver 580, validation layer 1.4.363, on an H200) asks the validation layer for an instance function
+# through vkGetDeviceProcAddr in every process that creates a device, even one that does nothing else; vkbackend never
+# calls vkGetDeviceProcAddr.
+KNOWN_DRIVER_MESSAGES = (
+    "vkGetDeviceProcAddr(): pName is trying to grab vkGetPhysicalDeviceVideoEncodeQualityLevelPropertiesKHR which is "
+    "an instance level function",
+)
+
+
+def _is_known(message: str) -> bool:
+    """Whether one message (its text, without the severity) is one of KNOWN_DRIVER_MESSAGES: the whole text, or its
+    last part in the layer's "... | MessageID = 0x... | text" layout."""
+    text = message.strip()
+    return any(text == known or text.endswith("| " + known) for known in KNOWN_DRIVER_MESSAGES)
+
+
 def validation_messages() -> str:
-    """Take the validation messages collected since the last call ('' when there are none)."""
+    """Take the validation messages collected since the last call ('' when there are none), less those of
+    ``KNOWN_DRIVER_MESSAGES``."""
     ffi, lib = vulkan()
     buf = ffi.new("char[]", 1 << 16)
     n = lib.vkb_debug_take_messages(buf, 1 << 16)
-    return ffi.buffer(buf, n)[:].decode(errors="replace")
+    return _drop_known(ffi.buffer(buf, n)[:].decode(errors="replace"))
+
+
+def _drop_known(text: str) -> str:
+    """``text`` (messages as csrc/debug.c writes them) less the messages of ``KNOWN_DRIVER_MESSAGES``. Each message
+    starts a line with its severity ("[error] " or "[warning] "); its text may span lines."""
+    messages = re.split(r"(?m)^(?=\[(?:error|warning)\] )", text)
+    return "".join(m for m in messages if not (m and _is_known(m.split("] ", 1)[-1])))
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -246,6 +248,8 @@ def test_write_into_view():
 
 
 def test_to_and_from_cpu():
+    if shutil.which("clang") is None:
+        pytest.skip("tinygrad's CPU device needs clang (apt-get install clang)")
     a = rand(1000)
     t = Tensor(a, device="CPU").to("VK")
     assert t.device == "VK"
@@ -281,7 +285,8 @@ def test_jit():
 
     for _ in range(4):
         a, b = rand(256), rand(256)
-        np.testing.assert_allclose(f(Tensor(a), Tensor(b)).numpy(), a * b + 1, rtol=1e-6)
+        # float32 on a GPU: a fused multiply-add rounds once where numpy rounds twice
+        np.testing.assert_allclose(f(Tensor(a), Tensor(b)).numpy(), a * b + 1, rtol=1e-5)
 
 
 def test_jit_replays_as_one_graph():
@@ -460,6 +465,9 @@ def test_tensors_past_the_storage_range_reduce_correctly(vk_device):
     if not info.buffer_device_address:
         pytest.skip(f"{info.name} has no buffer device addresses")
     n = info.max_storage_buffer_range // 4 + (1 << 20)     # 4 MiB past the range
+    if 4 * n > info.max_memory_allocation_size:
+        pytest.skip(f"{info.name}: the largest allocation ({info.max_memory_allocation_size} B) is not 4 MiB past "
+                    f"maxStorageBufferRange ({info.max_storage_buffer_range} B), so no tensor is")
     assert (Tensor.ones(n) * 2).sum().item() == 2 * n      # exact: every partial sum is a small integer
     a = RNG.random(n, dtype=np.float32)
     t = Tensor(a)
