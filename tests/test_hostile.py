@@ -431,14 +431,17 @@ def test_launch_queue_is_bounded(device):
     while the launches start, so that any device reaches them (a fast GPU drains the queue as fast as one thread
     fills it)."""
     grids = json.dumps(spin_grids(device, 3))
-    result = run_isolated(BACKLOG, timeout=120, env={"SPIN_GRIDS": grids})
+    # Without the validation layer: the worker looks at the queue after each window it records, and under the layer
+    # recording one window takes milliseconds on lavapipe, long enough for one thread to queue several thousand
+    # launches meanwhile (peaks of 4,700-8,100 against 3,001 without the layer, on the 2-core development machine).
+    # The bound measured here is the queue's, not the layer's; every other test of launches runs under it.
+    result = run_isolated(BACKLOG, timeout=120, env={"SPIN_GRIDS": grids, "VKBACKEND_VALIDATION": "0"})
     assert result["throttled"] > 0
     # 30,000 launches: without the throttle the queue would hold most of them; with it, about its bound (the thread
-    # that looks at it next may be a few milliseconds late, under the GIL, on two cores with the validation layer)
+    # that looks at it next may be a few milliseconds late, under the GIL, on two cores)
     assert result["most_queued"] < 3 * 3000, result
     assert result["most_in_flight"] <= 2 + 1, result     # the read-back's own batch may join them
     assert result["exact"]
-    assert result["validation"] == ""
 
 
 def test_junk_ids_sizes_offsets_grids_and_sequences_are_refused(device, pool):
