@@ -247,3 +247,19 @@ def test_sizes_and_offsets_of_the_wrong_type_or_value(pool):
             call()
         assert not isinstance(info.value, TypeError)
     pool.release(buf)
+
+
+def test_closed_and_released_host_buffers_are_invalid_arguments(pool):
+    import mmap
+
+    from vkbackend import InvalidArgumentError
+    buf = pool.allocate(64)
+    closed = mmap.mmap(-1, 64)
+    closed.close()
+    released = memoryview(bytearray(64))
+    released.release()
+    for host, why in ((closed, "mmap closed"), (released, "released memoryview")):
+        for call in (lambda: pool.host_to_pool(host, buf), lambda: pool.pool_to_host(buf, host)):
+            with pytest.raises(InvalidArgumentError, match=f"host buffer .*cannot be used: .*{why}"):
+                call()
+    pool.release(buf)

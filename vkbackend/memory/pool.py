@@ -555,11 +555,16 @@ class MemoryPool:
 
 
 def _bytes_view(obj, writable: bool) -> memoryview:
+    """``obj``'s bytes as a flat memoryview, or ``InvalidArgument`` saying why it cannot be a host buffer."""
     try:
         view = memoryview(obj)
     except TypeError:
         raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
                                        f"expected a buffer-protocol object (bytes, bytearray, numpy array), got {type(obj).__name__}") from None
+    except ValueError as error:  # a closed mmap, a released memoryview: an object whose memory is gone
+        raise BackendError(ErrorStatus.InvalidArgument,
+                           f"the host buffer ({type(obj).__name__}) cannot be used: {error}; pass an mmap that is "
+                           "still open, a memoryview not yet released") from None
     if "O" in view.format:  # Python objects: their bytes are pointers, and writing them would corrupt the process
         raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
                                        f"a host buffer of Python objects (format {view.format!r}) holds pointers, not "
