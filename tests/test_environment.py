@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vkbackend import InvalidArgumentError
-from vkbackend.config import debug_enabled, env_flag, validation_enabled
+from vkbackend.config import cache_dir, debug_enabled, env_flag, validation_enabled
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = re.compile(r"VKBACKEND_[A-Z0-9_]+")
@@ -88,3 +88,16 @@ def test_validation_off_and_debug_false_mean_off():
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "False"], proc.stdout + proc.stderr
+
+
+def test_cache_dir_follows_xdg_cache_home(monkeypatch, tmp_path):
+    monkeypatch.delenv("VKBACKEND_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert cache_dir() == Path.home() / ".cache" / "vkbackend"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "vkbackend"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # the specification says to ignore a relative path
+    assert cache_dir() == Path.home() / ".cache" / "vkbackend"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("VKBACKEND_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache_dir() == tmp_path / "mine"

@@ -158,5 +158,11 @@ def validation_enabled() -> bool:
 
 
 def cache_dir() -> Path:
-    """Where pipeline caches persist: ``$VKBACKEND_CACHE_DIR``, default ``~/.cache/vkbackend``."""
-    return Path(os.environ.get("VKBACKEND_CACHE_DIR") or Path.home() / ".cache" / "vkbackend")
+    """Where pipeline caches (and the record of validated SPIR-V) persist: ``$VKBACKEND_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/vkbackend`` when XDG_CACHE_HOME is an absolute path (the XDG base directory specification
+    ignores a relative one), else ``~/.cache/vkbackend``."""
+    chosen = os.environ.get("VKBACKEND_CACHE_DIR")
+    if chosen:
+        return Path(chosen)
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    return Path(xdg if os.path.isabs(xdg) else Path.home() / ".cache") / "vkbackend"
