@@ -27,6 +27,20 @@ def _code_files() -> list[Path]:
     return [p for p in files if p.is_file()]
 
 
+def test_every_variable_the_code_reads_is_documented():
+    page = (ROOT / "docs" / "environment.md").read_text()
+    documented = set(re.findall(r"^\| `(VKBACKEND_[A-Z0-9_]+)`", page, re.MULTILINE))
+    used: dict[str, Path] = {}
+    for path in _code_files():
+        for name in NAME.findall(path.read_text(errors="replace")):
+            used.setdefault(name, path.relative_to(ROOT))
+    missing = {name: str(path) for name, path in used.items() if name not in documented}
+    assert not missing, f"add these to the tables of docs/environment.md: {missing}"
+    assert {"VKBACKEND_PUSH_DESCRIPTORS", "VKBACKEND_TRACE", "VKBACKEND_SWITCH_INTERVAL_S"} <= documented
+    readme = (ROOT / "README.md").read_text()
+    assert "docs/environment.md" in readme
+
+
 def test_switches_are_read_only_through_env_flag():
     """No module of the package reads a VKBACKEND_* switch itself (by its name, or a module constant that holds it):
     only the variables that are not switches are read with os.environ (config.py's seconds go through their own
