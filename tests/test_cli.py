@@ -80,6 +80,17 @@ def test_demo_on_a_device_that_does_not_exist(device):
     assert "cannot open device 5" in result.stderr and "device id 5 does not exist" in result.stderr
 
 
+def test_demo_without_glslang_says_how_to_install_it(device):
+    """No glslangValidator on PATH or from the glsl extra: one line saying what to install, no traceback."""
+    code = ("import sys, vkbackend.glsl as glsl\nglsl._compilers = lambda: []\n"
+            "from vkbackend.__main__ import main\nsys.exit(main(['demo']))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("vkbackend demo: glslangValidator was not found")
+    assert "apt-get install glslang-tools" in result.stderr and "pip install 'vkbackend[glsl]'" in result.stderr
+
+
 def test_bench_refuses_an_output_it_cannot_write_before_it_runs(tmp_path):
     result = run("bench", "--quick", "--json", str(tmp_path / "missing" / "bench.json"))
     assert result.returncode == 2 and "Traceback" not in result.stderr

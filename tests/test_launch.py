@@ -748,6 +748,32 @@ def test_argument_containers(device, pool, kernel, rng):
     pool.release(by)
 
 
+@pytest.mark.parametrize("make", [lambda v: set(v), lambda v: dict(enumerate(v)),
+                                  lambda v: {str(i): x for i, x in enumerate(v)}, lambda v: (x for x in v),
+                                  lambda v: iter(v), lambda v: dict(enumerate(v)).values()],
+                         ids=["set", "dict keyed 0,1,...", "dict", "generator", "iterator", "dict values"])
+def test_scalars_must_be_a_sequence(device, pool, kernel, make):
+    """Scalars bind in order: a set (hash order), a dict (its keys) or an iterator would bind the wrong values, so
+    launch, launch_timed and graphs refuse them at once, whichever path checks the launch; a one-buffer set too."""
+    fill, copy = kernel("fill"), kernel("affine")
+    out, other = pool.allocate(64 * 4), pool.allocate(64 * 4)
+    device.sync()
+    before = device.stats()["dispatches"]
+    for call, prog, buffers, scalars in ((device.launch, fill, [out], [5.0, 64]),
+                                         (device.launch_timed, fill, [out], [5.0, 64]),
+                                         (device.launch, copy, [out, other], [2.0, 0.0, 64]),
+                                         (lambda *a: device.graph([a]), copy, [out, other], [2.0, 0.0, 64])):
+        with pytest.raises(vkbackend.InvalidArgumentError, match="scalars must be a list or tuple"):
+            call(prog, buffers, make(scalars), (1, 1, 1))
+    for call in (device.launch, device.launch_timed):
+        with pytest.raises(vkbackend.InvalidArgumentError, match="buffers must be a list or tuple"):
+            call(fill, make([out]), [5.0, 64], (1, 1, 1))
+    device.sync()
+    assert device.stats()["dispatches"] == before  # nothing was queued
+    for buf in (out, other):
+        pool.release(buf)
+
+
 # ----- threads -----------------------------------------------------------------------------------------------------
 def test_launches_from_eight_threads(device, pool, kernel, rng):
     axpy, affine = kernel("axpy_inplace"), kernel("affine")

@@ -212,3 +212,54 @@ def test_host_buffers_of_python_objects_are_refused(pool):
     with pytest.raises(TypeError, match="Python objects"):
         pool.host_to_pool(objects, buf)
     pool.release(buf)
+
+
+def test_sizes_and_offsets_take_numpy_integers(pool, device):
+    """``allocate(np.prod(shape) * 4)`` is an ordinary call: anything ``operator.index`` takes is a size or offset."""
+    align = device.info.min_storage_buffer_offset_alignment
+    shape = (16, 64)
+    buf = pool.allocate(np.prod(shape) * 4)
+    assert pool.size_of(buf) == 4096
+    data = np.arange(256, dtype=np.uint32)
+    pool.host_to_pool(data, buf, np.int64(align))
+    view = pool.view(buf, np.uint32(align), np.int32(1024))
+    out = np.empty(256, dtype=np.uint32)
+    pool.pool_to_host(view, out, np.intp(0))
+    assert np.array_equal(out, data)
+    pool.pool_to_host(buf, out, np.int16(align))
+    assert np.array_equal(out, data)
+    pool.release(view)
+    pool.release(buf)
+
+
+def test_sizes_and_offsets_of_the_wrong_type_or_value(pool):
+    from vkbackend import InvalidArgumentError, InvalidArgumentTypeError
+    buf = pool.allocate(256)
+    for call in (lambda: pool.allocate(4096.0), lambda: pool.allocate(np.float64(64)), lambda: pool.allocate("64"),
+                 lambda: pool.allocate(True), lambda: pool.view(buf, 0.0, 64), lambda: pool.view(buf, 0, 64.0),
+                 lambda: pool.host_to_pool(bytes(4), buf, 1.0), lambda: pool.pool_to_host(buf, bytearray(4), 1.0)):
+        with pytest.raises(InvalidArgumentTypeError, match="must be an integer.*got (float|float64|str|bool)"):
+            call()
+    for call, value in ((lambda: pool.allocate(np.int64(0)), "got 0"), (lambda: pool.allocate(np.int8(-4)), "got -4"),
+                        (lambda: pool.view(buf, np.int64(-64), 64), "offset -64"),
+                        (lambda: pool.host_to_pool(bytes(4), buf, np.int64(-1)), "offset -1")):
+        with pytest.raises(InvalidArgumentError, match=value) as info:
+            call()
+        assert not isinstance(info.value, TypeError)
+    pool.release(buf)
+
+
+def test_closed_and_released_host_buffers_are_invalid_arguments(pool):
+    import mmap
+
+    from vkbackend import InvalidArgumentError
+    buf = pool.allocate(64)
+    closed = mmap.mmap(-1, 64)
+    closed.close()
+    released = memoryview(bytearray(64))
+    released.release()
+    for host, why in ((closed, "mmap closed"), (released, "released memoryview")):
+        for call in (lambda: pool.host_to_pool(host, buf), lambda: pool.pool_to_host(buf, host)):
+            with pytest.raises(InvalidArgumentError, match=f"host buffer .*cannot be used: .*{why}"):
+                call()
+    pool.release(buf)

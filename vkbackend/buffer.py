@@ -16,7 +16,8 @@ import numpy.typing as npt
 
 from .device import Device
 from .dtypes import DType
-from .errors import BackendError, DLPackExportError, ErrorStatus, InvalidArgumentError, InvalidArgumentTypeError
+from .errors import (BackendError, DLPackExportError, ErrorStatus, InvalidArgumentError, InvalidArgumentTypeError,
+                     index_argument)
 from .types import HostBuffer, SupportsDLPack
 
 log = logging.getLogger("vkbackend")
@@ -153,7 +154,8 @@ class Buffer:
         buf_id, pool = self.id, self._device.memory_pool
         if shape is None:
             nbytes = pool.size_of(buf_id)
-            if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= nbytes:
+            offset = index_argument(offset, "Buffer.to_numpy: the offset")
+            if not 0 <= offset <= nbytes:
                 raise BackendError(ErrorStatus.InvalidArgument,
                                    f"Buffer.to_numpy: offset {offset!r} is not a byte offset in 0..{nbytes}")
             shape, rest = divmod(nbytes - offset, dt.itemsize)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import VulkanConfig
-from .errors import NO_DEVICE_HINT, BackendError
+from .errors import NO_DEVICE_HINT, BackendError, KernelCompilationError
 
 
 def _gib(n: int) -> str:
@@ -141,8 +141,8 @@ void main() {
 def demo(index: int = 0, n: int | None = None) -> int:
     """Compile GLSL kernels, run a dependent chain of launches, check every result against numpy, print speed.
 
-    ``index`` is the device's number as ``info`` lists it. Returns 0 when every result matches, 1 when one does not
-    or the device cannot be opened, 2 when there is no device ``index``.
+    ``index`` is the device's number as ``info`` lists it. Returns 0 when every result matches, 1 when one does not,
+    the device cannot be opened or the kernels cannot be compiled (no glslang), 2 when there is no device ``index``.
     """
     import numpy as np
     from . import compile_glsl, devices
@@ -154,7 +154,11 @@ def demo(index: int = 0, n: int | None = None) -> int:
     pool = dev.memory_pool
     print(f"device {index}: {dev.info.name}")
     rng = np.random.default_rng(0)
-    saxpy, reduce, matmul = (dev.compile(compile_glsl(src)) for src in (SAXPY, REDUCE, MATMUL))
+    try:
+        saxpy, reduce, matmul = (dev.compile(compile_glsl(src)) for src in (SAXPY, REDUCE, MATMUL))
+    except KernelCompilationError as error:  # no glslangValidator: the message says how to install one
+        print(f"vkbackend demo: {error.context}", file=sys.stderr)
+        return 1
     ok = True
 
     def check(name: str, got: np.ndarray | np.floating, want: np.ndarray | np.floating, rtol: float = 1e-4) -> None:

@@ -128,7 +128,9 @@ _FLAGS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false":
 
 
 def env_flag(name: str, default: bool) -> bool:
-    """A boolean environment variable: 1/true/yes/on or 0/false/no/off (any case); unset or empty is ``default``."""
+    """A boolean environment variable: 1/true/yes/on or 0/false/no/off (any case); unset or empty is ``default``.
+    Anything else is ``BackendError(InvalidArgument)`` naming the variable. Every VKBACKEND_* switch is read here
+    (docs/environment.md lists them)."""
     text = os.environ.get(name, "").strip().lower()
     if not text:
         return default
@@ -146,15 +148,22 @@ def _bad(name: str, value: object, wanted: str) -> NoReturn:
 
 
 def debug_enabled() -> bool:
-    """VKBACKEND_DEBUG=1 logs bring-up, submissions and validation messages through `logging`."""
-    return os.environ.get("VKBACKEND_DEBUG", "") not in ("", "0")
+    """VKBACKEND_DEBUG=1 logs bring-up, submissions and validation messages through `logging` (default off)."""
+    return env_flag("VKBACKEND_DEBUG", False)
 
 
 def validation_enabled() -> bool:
-    """VKBACKEND_VALIDATION=1 enables the Khronos validation layer and collects its messages (tests use it)."""
-    return os.environ.get("VKBACKEND_VALIDATION", "") not in ("", "0")
+    """VKBACKEND_VALIDATION=1 enables the Khronos validation layer and collects its messages (tests use it; default
+    off)."""
+    return env_flag("VKBACKEND_VALIDATION", False)
 
 
 def cache_dir() -> Path:
-    """Where pipeline caches persist: ``$VKBACKEND_CACHE_DIR``, default ``~/.cache/vkbackend``."""
-    return Path(os.environ.get("VKBACKEND_CACHE_DIR") or Path.home() / ".cache" / "vkbackend")
+    """Where pipeline caches (and the record of validated SPIR-V) persist: ``$VKBACKEND_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/vkbackend`` when XDG_CACHE_HOME is an absolute path (the XDG base directory specification
+    ignores a relative one), else ``~/.cache/vkbackend``."""
+    chosen = os.environ.get("VKBACKEND_CACHE_DIR")
+    if chosen:
+        return Path(chosen)
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    return Path(xdg if os.path.isabs(xdg) else Path.home() / ".cache") / "vkbackend"

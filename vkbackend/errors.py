@@ -7,6 +7,7 @@ when the driver says no" finds it here.
 from __future__ import annotations
 
 import enum
+import operator
 
 
 class ErrorStatus(enum.Enum):
@@ -95,6 +96,22 @@ class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
 class DLPackExportError(InvalidArgumentError, BufferError):
     """A DLPack export that cannot be made (``Buffer.__dlpack__`` without a host copy asked for); also a
     ``BufferError``, the type the DLPack protocol has producers raise. Status ``InvalidArgument``; raised by name."""
+
+
+def index_argument(value: object, what: str) -> int:
+    """``value`` as an int, for a size, an offset or an index: anything ``operator.index`` takes (an int, a numpy
+    integer) except a bool; otherwise :class:`InvalidArgumentTypeError` naming ``what`` and the type it got. The
+    caller checks the range."""
+    if value.__class__ is int:
+        return value
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
+                                   f"{what} must be an integer (an int or a numpy integer), got "
+                                   f"{type(value).__name__} {value!r}")
 
 
 _CLASS_OF_STATUS: dict[ErrorStatus, type[BackendError]] = {

@@ -85,12 +85,18 @@ def reset_queries(first: int, count: int) -> bytes:
 # not ctx.usable) raises KeyError/ValueError/TypeError/struct.error before queueing anything, and Device.launch then
 # takes the slow path, which explains the problem, handles the case or waits for room. Strictness costs little here
 # (about 20 ns a launch on lavapipe, measured): no float or bool equals a buffer id (ids.py), struct refuses floats
-# for integers, of the bools only True could pass the grid's range check and it is looked for, and two or more
-# buffers are indexed once, which a set (bound in its hash order) cannot be.
+# for integers, of the bools only True could pass the grid's range check and it is looked for, buffers are indexed
+# once, which a set (bound in its hash order), a dict's keys or a generator cannot be, and scalars must be a list or a
+# tuple: unpacking would take any iterable, and a dict keyed 0, 1, ... could be indexed too (the slow path takes the
+# other sequences, numpy arrays among them). That look-up costs 10 to 20 ns of a pack's 245 ns (a 3-scalar program on
+# lavapipe's 2-core host, best of 20 rounds of 100,000); indexing the first scalar would cost about half as much but
+# lets a dict keyed 0, 1, ... through.
+_ORDERED = {list: None, tuple: None}   # the scalars' types the fast path takes: anything else is a KeyError
 _PACKER = """\
 def pack(buffers, scalars, grid):
     [{buffers}] = buffers
     [{scalars}] = scalars
+    ORDERED[scalars.__class__]
     gx, gy, gz = grid
 {indexed}{addressed}\
     if 0 < gx <= {mx} and 0 < gy <= {my} and 0 < gz <= {mz} and gx is not True and gy is not True and gz is not True \\
@@ -114,13 +120,13 @@ def dispatch_packer(name: str, index: int, info: ProgramInfo, record: struct.Str
                       *(f"e{n_bound + j}.slot" for j in range(len(info.addresses))), *push])
     mx, my, mz = (int(m) for m in max_grid)
     source = _PACKER.format(buffers=", ".join(bufs), scalars=", ".join(scalars), mx=mx, my=my, mz=mz,
-                            indexed="    buffers[0]\n" if len(bufs) > 1 else "",
+                            indexed="    buffers[0]\n" if bufs else "",
                             addressed="".join(f"    e{j} = entries[b{j}]\n" for j in range(n_bound, len(bufs))),
                             emit=f"return record({args})" if append is None else f"return append(record({args}))")
     filename = _packer_filename(name, append is None)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = {"record": record.pack, "slot_of": slot_of, "entries": entries, "ctx": ctx, "append": append,
-                 "DISPATCH": DISPATCH}
+                 "DISPATCH": DISPATCH, "ORDERED": _ORDERED}
     exec(compile(source, filename, "exec"), namespace)
     return namespace["pack"]
 

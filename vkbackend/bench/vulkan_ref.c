@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define FENCE_TIMEOUT_NS 300000000000ull /* 300 s: a GPU that has not finished by then is hung, not slow */
@@ -784,9 +785,11 @@ static Args parse_args(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     Args args = parse_args(argc, argv);
-    const char *validation = getenv("VKBACKEND_VALIDATION"); /* the backend's switch, config.validation_enabled */
+    /* the backend's switch, read as config.env_flag reads it (which has refused any other word before this runs) */
+    const char *validation = getenv("VKBACKEND_VALIDATION");
     open_loader();
-    open_instance(validation && *validation && strcmp(validation, "0") != 0);
+    open_instance(validation && (!strcasecmp(validation, "1") || !strcasecmp(validation, "true")
+                                 || !strcasecmp(validation, "yes") || !strcasecmp(validation, "on")));
     pick_physical_device(args.device_name);
     /* the independent launches' sets, the chain's, launch_sync's, readback_small's, the warm-up's, add's */
     open_device((uint32_t)args.buffers + 5);

@@ -21,7 +21,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from .._ffi import vulkan
-from ..errors import BackendError, ErrorStatus, InvalidArgumentTypeError, check
+from ..errors import BackendError, ErrorStatus, check, index_argument
 
 if TYPE_CHECKING:
     from .pool import MemoryPool
@@ -97,7 +97,7 @@ def export_buffer(pool: MemoryPool, nbytes: int) -> ExportedMemory:
     (``MemoryPool.allocate_exportable``)."""
     ctx = pool.ctx
     ffi, lib = vulkan()
-    _check_request(pool, nbytes, "allocate_exportable")
+    nbytes = _check_request(pool, nbytes, "allocate_exportable")
     if not _features(pool) & lib.VK_EXTERNAL_MEMORY_FEATURE_EXPORTABLE_BIT:
         raise BackendError(ErrorStatus.Initialization,
                            f"{ctx.info.name} cannot export storage buffers as opaque file descriptors; share them "
@@ -134,14 +134,14 @@ def import_buffer(pool: MemoryPool, fd: int, size: int, nbytes: int | None, memo
                   dedicated: bool) -> int:
     """A new buffer id for memory imported from an opaque file descriptor (``MemoryPool.import_memory``)."""
     _, lib = vulkan()
-    if isinstance(fd, bool) or not isinstance(fd, int):
-        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                       f"import_memory needs a file descriptor (an int), got {type(fd).__name__}")
+    fd = index_argument(fd, "import_memory: the file descriptor")
     if fd < 0:
         raise BackendError(ErrorStatus.InvalidArgument, f"import_memory needs an open file descriptor, got {fd}")
-    _check_request(pool, size, "import_memory")
-    nbytes = size if nbytes is None else nbytes
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 0 < nbytes <= size:
+    size = _check_request(pool, size, "import_memory")
+    nbytes = size if nbytes is None else index_argument(nbytes, "import_memory: nbytes")
+    if memory_type_index is not None:
+        memory_type_index = index_argument(memory_type_index, "import_memory: memory_type_index")
+    if not 0 < nbytes <= size:
         raise BackendError(ErrorStatus.InvalidArgument,
                            f"import_memory: nbytes {nbytes!r} must be a byte count in 1..{size} (the memory's size)")
     features = _features(pool)
@@ -176,7 +176,7 @@ def _handle_type(lib: Any) -> int:
     return int(lib.VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT)
 
 
-def _check_request(pool: MemoryPool, nbytes: int, what: str) -> None:
+def _check_request(pool: MemoryPool, nbytes: int, what: str) -> int:
     ctx = pool.ctx
     ctx.ensure_usable()
     info = ctx.info
@@ -185,12 +185,14 @@ def _check_request(pool: MemoryPool, nbytes: int, what: str) -> None:
                            f"{what}: {info.name} has no {EXTENSION}, which sharing memory through a file descriptor "
                            "needs. NVIDIA's, AMD's, Intel's and Mesa's Linux drivers have it: update the driver, or "
                            "share the data through host copies (pool_to_host, host_to_pool)")
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
-        raise BackendError(ErrorStatus.InvalidArgument, f"{what} needs a positive byte count, got {nbytes!r}")
+    nbytes = index_argument(nbytes, f"{what}: the byte count")
+    if nbytes <= 0:
+        raise BackendError(ErrorStatus.InvalidArgument, f"{what} needs a positive byte count, got {nbytes}")
     if nbytes > info.max_memory_allocation_size:
         raise BackendError(ErrorStatus.MemoryAllocation,
                            f"{what}: {nbytes} bytes exceed maxMemoryAllocationSize ({info.max_memory_allocation_size}) "
                            f"of {info.name}; share smaller buffers")
+    return nbytes
 
 
 def _features(pool: MemoryPool) -> int:

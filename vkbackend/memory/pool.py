@@ -19,7 +19,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import records
-from ..errors import BackendError, ErrorStatus, InvalidArgumentTypeError
+from ..errors import BackendError, ErrorStatus, InvalidArgumentTypeError, index_argument
 from ..finalizers import collecting
 from ..ids import next_id
 from ..types import HostBuffer, PoolStats
@@ -130,8 +130,10 @@ class MemoryPool:
             ctx.ensure_usable()
         if self._orphans:
             self._release_orphans()
-        if (nbytes.__class__ is not int and not _is_int(nbytes)) or nbytes <= 0:
-            raise BackendError(ErrorStatus.InvalidArgument, f"allocate needs a positive byte count, got {nbytes!r}")
+        if nbytes.__class__ is not int:
+            nbytes = index_argument(nbytes, "allocate: the byte count")
+        if nbytes <= 0:
+            raise BackendError(ErrorStatus.InvalidArgument, f"allocate needs a positive byte count, got {nbytes}")
         info = self._info
         if nbytes > info.max_memory_allocation_size:
             raise BackendError(ErrorStatus.MemoryAllocation,
@@ -385,17 +387,19 @@ class MemoryPool:
         ``offset`` must be a multiple of ``info.min_storage_buffer_offset_alignment``.
         """
         align = self._info.min_storage_buffer_offset_alignment
+        offset = index_argument(offset, "view: the offset")
+        nbytes = index_argument(nbytes, "view: the byte count")
         if self._orphans:
             self._release_orphans()
         with self._lock:
             parent = self._entry(buf, "view")
-            if not _is_int(offset) or offset < 0 or offset % align:
+            if offset < 0 or offset % align:
                 raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"view offset {offset!r} must be a non-negative multiple of {align} "
+                                   f"view offset {offset} must be a non-negative multiple of {align} "
                                    "(minStorageBufferOffsetAlignment)")
-            if not _is_int(nbytes) or nbytes <= 0 or offset + nbytes > parent.size:
+            if nbytes <= 0 or offset + nbytes > parent.size:
                 raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"view [{offset}, {offset}+{nbytes!r}) does not fit in buffer {buf} of {parent.size} bytes")
+                                   f"view [{offset}, {offset}+{nbytes}) does not fit in buffer {buf} of {parent.size} bytes")
             root = parent.root
             entry = _Buffer(next_id(), 0, nbytes, root.vk_buffer, parent.offset + offset, root,
                             address=parent.address + offset if parent.address else 0)
@@ -443,11 +447,15 @@ class MemoryPool:
         return entry.id
 
     # ----- transfers ----------------------------------------------------------------------------------------------
-    def _check_range(self, entry: _Buffer, offset: int, nbytes: int, what: str) -> None:
-        if not _is_int(offset) or offset < 0 or offset + nbytes > entry.size:
+    def _check_range(self, entry: _Buffer, offset: int, nbytes: int, what: str) -> int:
+        """``offset`` as an int, checked to leave room for ``nbytes`` bytes in the buffer."""
+        if offset.__class__ is not int:
+            offset = index_argument(offset, f"{what}: the offset")
+        if offset < 0 or offset + nbytes > entry.size:
             raise BackendError(ErrorStatus.InvalidArgument,
-                               f"{what}: {nbytes} bytes at offset {offset!r} do not fit in buffer {entry.id} "
+                               f"{what}: {nbytes} bytes at offset {offset} do not fit in buffer {entry.id} "
                                f"of {entry.size} bytes")
+        return offset
 
     def host_to_pool(self, src: HostBuffer, dst: int, offset: int = 0) -> None:
         """Copy a host buffer (any buffer-protocol object) into ``dst`` at byte ``offset``.
@@ -457,7 +465,7 @@ class MemoryPool:
         self.ctx.ensure_usable()
         data = _bytes_view(src, writable=False)
         entry = self._entry(dst, "host_to_pool")
-        self._check_range(entry, offset, data.nbytes, "host_to_pool")
+        offset = self._check_range(entry, offset, data.nbytes, "host_to_pool")
         if data.nbytes:
             ffi = self.ctx.ffi
             self.transfers.upload(ffi.cast("char*", ffi.from_buffer(data)), data.nbytes, entry.slot, offset)
@@ -471,7 +479,7 @@ class MemoryPool:
         self.ctx.ensure_usable()
         data = _bytes_view(dst, writable=True)
         entry = self._entry(src, "pool_to_host")
-        self._check_range(entry, offset, data.nbytes, "pool_to_host")
+        offset = self._check_range(entry, offset, data.nbytes, "pool_to_host")
         if not data.nbytes:
             self._worker.sync()
             return
@@ -546,17 +554,17 @@ class MemoryPool:
             self.transfers.ring.destroy()
 
 
-def _is_int(value) -> bool:
-    """An int, and not a bool: True is 1 to Python, but as a size or an offset it is a mistake."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _bytes_view(obj, writable: bool) -> memoryview:
+    """``obj``'s bytes as a flat memoryview, or ``InvalidArgument`` saying why it cannot be a host buffer."""
     try:
         view = memoryview(obj)
     except TypeError:
         raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
                                        f"expected a buffer-protocol object (bytes, bytearray, numpy array), got {type(obj).__name__}") from None
+    except ValueError as error:  # a closed mmap, a released memoryview: an object whose memory is gone
+        raise BackendError(ErrorStatus.InvalidArgument,
+                           f"the host buffer ({type(obj).__name__}) cannot be used: {error}; pass an mmap that is "
+                           "still open, a memoryview not yet released") from None
     if "O" in view.format:  # Python objects: their bytes are pointers, and writing them would corrupt the process
         raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
                                        f"a host buffer of Python objects (format {view.format!r}) holds pointers, not "

@@ -17,13 +17,13 @@ touching tinygrad.  ``VK`` (or ``VK:0``) is ``vkbackend.devices()[0]``, ``VK:n``
 from __future__ import annotations
 
 import math
-import os
 import sys
 import threading
 from collections.abc import Sequence
 
 from tinygrad.device import BufferSpec, Compiled, LRUAllocator, Program, TinyELF
 
+from vkbackend.config import env_flag
 from vkbackend.tinygrad.caps import caps_from_info, make_arch, max_kernel_buffers
 from vkbackend.tinygrad.compiler import compile_variant, with_local_size
 from vkbackend.tinygrad.kernel_format import unpack_lib
@@ -184,7 +184,7 @@ class VKProgram(Program["VKDevice"]):
         # tinygrad proves its kernels' bounds, so they need no robust buffer access (which costs up to several times
         # a kernel's time on NVIDIA); where the device cannot choose per pipeline, its own setting holds.
         # VKBACKEND_TINYGRAD_ROBUST=1 keeps the checks (to measure them, or to chase a kernel that reads out of bounds).
-        robust = os.environ.get("VKBACKEND_TINYGRAD_ROBUST", "0") not in ("", "0")
+        robust = env_flag("VKBACKEND_TINYGRAD_ROBUST", False)
         prog = self.variants[(views, local)] = self.dev.vk.compile(spirv, robust=robust)
         return prog
 
@@ -266,7 +266,7 @@ class VKDevice(Compiled):
         devs = vk_devices()
         if not devs:
             raise RuntimeError("vkbackend found no Vulkan device (is a driver such as mesa-vulkan-drivers installed?)")
-        if idx >= len(devs) and os.environ.get("VKBACKEND_TINYGRAD_VIRTUAL", "1") == "0":
+        if idx >= len(devs) and not env_flag("VKBACKEND_TINYGRAD_VIRTUAL", True):
             raise RuntimeError(f"{device}: vkbackend has {len(devs)} Vulkan device(s): {[d.info.name for d in devs]}")
         # like tinygrad's CPU:n, VK:n past the last GPU is another tinygrad device on GPU n % count (own buffers, shared queue)
         self.vk = devs[idx % len(devs)]
@@ -282,7 +282,7 @@ class VKDevice(Compiled):
         DEVICE_MAX_BUFS["VK"] = min(DEVICE_MAX_BUFS.get("VK", 1 << 30), max_kernel_buffers(info))
         from vkbackend.tinygrad.graph import VKGraph  # noqa: PLC0415 - tinygrad's jit imports this module's package
 
-        graph = None if os.environ.get("VKBACKEND_TINYGRAD_GRAPH", "1") == "0" else VKGraph
+        graph = VKGraph if env_flag("VKBACKEND_TINYGRAD_GRAPH", True) else None
         super().__init__(device, VKAllocator(self), [VKRenderer], VKProgram, graph, arch=make_arch(caps))
 
     def synchronize(self):

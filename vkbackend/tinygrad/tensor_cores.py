@@ -28,20 +28,20 @@ arithmetic and the barriers are checked against numpy where no device has cooper
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 from tinygrad.codegen.opt.tc import TensorCore
 from tinygrad.dtype import DType, dtypes
 from tinygrad.uop.ops import Ops, UOp
 
+from vkbackend.config import env_flag
 from vkbackend.tinygrad.caps import TC_INPUTS, TC_OUTPUTS, DeviceCaps, TCShape
 from vkbackend.tinygrad.glsl_types import TYPE_MAP, value_type
 
 __all__ = ["SWITCH", "device_shapes", "make_tensor_core", "tensor_cores", "render_wmma", "wmma_prelude",
            "wmma_target"]
 
-SWITCH = "VKBACKEND_TINYGRAD_TC"  # "1": give tinygrad the device's tensor cores (off by default: not yet measured)
+SWITCH = "VKBACKEND_TINYGRAD_TC"  # on: give tinygrad the device's tensor cores (off by default: not yet measured)
 # arch spellings of the types tinygrad's tensor cores can take and give
 ARCH_DTYPES: dict[str, DType] = {"f16": dtypes.half, "bf16": dtypes.bfloat16, "f32": dtypes.float}
 _DEVICE_DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
@@ -55,10 +55,10 @@ def _api_at_least(version: str, wanted: tuple[int, int]) -> bool:
 def device_shapes(info) -> tuple[tuple[TCShape, ...], int]:
     """The tensor-core shapes tinygrad may use on a device (a :class:`vkbackend.DeviceInfo`), and their ``threads``.
 
-    Empty unless :data:`SWITCH` is ``1`` and the device can run the rendered kernels: cooperative matrices, Vulkan 1.3
+    Empty unless :data:`SWITCH` is on (``1``, ``true``, ``yes``, ``on``) and the device can run the rendered kernels: cooperative matrices, Vulkan 1.3
     (the kernels are SPIR-V 1.6), the Vulkan memory model, basic subgroup operations and float16 (bfloat16 inputs
     need shaderBFloat16CooperativeMatrix and 16-bit integers too)."""
-    if os.environ.get(SWITCH, "0") != "1":
+    if not env_flag(SWITCH, False):
         return (), 0
     feats = info.features
     threads = int(info.max_subgroup_size or info.subgroup_size)
