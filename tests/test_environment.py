@@ -98,7 +98,7 @@ def test_validation_off_and_debug_false_mean_off():
     """In a fresh process: VKBACKEND_VALIDATION=off loads no layer, VKBACKEND_DEBUG=false logs nothing."""
     code = ("import logging, vkbackend\nfrom vkbackend.discovery import Instance\nvkbackend.devices()\n"
             "print(Instance._current.validation, logging.getLogger('vkbackend').isEnabledFor(logging.DEBUG))")
-    env = {**os.environ, "VKBACKEND_VALIDATION": "off", "VKBACKEND_DEBUG": "false", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "VKBACKEND_VALIDATION": "off", "VKBACKEND_DEBUG": "false", "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "False"], proc.stdout + proc.stderr

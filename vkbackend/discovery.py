@@ -259,7 +259,7 @@ KNOWN_DRIVER_MESSAGES = (
 )
 
 
-def _is_known(message: str) -> bool:
+def is_known_driver_message(message: str) -> bool:
     """Whether one message (its text, without the severity) is one of KNOWN_DRIVER_MESSAGES: the whole text, or its
     last part in the layer's "... | MessageID = 0x... | text" layout."""
     text = message.strip()
@@ -279,7 +279,7 @@ def _drop_known(text: str) -> str:
     """``text`` (messages as csrc/debug.c writes them) less the messages of ``KNOWN_DRIVER_MESSAGES``. Each message
     starts a line with its severity ("[error] " or "[warning] "); its text may span lines."""
     messages = re.split(r"(?m)^(?=\[(?:error|warning)\] )", text)
-    return "".join(m for m in messages if not (m and _is_known(m.split("] ", 1)[-1])))
+    return "".join(m for m in messages if not (m and is_known_driver_message(m.split("] ", 1)[-1])))
 
 
 @dataclass

@@ -251,8 +251,8 @@ class VKProgram(Program["VKDevice"]):
             try:
                 self.dev.vk.release_program(p)
             except Exception:
-                if not sys.is_finalizing():
-                    raise  # at exit the device may already be closed
+                if sys is not None and not sys.is_finalizing():  # at exit the module's globals may be gone already
+                    raise  # ... and the device may already be closed
 
 
 # ---------------------------------------------------------------------------------------------------------------------
