@@ -80,7 +80,9 @@ def sentinels(pool):
 
 
 def live(device) -> dict:
-    return device.stats()["live_objects"]
+    """The live Vulkan objects, less fences: the submitter makes a fence whenever more batches are in flight than
+    ever before and keeps it for reuse, so their count follows the GPU's pace, not a leak (test_soak bounds it)."""
+    return {kind: n for kind, n in device.stats()["live_objects"].items() if kind != "fences"}
 
 
 # ----- the hook itself -------------------------------------------------------------------------------------------
