@@ -5,14 +5,21 @@ round-trip cases, be ordered min <= median <= p99 <= max).
 """
 from __future__ import annotations
 
+import os
+
+import dataclasses
 import math
+import sys
+from pathlib import Path
 
 import pytest
 from _bench import require_c_reference, run_bench
 
 from vkbackend.bench import vulkan_ref
-from vkbackend.bench.report import plot, table
-from vkbackend.bench.spec import CASES, IMPLS, OURS, ROUND_TRIPS, Record, select, spread
+from vkbackend.bench import child
+from vkbackend.bench.report import bar_labels, plot, table
+from vkbackend.bench.spec import CASE_BY_NAME, CASES, IMPLS, OURS, ROUND_TRIPS, Record, Sizes, select, spread
+from vkbackend.bench.units import binary, quantity, rescale
 
 UNITS = {case.name: case.unit for case in CASES}
 FIELDS = {"case", "impl", "value", "unit", "correct"}
@@ -133,12 +140,92 @@ def test_table_and_plot_from_records(tmp_path):
                Record.of_spread("launch_sync", "torch", (5.0, 10.0, 80.0, 90.0), True),
                Record.of("upload", OURS, None, False)]
     text = table(records)
-    assert "0.333 better" in text and "0.833 worse" in text and "FAILED" in text
-    assert any(line.split()[:2] == ["launch_sync", "median"] and "2 worse" in line for line in text.splitlines())
-    assert any(line.split()[:2] == ["launch_sync", "p99"] and "0.5 better" in line for line in text.splitlines())
+    assert "0.333 (3x faster)" in text and "0.833 (1.2x slower)" in text and "FAILED" in text
+    assert any(line.split()[:2] == ["launch_sync", "median"] and "2 (2x slower)" in line for line in text.splitlines())
+    assert any(line.split()[:2] == ["launch_sync", "p99"] and "0.5 (2x faster)" in line for line in text.splitlines())
     assert records[-1].to_json() == {"case": "upload", "impl": OURS, "value": None, "unit": "GB/s", "correct": False}
     why_not = plot(records, tmp_path / "p.png", "test")
     if why_not is None:
         assert (tmp_path / "p.png").stat().st_size > 0
     else:
         assert "matplotlib" in why_not
+
+
+def test_the_plot_labels_carry_the_tables_ratios():
+    """A peer a little ahead: the table's 0.969 and the plot's label agree (not "1x worse")."""
+    records = [Record.of("add_bw", OURS, 969.0, True), Record.of("add_bw", "vulkan-c", 1000.0, True),
+               Record.of("launch_chain", OURS, 3.0, True), Record.of("launch_chain", "torch", 9.0, True)]
+    text = table(records)
+    assert "0.969 (1.03x slower)" in text and "0.333 (3x faster)" in text
+    (_, _, ours), (_, _, peer) = bar_labels(records, CASE_BY_NAME["add_bw"])
+    assert ours == OURS and peer.splitlines() == ["vulkan-c", "ours/vulkan-c 0.969", "1.03x slower"]
+    (_, _, torch), = bar_labels(records, CASE_BY_NAME["launch_chain"])[1:]
+    assert torch.splitlines()[1:] == ["ours/torch 0.333", "3x faster"]
+
+
+def test_the_plot_draws_figures_on_linear_axes_and_the_speedups_on_one_axis():
+    pytest.importorskip("matplotlib")
+    from vkbackend.bench.report import figure
+    records = [Record.of("add_bw", OURS, 969.0, True), Record.of("add_bw", "vulkan-c", 1000.0, True)]
+    fig = figure(records, "test", cases=[CASE_BY_NAME["add_bw"]])
+    panel, speedups = fig.axes
+    assert panel.get_yscale() == "linear" and panel.get_ylim()[0] == 0
+    assert [t.get_text() for t in panel.get_xticklabels()][1].endswith("1.03x slower")
+    assert speedups.get_xscale() == "log" and [t.get_text() for t in speedups.texts] == ["1.03x slower"]
+
+
+def test_units_are_chosen_per_figure():
+    assert quantity(0.001276, "TFLOP/s") == "1.28 GFLOP/s"
+    assert quantity(0.1452, "GFLOP/s") == "145 MFLOP/s"
+    assert quantity(4292.0, "GB/s") == "4292 GB/s" and quantity(43_600, "us") == "43.6 ms"
+    assert quantity(0.5, "images/s") == "0.5 images/s"       # no ladder: as it is
+    assert rescale([0.313, 0.02], "us") == (1000.0, "ns")
+    assert binary(64 << 10, " floats") == "64 Ki floats" and binary(128 << 20, "B") == "128 MiB"
+    assert binary(512, "B") == "512 B" and binary(256, " floats") == "256 floats"
+    assert "64 Ki float32 (256 KiB) per array" in dataclasses.replace(Sizes.quick(), elems=64 << 10).describe()
+
+
+def test_the_table_rescales_each_row_and_the_json_keeps_the_unit():
+    records = [Record.of("alloc_release", OURS, 0.25, True), Record.of("alloc_release", "torch", 0.5, True)]
+    (row,) = [line.split() for line in table(records).splitlines() if line.startswith("alloc_release")]
+    assert row[:5] == ["alloc_release", "ns", "lower", "250", "500"]
+    assert records[0].to_json()["unit"] == "us" and records[0].to_json()["value"] == 0.25
+
+
+PROBE = """import os, sys, vkbackend
+from vkbackend.bench.child import emit
+emit(pythonpath=os.environ.get("PYTHONPATH"), package=vkbackend.__file__)
+"""
+
+
+def test_a_child_inherits_the_environment_as_it_is(tmp_path, monkeypatch):
+    """The package root reaches the child's sys.path, not its PYTHONPATH, which every program it starts (a
+    glslangValidator of another Python, say) would inherit."""
+    (tmp_path / "envprobe.py").write_text(PROBE)
+    # what the suite's own PYTHONPATH holds (where cffi or numpy were installed, say) stays on it
+    inherited = os.environ.get("PYTHONPATH")
+    pythonpath = os.pathsep.join([str(tmp_path), *([inherited] if inherited else [])])
+    monkeypatch.setenv("PYTHONPATH", pythonpath)
+    monkeypatch.chdir(tmp_path)
+    (line,) = child.run_module("envprobe", []).lines
+    assert line["pythonpath"] == pythonpath
+    assert Path(line["package"]).resolve().parent == Path(vkbackend_root(), "vkbackend")
+    if inherited:
+        monkeypatch.setenv("PYTHONPATH", inherited)
+    else:
+        monkeypatch.delenv("PYTHONPATH")
+    (line,) = child.run_module("envprobe", []).lines   # found in the working folder, as by python -m
+    assert line["pythonpath"] == inherited
+
+
+def vkbackend_root() -> Path:
+    return Path(child.__file__).resolve().parents[2]
+
+
+def test_a_long_child_reports_progress():
+    seen: list[float] = []
+    result = child.run_command([sys.executable, "-c", "import time; time.sleep(1.0)"], progress=seen.append,
+                               every_s=0.3)
+    assert result.ok and len(seen) >= 2 and seen == sorted(seen) and 0 < seen[0] < 1.0
+    late = child.run_command([sys.executable, "-c", "import time; time.sleep(30)"], timeout_s=0.5)
+    assert late.returncode == -1 and "did not finish within 0.5 s" in late.error

@@ -1,5 +1,6 @@
-"""``python -m vkbackend bench --tinygrad --quick`` on lavapipe: every workload runs on tinygrad's VK and CPU devices
-(and on PyTorch's CPU where torch is installed), and every case's checksums agree. Nothing here is about speed.
+"""``python -m vkbackend bench --tinygrad --quick``: every workload runs on tinygrad's VK device and on its CUDA device
+where that works, else its CPU device (and on PyTorch where torch is installed), and every case's checksums agree.
+Nothing here is about speed.
 
 Skipped without tinygrad 0.14.0, without a Vulkan device, and without clang (tinygrad's CPU device compiles with it).
 """
@@ -13,9 +14,17 @@ import pytest
 from _bench import run_bench
 
 from vkbackend.bench.report import plot, table
-from vkbackend.bench.tinygrad_spec import CASE_BY_NAME, CASES, IMPLS, KERNEL_CASE, TgRecord, TgSizes, close
+from vkbackend.bench import tinygrad_runner
+from vkbackend.bench.tinygrad_spec import (CASE_BY_NAME, CASES, IMPLS, KERNEL_CASE, WORKLOADS, TgRecord, TgSizes,
+                                           close)
 
-DEVICES = ("VK", "CPU")
+
+
+def devices(records: list[dict]) -> tuple[str, str]:
+    """VK and the tinygrad device the bench compared it with: CUDA where it works, else CPU."""
+    peers = {r["impl"] for r in records} - {"VK", "torch"}
+    assert len(peers) == 1 and peers <= {"CUDA", "CPU"}, peers
+    return ("VK", *peers)
 
 
 def _tinygrad_version() -> str | None:
@@ -47,13 +56,24 @@ def test_quick_run_exits_cleanly(quick_run):
     for case in CASES:
         assert case.name in proc.stdout
     assert "checksum mismatch" not in proc.stdout
+    (resnet,) = [line for line in proc.stdout.splitlines() if line.startswith("resnet50")]
+    assert resnet.startswith("resnet50 as 1-1-1-1, 32 px"), resnet   # --quick's ResNet is not ResNet-50
+    assert "64 Ki floats" in proc.stdout and "ResNet 1-1-1-1 (width 16, not ResNet-50)" in proc.stdout
+
+
+def test_quick_run_reports_progress_on_stderr(quick_run):
+    proc, _ = quick_run
+    runs = len(WORKLOADS) * 2 + len(WORKLOADS) * ("torch: PyTorch" in proc.stderr)
+    for n in range(1, runs + 1):
+        assert f"[{n}/{runs}] " in proc.stderr, proc.stderr[-3000:]
+    assert "done in" in proc.stderr and "[1/" not in proc.stdout
 
 
 def test_every_case_ran_on_vk_and_cpu(quick_run):
     _, records = quick_run
     got = {(r["case"], r["impl"]): r for r in records}
     for case in CASES:
-        for impl in DEVICES:
+        for impl in devices(records):
             rec = got.get((case.name, impl))
             assert rec is not None, f"{case.name} did not run on {impl}"
             assert rec["correct"] and isinstance(rec["value"], float) and rec["value"] > 0, rec
@@ -65,17 +85,18 @@ def test_checksums_agree_across_implementations(quick_run):
     _, records = quick_run
     for case in CASES:
         sums = {r["impl"]: r["checksum"] for r in records if r["case"] == case.name and r["value"] is not None}
-        assert set(DEVICES) <= set(sums), (case.name, sums)
+        assert set(devices(records)) <= set(sums), (case.name, sums)
         assert all(math.isfinite(v) and v > 0 for v in sums.values()), (case.name, sums)
-        reference = sums["CPU"]
+        reference = sums[devices(records)[1]]
         assert all(close(v, reference, case.rtol) for v in sums.values()), (case.name, sums)
 
 
 def test_mlp_kernels_timed_on_both_devices(quick_run):
     _, records = quick_run
     kernels = {impl: sorted((r for r in records if r["case"] == KERNEL_CASE.name and r["impl"] == impl),
-                            key=lambda r: r["index"]) for impl in DEVICES}
-    assert kernels["VK"] and len(kernels["VK"]) == len(kernels["CPU"])
+                            key=lambda r: r["index"]) for impl in devices(records)}
+    vk, peer = devices(records)
+    assert kernels[vk] and len(kernels[vk]) == len(kernels[peer])
     for impl, recs in kernels.items():
         assert [r["index"] for r in recs] == list(range(len(recs)))
         assert all(r["kernel"] and r["value"] > 0 and r["unit"] == "us" for r in recs), impl
@@ -124,6 +145,55 @@ def test_record_json_round_trip_table_and_plot(tmp_path):
     assert TgRecord.from_json(rec.to_json()) == rec
     peer = TgRecord.of_samples(CASE_BY_NAME["mlp_step"], "CUDA", [1.0], 7.5)
     text = table([rec, peer], cases=[CASE_BY_NAME["mlp_step"]], impls=IMPLS, ours_label="VK")
-    assert "2 [1-3]" in text and "VK/CUDA" in text and "2 worse" in text
+    assert "2 [1-3]" in text and "VK/CUDA" in text and "2 (2x slower)" in text
     why_not = plot([rec, peer], tmp_path / "p.png", "test", cases=CASES, impls=IMPLS)
     assert why_not is None and (tmp_path / "p.png").stat().st_size > 0 or "matplotlib" in why_not
+
+
+def test_quick_sizes_say_what_the_resnet_is():
+    quick, full = TgSizes.quick(), TgSizes.full()
+    assert "add/sum 64 Ki floats" in quick.describe() and "add/sum 64 Mi floats" in full.describe()
+    assert "ResNet 1-1-1-1 (width 16, not ResNet-50) at 32 x 32 px" in quick.describe()
+    assert "ResNet-50 at 224 x 224 px" in full.describe() and full.labels() == {}
+    rec = TgRecord.of_samples(CASE_BY_NAME["resnet50"], "VK", [5.0], 1.0)
+    text = table([rec], cases=[CASE_BY_NAME["resnet50"]], impls=IMPLS, ours_label="VK", labels=quick.labels())
+    assert "resnet50 as 1-1-1-1, 32 px" in text
+
+
+def test_the_table_picks_a_unit_per_row():
+    recs = [TgRecord.of_samples(CASE_BY_NAME["matmul_f32"], impl, [v], 1.0)
+            for impl, v in (("VK", 0.001276), ("CPU", 0.002))]
+    (row,) = [line.split() for line in table(recs, cases=[CASE_BY_NAME["matmul_f32"]], impls=IMPLS,
+                                               ours_label="VK").splitlines() if line.startswith("matmul_f32")]
+    assert row[1] == "GFLOP/s" and row[3] == "1.276" and row[4] == "2"
+    assert recs[0].to_json()["unit"] == "TFLOP/s"
+
+
+def test_device_reaches_the_vk_child_only():
+    assert tinygrad_runner.child_env("VK", 3)["VKBACKEND_DEVICE_IDS"] == "3"
+    assert "VKBACKEND_DEVICE_IDS" not in tinygrad_runner.child_env("VK")
+    assert "VKBACKEND_DEVICE_IDS" not in tinygrad_runner.child_env("CPU", 3)
+
+
+def test_without_tinygrad_one_line_says_how_to_install_it(monkeypatch, capsys):
+    def no_child(*args, **kwargs):
+        raise AssertionError("no child should start")
+    monkeypatch.setattr(tinygrad_runner, "importable", lambda module: module != "tinygrad")
+    monkeypatch.setattr(tinygrad_runner, "run_module", no_child)
+    assert tinygrad_runner.run(quick=True) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    assert "tinygrad is not installed" in err and "pip install '.[tinygrad]'" in err
+    assert "bash scripts/setup.sh tinygrad" in err
+
+
+def test_progress_goes_to_stderr_as_each_run_starts_and_ends(monkeypatch, capsys):
+    def workload(impl, workload, sizes, quick, timeout_s, device=None, progress=None):
+        progress(31.0)
+        return []
+    monkeypatch.setattr(tinygrad_runner, "run_workload", workload)
+    assert tinygrad_runner.run_all(["VK", "CPU"], ["mlp", "resnet50"], TgSizes.quick(), True, 10.0) == []
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "[1/4] VK mlp: running" in err and "[1/4] VK mlp: still running after 31 s" in err
+    assert "[4/4] CPU resnet50 as 1-1-1-1, 32 px: done in" in err

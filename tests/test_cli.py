@@ -1,12 +1,14 @@
 """Command-line conventions of ``python -m vkbackend``: ``--version``, ``info --json``, help for every option, a clean
-message and exit status for a device that does not exist or an output that cannot be written, and no traceback when
-the reader of stdout goes away (``| head``). Each runs the command in a fresh process."""
+message and exit status for a device that does not exist or an output that cannot be written, usage errors on one
+line with status 2, units that fit the figures, ``--json -`` on stdout, and no traceback when the reader of stdout
+goes away (``| head``). Most run the command in a fresh process."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -142,3 +144,60 @@ def test_no_traceback_when_the_reader_goes_away(device, args):
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
+@pytest.mark.parametrize("args", [["bench", "--tinygrad", "--timeout", "-5"], ["bench", "--tinygrad", "--timeout", "0"],
+                                  ["bench", "--tinygrad", "--timeout", "soon"], ["bench", "--timeout", "5"],
+                                  ["bench", "--plot", "-"], ["bench", "--no-such-option"], ["nope"]])
+def test_a_usage_error_is_one_line_with_status_2(args, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("python -m vkbackend") and "error: " in err, err
+    if "--timeout" in args and "--tinygrad" in args:
+        assert "is not a positive number of seconds" in err or "is not a number of seconds" in err
+
+
+def test_bench_tinygrad_refuses_a_device_that_does_not_exist(device, capsys):
+    assert main(["bench", "--tinygrad", "--quick", "--device", "7"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "--device 7: there is no such device" in err, err
+
+
+def test_driver_version_is_decoded_per_vendor():
+    nvidia = 580 << 22 | 159 << 14 | 4 << 6
+    assert cli.driver_version(0x10DE, nvidia) == "580.159.4.0"
+    assert cli.driver_version(0x1002, 23 << 22 | 3 << 12 | 6) == "23.3.6"  # Mesa's RADV: Vulkan's packing
+    assert cli.driver_version(0x10005, 1) == "0.0.1"                      # lavapipe, as vulkaninfo shows it
+
+
+def test_info_picks_units_and_decodes_the_driver_version(device):
+    result = run("info")
+    assert result.returncode == 0, result.stderr
+    i = device.info
+    assert f", driver version {cli.driver_version(i.vendor_id, i.driver_version)}\n" in result.stdout
+    (number, unit), = re.findall(r"max storage range ([\d.]+) (B|KiB|MiB|GiB|TiB)", result.stdout)
+    assert 1 <= float(number) < 1024, result.stdout
+    scale = 1 << 10 * ["B", "KiB", "MiB", "GiB", "TiB"].index(unit)
+    assert float(number) * scale == pytest.approx(i.max_storage_buffer_range, rel=5e-3)
+
+
+def test_demo_picks_a_unit_for_its_speeds(device):
+    result = run("demo")
+    assert result.returncode == 0, result.stderr
+    (number, _), = re.findall(r"\(([\d.]+) ([kMGTP]?FLOP/s)\)", result.stdout)
+    assert 1 <= float(number) < 10_000, result.stdout
+    for figure in re.findall(r"([\d.]+) [kMGT]?B/s", result.stdout):
+        assert 1 <= float(figure) < 10_000, result.stdout
+
+
+def test_bench_json_dash_writes_only_the_json_to_stdout(device, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run([sys.executable, "-m", "vkbackend", "bench", "--quick", "--cases", "sync_idle",
+                             "--json", "-"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr
+    records = json.loads(result.stdout)
+    assert {r["case"] for r in records} == {"sync_idle"} and records[0]["unit"] == "us"
+    assert "sync_idle median" in result.stderr   # the table
+    assert list(tmp_path.iterdir()) == []        # no file named "-"

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+from typing import NoReturn
 
 from . import __version__, cli
 
@@ -22,8 +24,26 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with its usage errors on one line (argparse prints the usage first), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def positive_seconds(text: str) -> float:
+    """``--timeout``'s type: a finite number of seconds above 0 (argparse makes the ArgumentTypeError a usage error)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return seconds
+
+
 def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vkbackend", description="vkbackend: a Vulkan compute backend")
+    parser = _Parser(prog="python -m vkbackend", description="vkbackend: a Vulkan compute backend")
     parser.add_argument("--version", action="version", version=f"vkbackend {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="list every Vulkan device with its limits, memory heaps and dtype support")
@@ -32,8 +52,10 @@ def _main(argv: list[str] | None) -> int:
     demo.add_argument("--device", type=int, default=0, help="device index (default 0)")
     bench = sub.add_parser("bench", help="benchmarks beside a raw-Vulkan C program (where a C compiler is "
                            "found), wgpu-py and PyTorch (where importable)")
-    bench.add_argument("--device", type=int, default=0, help="device index (default 0; --tinygrad uses VK, device 0)")
-    bench.add_argument("--json", metavar="FILE", help="also write the results to FILE as a JSON list of records")
+    bench.add_argument("--device", type=int, help="device index (default 0; with --tinygrad, the device of tinygrad's "
+                       "VK)")
+    bench.add_argument("--json", metavar="FILE", help="also write the results to FILE as a JSON list of records (- for "
+                       "stdout, which then carries only the JSON: the table goes to stderr)")
     bench.add_argument("--plot", metavar="FILE", help="also draw them into FILE, a PNG (needs matplotlib: the bench "
                        "extra)")
     bench.add_argument("--quick", action="store_true", help="small sizes (runs on lavapipe in under a minute, "
@@ -44,19 +66,19 @@ def _main(argv: list[str] | None) -> int:
                        "(e.g. sync_idle,launch_sync,readback_small); with --tinygrad, workloads or cases")
     bench.add_argument("--impls", nargs="+", metavar="IMPL", choices=["VK", "CUDA", "CPU", "torch"],
                        help="--tinygrad: only these implementations beside VK (default: every one that works)")
-    bench.add_argument("--timeout", type=float, metavar="S", help="--tinygrad: seconds per child process "
-                       "(default 1200, 300 with --quick)")
+    bench.add_argument("--timeout", type=positive_seconds, metavar="S", help="--tinygrad: seconds per child process, "
+                       "above 0 (default 1200, 300 with --quick)")
     args = parser.parse_args(argv)
     if args.command == "info":
         return cli.info(as_json=args.json)
     if args.command == "demo":
         return cli.demo(args.device)
-    outputs = {"--json": args.json, "--plot": args.plot}
+    outputs = {"--json": None if args.json == "-" else args.json, "--plot": args.plot}
     problems = cli.unwritable_outputs(outputs)
     if problems:  # before a run of minutes, not after it
         bench.error("; ".join(problems))
     before = cli.output_stamps(outputs)
-    status = _bench(args, parser)
+    status = _bench(args, bench)
     unwritten = cli.unwritten_outputs(outputs, before)
     if unwritten:
         print(f"vkbackend bench: {'; '.join(unwritten)}", file=sys.stderr)
@@ -69,11 +91,12 @@ def _bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.tinygrad:
         from .bench.tinygrad_runner import run as run_tinygrad
         return run_tinygrad(json_path=args.json, plot_path=args.plot, quick=args.quick, cases=cases,
-                            timeout_s=args.timeout, impls=args.impls)
-    if args.timeout or args.impls:
+                            timeout_s=args.timeout, impls=args.impls, device=args.device)
+    if args.timeout is not None or args.impls:
         parser.error("--impls and --timeout go with --tinygrad")
     from .bench import run
-    return run(device=args.device, json_path=args.json, plot_path=args.plot, quick=args.quick, cases=cases)
+    return run(device=0 if args.device is None else args.device, json_path=args.json, plot_path=args.plot,
+               quick=args.quick, cases=cases)
 
 
 if __name__ == "__main__":

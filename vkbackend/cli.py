@@ -18,8 +18,24 @@ from .config import VulkanConfig
 from .errors import NO_DEVICE_HINT, BackendError, KernelCompilationError
 
 
-def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB"
+def _bytes(n: int) -> str:
+    """A size in the binary unit that fits it: 128 MiB, 2 GiB, 32 KiB."""
+    from .bench.units import binary
+    return binary(n, "B")
+
+
+NVIDIA = 0x10DE
+
+
+def driver_version(vendor_id: int, version: int) -> str:
+    """``driverVersion`` decoded as vulkaninfo decodes it: NVIDIA packs 10.8.8.6 bits (580.159.4.0), Intel's Windows
+    driver 18.14 bits, every other driver (Mesa's among them) Vulkan's version packing (VK_API_VERSION_*)."""
+    if vendor_id == NVIDIA:
+        return f"{version >> 22 & 0x3FF}.{version >> 14 & 0xFF}.{version >> 6 & 0xFF}.{version & 0x3F}"
+    if vendor_id == 0x8086 and sys.platform == "win32":
+        return f"{version >> 14}.{version & 0x3FFF}"
+    from .discovery import version_string
+    return version_string(version)
 
 
 def info(as_json: bool = False) -> int:
@@ -45,20 +61,21 @@ def info(as_json: bool = False) -> int:
     for dev in found:
         i = dev.info
         print(f"device {dev.index}: {i.name} ({i.device_type}, vendor {i.vendor_id:#06x}, device {i.device_id:#06x})")
-        print(f"  Vulkan {i.api_version}, driver version {i.driver_version:#x}")
+        print(f"  Vulkan {i.api_version}, driver version {driver_version(i.vendor_id, i.driver_version)}")
         print(f"  work groups: max count {i.max_global_work_dims}, max size {i.max_local_work_dims}, "
               f"max threads {i.max_local_threads}, subgroup {i.subgroup_size} (up to {i.max_subgroup_size})")
-        print(f"  shared memory {i.local_mem_size} B, push constants {i.max_push_constants_size} B, "
+        print(f"  shared memory {_bytes(i.local_mem_size)}, push constants {i.max_push_constants_size} B, "
               f"storage buffers per kernel {i.max_storage_buffers}")
-        print(f"  buffers: max allocation {_gib(i.max_memory_allocation_size)}, max storage range "
-              f"{_gib(i.max_storage_buffer_range)}, offset alignment {i.min_storage_buffer_offset_alignment} B, "
+        print(f"  buffers: max allocation {_bytes(i.max_memory_allocation_size)}, max storage range "
+              f"{_bytes(i.max_storage_buffer_range)}, offset alignment {i.min_storage_buffer_offset_alignment} B, "
               f"max allocations {i.max_memory_allocation_count}")
         for n, heap in enumerate(i.memory_heaps):
-            print(f"  heap {n}: {_gib(heap.size)}{' device-local' if heap.device_local else ''}, budget {_gib(heap.budget)}")
+            local = " device-local" if heap.device_local else ""
+            print(f"  heap {n}: {_bytes(heap.size)}{local}, budget {_bytes(heap.budget)}")
         print(f"  timestamps: {'yes, ' + str(i.timestamp_period_ns) + ' ns/tick' if i.timestamps else 'no'}; "
               f"push descriptors: {'yes' if i.push_descriptors else 'no'}; robust buffer access: "
               f"{'on' if i.robust_buffer_access else 'off'}")
-        print(f"  free device memory: {_gib(dev.memory_pool.free_bytes)}")
+        print(f"  free device memory: {_bytes(dev.memory_pool.free_bytes)}")
         supported = [d.name for d, ops in i.dtype_capabilities.items() if ops]
         unsupported = [d.name for d, ops in i.dtype_capabilities.items() if not ops]
         print(f"  dtypes: {', '.join(supported)}" + (f" (not: {', '.join(unsupported)})" if unsupported else ""))
@@ -146,6 +163,7 @@ def demo(index: int = 0, n: int | None = None) -> int:
     """
     import numpy as np
     from . import compile_glsl, devices
+    from .bench.units import binary, quantity
     try:
         dev = devices(dataclasses.replace(VulkanConfig.from_env(), device_ids=[index]))[0]
     except BackendError as error:
@@ -213,10 +231,11 @@ def demo(index: int = 0, n: int | None = None) -> int:
         pool.release(b)
     for p in (saxpy, reduce, matmul):
         dev.release_program(p)
-    print(f"  launches/s (dependent chain):      {steps / t_chain:,.0f}")
-    print(f"  saxpy GB/s (3 x {x.nbytes >> 20} MiB per launch): {steps * 3 * x.nbytes / t_chain / 1e9:.2f}")
-    print(f"  upload GB/s: {2 * x.nbytes / t_up / 1e9:.2f}   download GB/s: {y.nbytes / t_down / 1e9:.2f}")
-    print(f"  matmul GPU time: {ns / 1e3:.1f} us ({2 * m ** 3 / ns:.1f} GFLOP/s)")
+    print(f"  launches/s (dependent chain): {steps / t_chain:,.0f}")
+    print(f"  saxpy (3 x {binary(x.nbytes, 'B')} per launch): {quantity(steps * 3 * x.nbytes / t_chain / 1e9, 'GB/s')}")
+    print(f"  upload: {quantity(2 * x.nbytes / t_up / 1e9, 'GB/s')}   download: "
+          f"{quantity(y.nbytes / t_down / 1e9, 'GB/s')}")
+    print(f"  matmul GPU time: {quantity(ns / 1e3, 'us')} ({quantity(2 * m ** 3 / ns, 'GFLOP/s')})")
     print("demo: all results match numpy" if ok else "demo: MISMATCH")
     return 0 if ok else 1
 
@@ -228,6 +247,9 @@ def unwritable_outputs(outputs: dict[str, str | None]) -> list[str]:
     problems = []
     for option, path in outputs.items():
         if path is None:
+            continue
+        if path == "-":
+            problems.append(f"{option} -: {option} writes a file; only --json can go to stdout")
             continue
         target = Path(path)
         parent = target.parent

@@ -5,8 +5,8 @@ Modules: ``spec`` (the cases, sizes and records), ``timing`` (the one timing loo
 ``cases`` (our cases on one device), ``compile_probe`` (the compile cases' fresh process), ``peers`` (the C
 reference, wgpu-py and torch, each in a child process, skipped when it cannot run), ``vulkan_ref`` (the C reference:
 building and running ``vulkan_ref.c``, checking its results), ``child`` (running those children), ``report``
-(table, JSON, plot), ``runner`` (the driver). Submodules load on first use, so the children
-(``python -m vkbackend.bench.peers`` / ``.compile_probe``) import only what they need.
+(table, JSON, plot), ``units`` (the unit each figure is shown in), ``runner`` (the driver). Submodules load on
+first use, so the children (``python -m vkbackend.bench.peers`` / ``.compile_probe``) import only what they need.
 
 ``bench --tinygrad`` is ``tinygrad_runner``: ``tinygrad_spec`` (cases, sizes, records), ``tinygrad_protocol`` (seeded
 data, checksums, the timing protocol), ``tinygrad_models`` and ``tinygrad_cases`` (the workloads in tinygrad),

@@ -24,9 +24,10 @@ def run(device: int = 0, json_path: str | None = None, plot_path: str | None = N
     """Run every case (or those named in ``cases``, see ``spec.select``) on device ``device`` and on each importable
     peer; print the table; write the JSON and plot.
 
-    Progress goes to stderr, the table to stdout. Returns 0 when every one of our cases ran and passed its
-    correctness check (and, under ``VKBACKEND_VALIDATION=1``, the validation layer said nothing), 1 when not, 2 when
-    the device could not be opened or a case name is unknown.
+    Progress goes to stderr, the table to stdout (to stderr when the JSON goes to stdout, ``json_path`` "-").
+    Returns 0 when every one of our cases ran and passed its correctness check (and, under
+    ``VKBACKEND_VALIDATION=1``, the validation layer said nothing), 1 when not, 2 when the device could not be opened
+    or a case name is unknown.
     """
     try:
         names = select(cases)
@@ -49,11 +50,13 @@ def run(device: int = 0, json_path: str | None = None, plot_path: str | None = N
     for peer in PEERS:
         records += run_peer(peer, sizes, dev.info.name, _log, only)
     ran = {r.impl for r in records}
-    print(f"{title}\n{sizes.describe()}\n")
-    print(report.table(records, [NOTES[peer] for peer in PEERS if peer in ran], shown))
+    out = sys.stderr if json_path == "-" else sys.stdout
+    print(f"{title}\n{sizes.describe()}\n", file=out)
+    print(report.table(records, [NOTES[peer] for peer in PEERS if peer in ran], shown), file=out)
     if json_path:
         report.write_json(records, json_path)
-        _log(f"wrote {json_path}")
+        if json_path != "-":
+            _log(f"wrote {json_path}")
     if plot_path:
         why_not = report.plot(records, plot_path, f"{title}\n{sizes.describe()}", shown)
         _log(why_not or f"wrote {plot_path}")

@@ -5,6 +5,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .units import binary
+
 IMPLS = ("vkbackend", "vulkan-c", "wgpu", "torch")
 """Every implementation a record can name; ours first."""
 OURS = IMPLS[0]
@@ -89,7 +91,7 @@ class Sizes:
         return self.elems * 4
 
     def describe(self) -> str:
-        return (f"{self.launches:,} launches, {self.elems / (1 << 20):g} Mi float32 ({self.array_bytes >> 20} MiB) "
+        return (f"{self.launches:,} launches, {binary(self.elems, ' float32')} ({binary(self.array_bytes, 'B')}) "
                 f"per array, {self.kernels} kernels, {self.allocs:,} allocations, {self.roundtrips:,} round trips")
 
 

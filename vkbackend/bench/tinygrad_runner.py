@@ -11,28 +11,37 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import report
 from .child import run_module
 from .tinygrad_spec import CASE_BY_NAME, CASES, IMPLS, KERNEL_CASE, OURS, WORKLOADS, TgRecord, TgSizes, close
+from .units import duration
 
 CUDA_LIBS = Path("/usr/local/cuda/targets/x86_64-linux/lib")
 CHILD = "vkbackend.bench.tinygrad_child"
 NOTES = ("figures: median [min-max] over the timed runs; checksums must agree within each case's tolerance",
          "tinygrad devices: jitted steps and operations (TinyJit)")
 TORCH_NOTE = "torch: eager PyTorch, TF32 off (on the CPU only with --quick)"
+NO_TINYGRAD = ("tinygrad is not installed: pip install '.[tinygrad]' in a checkout (pip install 'vkbackend[tinygrad]' "
+               "elsewhere), or bash scripts/setup.sh tinygrad")
+PROGRESS_EVERY_S = 30.0
+"""How often a child that is still running is reported on stderr."""
 
 
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def child_env(impl: str) -> dict[str, str]:
-    """The child's environment additions: ``DEV``; tinygrad's compile pool off on a machine of few cores (spawning
-    it costs more than it saves there); CUDA's runtime-compiler directory when the loader would not find nvrtc."""
+def child_env(impl: str, device: int | None = None) -> dict[str, str]:
+    """The child's environment additions: ``DEV``; for VK, ``VKBACKEND_DEVICE_IDS`` when a ``device`` was asked for
+    (tinygrad's VK is the first device vkbackend opens); tinygrad's compile pool off on a machine of few cores
+    (spawning it costs more than it saves there); CUDA's runtime-compiler directory when the loader would not find
+    nvrtc."""
     env = {"DEV": impl} if impl != "torch" else {}
+    if impl == OURS and device is not None:
+        env["VKBACKEND_DEVICE_IDS"] = str(device)
     if (os.cpu_count() or 1) <= 4 and "PARALLEL" not in os.environ:
         env["PARALLEL"] = "0"
     if impl == "CUDA" and CUDA_LIBS.is_dir() and ctypes.util.find_library("nvrtc") is None:
@@ -49,16 +58,18 @@ def importable(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def discover(quick: bool, timeout_s: float, only: Sequence[str] | None = None) -> list[str]:
+def discover(quick: bool, timeout_s: float, only: Sequence[str] | None = None, device: int | None = None) -> list[str]:
     """The implementations (of ``only``, when given) that open and run a tiny kernel here, each probed in a child
-    process."""
+    process (VK on ``device``, when given)."""
     found: list[str] = []
     for impl in candidates():
         if only and impl not in only:
             continue
         if impl == "CPU" and "CUDA" in found:
             continue  # tinygrad's CPU device is the reference only where no GPU device is
-        result = run_module(CHILD, [impl, "--probe"] + (["--quick"] if quick else []), child_env(impl), timeout_s)
+        _log(f"{impl}: probing")
+        result = run_module(CHILD, [impl, "--probe"] + (["--quick"] if quick else []), child_env(impl, device),
+                            timeout_s)
         info = [line["info"] for line in result.lines if "info" in line]
         skip = [line["skip"] for line in result.lines if "skip" in line]
         if result.ok and info:
@@ -69,10 +80,12 @@ def discover(quick: bool, timeout_s: float, only: Sequence[str] | None = None) -
     return found
 
 
-def run_workload(impl: str, workload: str, sizes: TgSizes, quick: bool, timeout_s: float) -> list[TgRecord]:
-    """The records of one child; a failed child gives failed records of its cases (with the reason)."""
+def run_workload(impl: str, workload: str, sizes: TgSizes, quick: bool, timeout_s: float,
+                 device: int | None = None, progress: Callable[[float], None] | None = None) -> list[TgRecord]:
+    """The records of one child; a failed child gives failed records of its cases (with the reason). ``progress``
+    is called with the seconds elapsed every ``PROGRESS_EVERY_S`` while the child runs."""
     args = [impl, workload, "--sizes", json.dumps(sizes.to_json())] + (["--quick"] if quick else [])
-    result = run_module(CHILD, args, child_env(impl), timeout_s)
+    result = run_module(CHILD, args, child_env(impl, device), timeout_s, progress, PROGRESS_EVERY_S)
     records = [TgRecord.from_json(line) for line in result.lines if "case" in line]
     skips = [line["skip"] for line in result.lines if "skip" in line]
     errors = [line["error"] for line in result.lines if "error" in line] + ([result.error] if result.error else [])
@@ -158,12 +171,15 @@ def select(cases: Sequence[str] | None) -> list[str]:
 
 
 def run(json_path: str | None = None, plot_path: str | None = None, quick: bool = False,
-        cases: Sequence[str] | None = None, timeout_s: float | None = None, impls: Sequence[str] | None = None) -> int:
+        cases: Sequence[str] | None = None, timeout_s: float | None = None, impls: Sequence[str] | None = None,
+        device: int | None = None) -> int:
     """Run the selected workloads on every implementation that works here; print, write JSON and plot.
 
-    ``impls`` limits the implementations tried (VK is always needed). Returns 0 when every workload ran on every
-    implementation found (or was skipped by it with a reason) and every checksum agrees; 1 when not; 2 when VK does
-    not work or the arguments are wrong.
+    ``impls`` limits the implementations tried (VK is always needed); ``device`` is the Vulkan device VK runs on
+    (default: the first). Progress goes to stderr, the table to stdout (to stderr when the JSON goes to stdout,
+    ``json_path`` "-"). Returns 0 when every workload ran on every implementation found (or was skipped by it with a
+    reason) and every checksum agrees; 1 when not; 2 when tinygrad is not installed, VK does not work or the
+    arguments are wrong.
     """
     sizes = TgSizes.quick() if quick else TgSizes.full()
     try:
@@ -171,35 +187,41 @@ def run(json_path: str | None = None, plot_path: str | None = None, quick: bool 
     except ValueError as error:
         _log(f"vkbackend bench --tinygrad: {error}")
         return 2
-    timeout_s = timeout_s or (300.0 if quick else 1200.0)
-    impls = discover(quick, min(timeout_s, 300.0), [OURS, *impls] if impls else None)
-    if OURS not in impls:
-        _log("vkbackend bench --tinygrad: tinygrad's VK device does not work here")
+    if not importable("tinygrad"):  # else every probe child would fail with the same ImportError
+        _log(f"vkbackend bench --tinygrad: {NO_TINYGRAD}")
         return 2
-    records: list[TgRecord] = []
-    for workload in workloads:
-        for impl in impls:
-            start = time.perf_counter()
-            records += run_workload(impl, workload, sizes, quick, timeout_s)
-            _log(f"{impl}: {workload} ({time.perf_counter() - start:.1f} s)")
+    problem = device_problem(device)
+    if problem:
+        _log(f"vkbackend bench --tinygrad: {problem}")
+        return 2
+    timeout_s = timeout_s or (300.0 if quick else 1200.0)
+    impls = discover(quick, min(timeout_s, 300.0), [OURS, *impls] if impls else None, device)
+    if OURS not in impls:
+        _log("vkbackend bench --tinygrad: tinygrad's VK device does not work here (the VK line above says why)")
+        return 2
+    records = run_all(impls, workloads, sizes, quick, timeout_s, device)
     problems = check_agreement(records)
     shown = [case for case in CASES if case.workload in workloads]
-    title = f"vkbackend bench --tinygrad{' --quick' if quick else ''}: {', '.join(impls)}"
-    print(f"{title}\n{sizes.describe()}\n")
+    on = "" if device is None else f" on device {device}"
+    title = f"vkbackend bench --tinygrad{' --quick' if quick else ''}{on}: {', '.join(impls)}"
+    out = sys.stderr if json_path == "-" else sys.stdout
+    print(f"{title}\n{sizes.describe()}\n", file=out)
     notes = NOTES + ((TORCH_NOTE,) if "torch" in impls else ())
-    print(report.table(records, notes, shown, [impl for impl in IMPLS if impl in impls], ours_label=OURS))
+    print(report.table(records, notes, shown, [impl for impl in IMPLS if impl in impls], ours_label=OURS,
+                       labels=sizes.labels()), file=out)
     kernels = kernel_table(records)
     if kernels:
-        print(f"\n{kernels}")
+        print(f"\n{kernels}", file=out)
     for line in problems:
-        print(line)
+        print(line, file=out)
     if json_path:
         report.write_json(records, json_path)
-        _log(f"wrote {json_path}")
+        if json_path != "-":
+            _log(f"wrote {json_path}")
     status = 0
     if plot_path:
         why_not = report.plot([r for r in records if r.case != KERNEL_CASE.name], plot_path,
-                              f"{title}\n{sizes.describe()}", shown, IMPLS)
+                              f"{title}\n{sizes.describe()}", shown, IMPLS, ours_label=OURS, labels=sizes.labels())
         if why_not:
             _log(f"vkbackend bench --tinygrad: {why_not}")
             status = 1
@@ -208,3 +230,36 @@ def run(json_path: str | None = None, plot_path: str | None = None, quick: bool 
     if problems or any(not r.correct for r in records):
         status = 1
     return status
+
+
+def device_problem(device: int | None) -> str | None:
+    """Why VK cannot run on ``device`` (no such Vulkan device), checked here so that the probe need not fail; None
+    when it can or none was asked for."""
+    if device is None:
+        return None
+    from ..discovery import query_physical_devices
+    from ..errors import BackendError
+    try:
+        count = len(query_physical_devices())
+    except BackendError as error:
+        return f"cannot open device {device}: {error}"
+    if not 0 <= device < count:
+        return f"--device {device}: there is no such device ({count} Vulkan device(s) found; python -m vkbackend info)"
+    return None
+
+
+def run_all(impls: Sequence[str], workloads: Sequence[str], sizes: TgSizes, quick: bool, timeout_s: float,
+            device: int | None = None) -> list[TgRecord]:
+    """Every (workload, implementation) in turn, each announced on stderr when it starts, every
+    ``PROGRESS_EVERY_S`` while it runs and when it ends, with the run's elapsed time, so a long run is never silent."""
+    records: list[TgRecord] = []
+    runs = [(workload, impl) for workload in workloads for impl in impls]
+    start = time.perf_counter()
+    for n, (workload, impl) in enumerate(runs, 1):
+        what = f"[{n}/{len(runs)}] {impl} {sizes.labels().get(workload, workload)}"
+        _log(f"{what}: running ({duration(time.perf_counter() - start)} into the run)")
+        began = time.perf_counter()
+        records += run_workload(impl, workload, sizes, quick, timeout_s, device,
+                                lambda s, what=what: _log(f"{what}: still running after {duration(s)}"))
+        _log(f"{what}: done in {duration(time.perf_counter() - began)}")
+    return records

@@ -10,6 +10,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 from .spec import Case, Record
+from .units import binary
 
 IMPLS = ("VK", "CUDA", "CPU", "torch")
 """Every implementation a record can name: tinygrad's devices (ours first), then PyTorch."""
@@ -98,10 +99,23 @@ class TgSizes:
     def describe(self) -> str:
         w = "-".join(map(str, self.mlp_widths))
         return (f"MLP {w} batch {self.mlp_batch}; transformer {self.tf_layers} x D={self.tf_dim} B={self.tf_batch} "
-                f"T={self.tf_seq}; matmul {self.matmul_n}; add/sum {self.elems / (1 << 20):g} Mi floats; GPT-2 "
-                f"{self.gpt2_layers} x {self.gpt2_dim}, vocab {self.gpt2_vocab:,}, {self.gpt2_tokens} tokens; ResNet "
-                f"{'-'.join(map(str, self.resnet_layers))} at {self.resnet_image}px batch {self.resnet_batch}; "
-                f"{self.runs} runs")
+                f"T={self.tf_seq}; matmul {self.matmul_n}; add/sum {binary(self.elems, ' floats')}; GPT-2 "
+                f"{self.gpt2_layers} x {self.gpt2_dim}, vocab {self.gpt2_vocab:,}, {self.gpt2_tokens} tokens; "
+                f"{self.resnet()} batch {self.resnet_batch}; {self.runs} runs")
+
+    def resnet(self) -> str:
+        """What the ``resnet50`` workload is at these sizes: ResNet-50 only at the full sizes; ``--quick``'s is a
+        ResNet of one block per stage at 32 px, and says so."""
+        shape = f"{self.resnet_image} x {self.resnet_image} px"
+        if self.resnet_layers == TgSizes.full().resnet_layers and self.resnet_width == TgSizes.full().resnet_width:
+            return f"ResNet-50 at {shape}"
+        return f"ResNet {'-'.join(map(str, self.resnet_layers))} (width {self.resnet_width}, not ResNet-50) at {shape}"
+
+    def labels(self) -> dict[str, str]:
+        """The table's and plot's names of cases whose workload is not what the name says at these sizes."""
+        if self.resnet().startswith("ResNet-50"):
+            return {}
+        return {"resnet50": f"resnet50 as {'-'.join(map(str, self.resnet_layers))}, {self.resnet_image} px"}
 
 
 # ----- records -------------------------------------------------------------------------------------------------------

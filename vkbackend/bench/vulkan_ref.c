@@ -472,14 +472,24 @@ static void begin(void) {
                 VK_ACCESS_TRANSFER_WRITE_BIT);
 }
 
-static void submit_and_wait(void) {
+/* Ends and submits the command buffer and waits for its fence: blocking in the driver, or with `poll` by checks that
+ * never sleep, as a caller that waits for a short round trip does (a thread woken from a blocking wait can take tens
+ * of microseconds to run again; CUDA's default synchronisation spins too). */
+static void submit_and_wait_for(int poll) {
     CHECK(vkEndCommandBuffer(gpu.cmd));
     VkSubmitInfo submit = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
                            .pCommandBuffers = &gpu.cmd};
     CHECK(vkQueueSubmit(gpu.queue, 1, &submit, gpu.fence));
-    CHECK(vkWaitForFences(gpu.device, 1, &gpu.fence, VK_TRUE, FENCE_TIMEOUT_NS));
+    double deadline = now() + FENCE_TIMEOUT_NS * 1e-9;
+    VkResult result;
+    while (poll && (result = vkWaitForFences(gpu.device, 1, &gpu.fence, VK_TRUE, 0)) == VK_TIMEOUT && now() < deadline)
+        ;
+    if (!poll || result == VK_TIMEOUT) result = vkWaitForFences(gpu.device, 1, &gpu.fence, VK_TRUE, FENCE_TIMEOUT_NS);
+    CHECK(result);
     CHECK(vkResetFences(gpu.device, 1, &gpu.fence));
 }
+
+static void submit_and_wait(void) { submit_and_wait_for(0); }
 
 /* host -> staging (memcpy) -> dst (one copy command): the staged upload. Returns the seconds of the copy alone. */
 static double upload(const Buffer *staging, const Buffer *dst, const void *host, VkDeviceSize bytes) {
@@ -618,8 +628,8 @@ typedef enum { SYNC_IDLE, LAUNCH_SYNC, READBACK_SMALL } Trip;
 
 /* One round trip, from the host back to the host. SYNC_IDLE: vkQueueWaitIdle with nothing queued, the wait a plain
  * program has for "everything I submitted" (its last fence is already waited for and reset). LAUNCH_SYNC: one
- * one-group INC dispatch on `buffer`, recorded into the command buffer, submitted with the fence, the fence waited
- * for and reset. READBACK_SMALL: the same with a copy of the buffer's first float into `staging` after the dispatch,
+ * one-group INC dispatch on `buffer`, recorded into the command buffer, submitted with the fence, the fence polled
+ * until it signals (as our sync points wait) and reset. READBACK_SMALL: the same with a copy of the buffer's first float into `staging` after the dispatch,
  * in the same command buffer; returns that float as the host reads it. */
 static float round_trip(Trip trip, const Kernel *inc, VkDescriptorSet set, const Buffer *buffer,
                         const Buffer *staging, const Args *args) {
@@ -636,7 +646,7 @@ static float round_trip(Trip trip, const Kernel *inc, VkDescriptorSet set, const
         vkCmdCopyBuffer(gpu.cmd, buffer->buffer, staging->buffer, 1, &region);
         barrier(TRANSFER, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
     }
-    submit_and_wait();
+    submit_and_wait_for(1);
     float value = 0;
     if (trip == READBACK_SMALL) memcpy(&value, staging->mapped, sizeof value);
     return value;
