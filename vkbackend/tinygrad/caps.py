@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DeviceCaps", "TCShape", "make_arch", "parse_arch", "caps_from_info", "max_kernel_buffers"]
+__all__ = ["DeviceCaps", "TCShape", "make_arch", "parse_arch", "caps_from_info", "max_kernel_buffers", "is_lavapipe"]
 
 TC_INPUTS, TC_OUTPUTS = ("f16", "bf16"), ("f32", "f16")  # tensor-core types the renderer can render, by arch name
 
@@ -56,6 +56,9 @@ class DeviceCaps:
     storage_range: int = 1 << 27     # maxStorageBufferRange (Vulkan's minimum: 128 MiB)
     # float widths whose infinities, NaNs and signed zeros a kernel can ask the driver to keep (SignedZeroInfNanPreserve)
     preserve_widths: tuple[int, ...] = ()
+    # loop iterations one invocation may run, all loops together (0: no limit); lavapipe leaves loops silently past
+    # 65,535 (see vkbackend.tinygrad.loop_limit)
+    loop_limit: int = 0
     # tensor cores (empty unless VKBACKEND_TINYGRAD_TC=1 and the device has cooperative matrices): the invocations of
     # one warp (``w32``), the shapes (``m16.16.16.f16.f32``), and ``tcemu``: WMMA in scalar code, not cooperative
     # matrices (to check the layout on devices without them)
@@ -80,6 +83,7 @@ def make_arch(caps: DeviceCaps) -> str:
         f"s{caps.shared_max}",
         f"r{caps.storage_range}",
         *([f"p{'/'.join(map(str, caps.preserve_widths))}"] if caps.preserve_widths else []),
+        *([f"loops{caps.loop_limit}"] if caps.loop_limit else []),
     ]
     if caps.tc_threads and caps.tc_shapes:
         toks += [f"w{caps.tc_threads}", *(shape.token() for shape in caps.tc_shapes)]
@@ -98,6 +102,8 @@ def parse_arch(arch: str) -> DeviceCaps:
             kw[tok] = True
         elif tok[0] == "p" and all(w.isdigit() for w in tok[1:].split("/")):
             kw["preserve_widths"] = tuple(int(w) for w in tok[1:].split("/"))
+        elif tok.startswith("loops") and tok[5:].isdigit():
+            kw["loop_limit"] = int(tok[5:])
         elif tok == "tcemu":
             kw["tc_emulate"] = True
         elif tok[0] == "w" and tok[1:].isdigit():
@@ -111,6 +117,15 @@ def parse_arch(arch: str) -> DeviceCaps:
         elif tok[0] in "tsr" and tok[1:].isdigit():
             kw[{"t": "local_threads", "s": "shared_max", "r": "storage_range"}[tok[0]]] = int(tok[1:])
     return DeviceCaps(**kw, tc_shapes=tuple(shapes))
+
+
+# gallivm's LP_MAX_TGSI_LOOP_ITERATIONS: the loop iterations one lavapipe invocation runs, all loops together
+LAVAPIPE_LOOP_LIMIT = 65535
+
+
+def is_lavapipe(info) -> bool:
+    """Whether ``info`` (a :class:`vkbackend.DeviceInfo`) is Mesa's lavapipe, whose device name is ``llvmpipe (...)``."""
+    return "llvmpipe" in str(getattr(info, "name", "")).lower()
 
 
 def _nonempty(info, name: str) -> bool:
@@ -149,6 +164,7 @@ def caps_from_info(info) -> DeviceCaps:
         storage_range=int(info.max_storage_buffer_range),
         preserve_widths=tuple(w for w in (16, 32, 64)
                               if f"shaderSignedZeroInfNanPreserveFloat{w}" in getattr(info, "float_controls", ())),
+        loop_limit=LAVAPIPE_LOOP_LIMIT if is_lavapipe(info) else 0,
         tc_shapes=(tc := device_shapes(info))[0],
         tc_threads=tc[1],
     )

@@ -133,6 +133,7 @@ class VKProgram(Program["VKDevice"]):
         meta = self.lib.meta
         self.local = tuple(meta["local"])
         self.uses_gid = bool(meta["gid"])
+        self.widen = int(meta.get("widen", 1))  # old work groups along x per work group (renderer: widened kernels)
         self.sizes = [tuple(b["sizes"]) for b in meta["bindings"]]
         # the launch passes bound arguments first, then those reached by device address (renderer: "address")
         order = sorted(range(len(meta["bindings"])), key=lambda i: bool(meta["bindings"][i].get("address")))
@@ -231,6 +232,7 @@ class VKProgram(Program["VKDevice"]):
             grid = [t // l for t, l in zip(total, local)]
         else:
             grid = [int(g) for g in gs]
+            grid[0] = -(-grid[0] // self.widen)
         return (grid if min(grid) > 0 else None), local
 
     def bound(self, bufs) -> tuple[list[int], list[int]]:

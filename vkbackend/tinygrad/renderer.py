@@ -14,6 +14,7 @@ GLSL 450 for Vulkan (compiled to SPIR-V by :mod:`vkbackend.tinygrad.compiler`). 
 * workgroup / local ids from ``gl_WorkGroupID`` / ``gl_LocalInvocationID``, the local size baked in with
   ``layout(local_size_x=...)``; shared memory declared at file scope, ``barrier()`` between phases; kernels on global
   ids (``NOLOCALS``) take their local size from specialization constants 0-2, set per launch size by the program;
+  a kernel of one-invocation work groups runs as wider groups (:func:`widen_single_invocation_groups`);
 * bool buffers are stored as ``uint8_t`` (tinygrad's bool is one byte), 8/16/64-bit types come from the
   ``GL_EXT_shader_explicit_arithmetic_types`` / ``8bit_storage`` / ``16bit_storage`` extensions;
 * tinygrad's tensor cores (``WMMA``), where the arch names some: cooperative matrices, see
@@ -38,6 +39,7 @@ from vkbackend.tinygrad.caps import parse_arch
 from vkbackend.tinygrad.compiler import VKCompiler
 from vkbackend.tinygrad.glsl_types import TYPE_MAP, bitcast, cast, float_literal, int_literal, storage_dtype, value_type
 from vkbackend.tinygrad.kernel_format import with_meta
+from vkbackend.tinygrad.loop_limit import bound_loops
 from vkbackend.tinygrad.memory_access import (GlobalArg, global_vector_macros, plan_vector_widths, render_index,
                                               render_load, render_store)
 from vkbackend.tinygrad.tensor_cores import render_wmma, tensor_cores, wmma_prelude, wmma_target
@@ -222,6 +224,33 @@ vk_string_rewrite = (
 )
 
 
+WIDE_GROUP = 32  # invocations per work group of a widened kernel: a warp on NVIDIA, a wave32 on AMD, a few SIMD
+# steps on lavapipe and Intel
+
+
+def widen_single_invocation_groups(kernel: list[str], gidx0: UOp | None) -> tuple[list[str], int]:
+    """A kernel of one-invocation work groups (tinygrad found no local size that divides its global size, as for the
+    50,257 rows of GPT-2's LM head) as work groups of up to WIDE_GROUP invocations, each on one of the old work
+    groups along x, and the number of them per work group (1: left as it is).
+
+    A GPU runs a work group of one invocation in a warp of its own, one lane busy; the number of work groups an SM
+    holds at once is capped, so such a kernel keeps only a few percent of the GPU's lanes and of its memory requests
+    in flight. Widened, the grid along x is ``ceil(size / width)`` (``VKProgram.grid``) and the invocations past
+    ``size`` return at once. Only kernels that cannot tell the difference are widened: without shared memory or
+    barriers (one-invocation groups need none), and with a constant size along x."""
+    size = gidx0.src[0].ssimplify() if gidx0 is not None else None
+    if not isinstance(size, int) or any("barrier()" in ln or ln.lstrip().startswith("shared ") for ln in kernel):
+        return kernel, 1
+    width = min(WIDE_GROUP, size)
+    head = "int gidx0 = int(gl_WorkGroupID.x);"
+    for i, line in enumerate(kernel):
+        if line.strip().startswith(head):
+            guard = f"  if (gidx0 >= {size}) return;" if size % width else None
+            renamed = line.replace("gl_WorkGroupID.x", "gl_GlobalInvocationID.x")
+            return [*kernel[:i], renamed, *([guard] if guard else []), *kernel[i + 1:]], width
+    return kernel, 1
+
+
 class VKRenderer(CStyleLanguage):
     """GLSL 450 compute for Vulkan; device limits come from ``target.arch`` (see :func:`make_arch`)."""
 
@@ -307,7 +336,10 @@ class VKRenderer(CStyleLanguage):
         # float widths whose infinities and NaNs the kernel relies on (its constants, its x != x tests)
         self._special_widths: set[int] = set()
         self._vector_macros: set[tuple[UOp, int, bool]] = set()  # (global argument, lanes, store) used by the kernel
-        return self.render_kernel(*self._render(uops), uops)
+        name, kernel, bufs = self._render(uops)
+        if self.caps.loop_limit:  # lavapipe: unrolled until its loop-iteration limit holds, or refused
+            kernel = bound_loops(name, kernel, uops, self.caps.loop_limit)
+        return self.render_kernel(name, kernel, bufs, uops)
 
     @staticmethod
     def _declare_global(binding: int, name: str, dt: DType, qual: str, dw: int) -> list[str]:
@@ -355,6 +387,10 @@ class VKRenderer(CStyleLanguage):
         for a, u in specials.items():
             if a[0] == "l":
                 local[int(a[-1])] = int(u.src[0].ssimplify())
+        widen = 1
+        if local == [1, 1, 1] and not uses_gid:
+            kernel, widen = widen_single_invocation_groups(kernel, specials.get("gidx0"))
+            local[0] = widen
         globals_ = sorted(
             [(u.arg.slot, name, u, mut) for name, (u, mut) in bufs if u.addrspace is AddrSpace.GLOBAL],
             key=lambda t: t[0],
@@ -364,7 +400,7 @@ class VKRenderer(CStyleLanguage):
         )
 
         # shared memory must be at file scope
-        shared = [ln.strip() for ln in kernel if ln.lstrip().startswith("shared ")]
+        shared = list(dict.fromkeys(ln.strip() for ln in kernel if ln.lstrip().startswith("shared ")))  # once, unrolled
         body = [ln for ln in kernel if not ln.lstrip().startswith("shared ")]
 
         used = {u.dtype for u in uops} | {u.dtype for _, _, u, _ in globals_}
@@ -454,7 +490,8 @@ class VKRenderer(CStyleLanguage):
         if any("vk_exp2m(" in ln for ln in body):
             lines.append("float vk_exp2m(float a, float b) { precise float t = a*b; return exp2(t); }")
 
-        meta = {"name": function_name, "local": local, "gid": uses_gid, "bindings": bindings, "nvars": len(vars_),
+        meta = {"name": function_name, "local": local, "gid": uses_gid, "widen": widen, "bindings": bindings,
+                "nvars": len(vars_),
                 **wmma_target(uops, self.caps.tc_emulate)}
         src = "\n".join(lines) + "\nvoid main() {\n" + "\n".join(body) + "\n}\n"
         return with_meta(meta, src)
