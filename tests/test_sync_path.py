@@ -69,6 +69,55 @@ def test_a_sync_leaves_released_memory_freed(device, pool):
     assert pool.stats()["live_buffers"] == before
 
 
+class CountingSignal:
+    """Stands in for the worker's wake-up signal and counts the times the worker went to sleep on it."""
+
+    def __init__(self, signal) -> None:
+        self.signal, self.takes = signal, 0
+        self.set, self.clear = signal.set, signal.clear
+
+    def take(self, timeout_s=None) -> bool:
+        self.takes += 1
+        return self.signal.take(timeout_s)
+
+
+def test_a_polling_worker_takes_launches_without_sleeping(device, pool):
+    """A worker that ran out of work polls for the next item instead of sleeping (on a GPU; forced here): launches
+    after sync points are taken, run and completed without the worker ever sleeping on its signal, and once the poll
+    is turned off it sleeps again."""
+    worker = device._worker
+    prog = device.compile(vkbackend.compile_glsl(AFFINE))
+    buf = pool.allocate(256 * 4)
+    signal = worker.wake
+    counting = CountingSignal(signal)
+    try:
+        pool.host_to_pool(np.zeros(256, np.uint32), buf)
+        worker.idle_spin_ns = 30_000_000_000  # far longer than the test: a sleep can only mean the poll failed
+        device.launch(prog, [buf], [256, 1, 1], groups(256))  # wakes the worker, which polls from now on
+        device.sync()
+        wait_until_idle(device)
+        worker.wake = counting
+        out = np.empty(256, np.uint32)
+        for i in range(2, 22):
+            device.launch(prog, [buf], [256, 1, 1], groups(256))
+            device.sync()
+            wait_until_idle(device)
+        pool.pool_to_host(buf, out)
+        assert (out == 21).all(), out[:4]
+        assert counting.takes == 0
+        worker.idle_spin_ns = 0
+        worker.wake_up()  # ends the poll; the worker finds nothing to do and sleeps
+        deadline = time.monotonic() + 10
+        while counting.takes == 0:
+            assert time.monotonic() < deadline, "the worker did not go to sleep once the poll was off"
+            time.sleep(0.001)
+    finally:
+        worker.idle_spin_ns = 0
+        worker.wake = signal
+        worker.wake_up()
+        pool.release(buf)
+
+
 TRACED = """
 prog = vkbackend.compile_glsl(AFFINE)
 dev = vkbackend.devices()[0]

@@ -50,6 +50,14 @@ class DeviceContext:
     def sync_timeout_ns(self) -> int:
         return int(self.sync_timeout_s * 1e9)
 
+    @property
+    def polling_pays(self) -> bool:
+        """Whether waits should poll for long before they sleep: on a GPU, where a thread woken from a blocking wait
+        can take tens of microseconds to run again; not on a CPU device or with two cores or fewer, where a polling
+        thread takes a core from the work it waits for."""
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return self.info.device_type != "cpu" and cpus > 2
+
     def fail(self, error: BackendError) -> None:
         """Keep an asynchronous error for the next sync point (the first one wins); a lost device is sticky."""
         with self.error_lock:

@@ -8,7 +8,6 @@ has a fixed capacity. Everything here runs on the device's worker thread.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -93,10 +92,7 @@ class BatchSubmitter:
         self._fence_ptr = ffi.new("VkFence*")
         # the serial of the last batch completed (its completions run), for callers waiting at sync points (fence.c)
         self.progress = ffi.new("vkb_progress*")
-        # Spinning pays on a GPU (a woken thread can take tens of microseconds to run); on a CPU device, or with few
-        # cores, the spinning threads would take the cores that run the work.
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        self.progress.spin_ns = SHORT_SPIN_NS if info.device_type == "cpu" or cpus <= 2 else WAITED_SPIN_NS
+        self.progress.spin_ns = WAITED_SPIN_NS if ctx.polling_pays else SHORT_SPIN_NS
         self.stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0}
 
     # ----- the window ---------------------------------------------------------------------------------------------

@@ -6,6 +6,11 @@ the submitter's window and submits when the window is full, when a sync point or
 and whenever its queue runs dry while fewer than MAX_EARLY_IN_FLIGHT batches run, so a lone launch starts at once and
 the GPU finds the next batch queued. Every wait happens inside a C call or on a lock, with the GIL released.
 
+A worker that runs out of work polls for a new item for IDLE_SPIN_NS (``kick``, set by every ``put`` and wake-up)
+before it sleeps on its signal: a launch that follows a sync point then finds it running, instead of paying for a
+thread wake-up. It polls with the GIL released and yields the core between looks; on a CPU device or with two cores
+or fewer it goes to sleep at once, since the poll would take a core from the work.
+
 A sync point does not wait for the worker to hand it a result: the worker publishes in memory the serial the caller
 needs and, after each batch's completions, the serial it has completed, and the caller waits for them in C
 (``wait_serial``, csrc/fence.c).
@@ -40,6 +45,7 @@ MAX_EARLY_IN_FLIGHT = 2       # while the GPU is busy, the worker queues at most
 BUSY_POLL_NS = 200_000        # while the GPU runs and callers feed us: how long one fence wait may block
 FREE_FLUSH_BYTES = 64 << 20   # released memory a window may hold back before it is submitted
 IDLE_WAIT_NS = 1_000_000      # nothing queued but batches in flight: the longest a new item waits for us
+IDLE_SPIN_NS = 1_000_000      # nothing queued or in flight: how long the worker polls for a new item before it sleeps
 STOP_GRACE_S = 10.0           # stop(): how much longer than the deadline the thread may take to end
 MAX_IN_FLIGHT = 4
 QUEUE_HIGH = 1 << 16
@@ -66,7 +72,8 @@ class Worker:
         self.queue: deque = deque()
         self.wake = Signal()
         self._kick = ctx.ffi.cast("uint32_t*", ctx.ffi.addressof(submitter.progress, "kick"))
-        self.idle = False           # asleep with nothing queued, recorded or running; the waker clears it
+        self.idle = False           # polling or asleep with nothing queued, recorded or running; the waker clears it
+        self.idle_spin_ns = IDLE_SPIN_NS if ctx.polling_pays else 0
         self.queue_high, self.queue_low = QUEUE_HIGH, QUEUE_LOW
         self.throttled = False      # launching threads wait (admit) until the queue is down to queue_low
         self._watched = False       # the worker takes nothing from its queue for now: launchers check its length
@@ -88,6 +95,7 @@ class Worker:
     def wake_up(self) -> None:
         """Wake the worker, which is idle (the caller saw ``idle`` set after queueing something)."""
         self.idle = False
+        self._kick[0] = 1  # ends the poll of a worker that has just run out of work (csrc/fence.c)
         self.wake.set()  # no call before this one: an interrupt cannot leave idle cleared and the worker asleep
         if trace.enabled:
             trace.event("wake_worker")
@@ -243,6 +251,7 @@ class Worker:
     # ----- the thread ---------------------------------------------------------------------------------------------
     def _run(self) -> None:
         q, sub, kick = self.queue, self._submitter, self._kick
+        wait_kick, progress = self.ctx.lib.vkb_wait_kick, sub.progress
         while True:
             kick[0] = 0  # before the queue is looked at: a later put sets it again and ends the next fence wait
             if q:
@@ -283,7 +292,7 @@ class Worker:
             if self.throttled:
                 self._set_throttled(False)
             self.idle = True
-            if not q:
+            if not q and not (self.idle_spin_ns and wait_kick(progress, self.idle_spin_ns)):
                 if trace.enabled:
                     trace.event("sleep")
                 self.wake.take()

@@ -76,6 +76,18 @@ int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t 
     return done;
 }
 
+/* Polls, not a futex: a thread woken from a blocking wait can take tens of microseconds to run again (more in a
+ * virtual machine), which a launch followed by a sync point would pay every time the worker had gone idle. */
+int vkb_wait_kick(const vkb_progress *progress, uint64_t spin_ns) {
+    vkb_lower_timer_slack();
+    uint64_t start = vkb_now_ns();
+    while (!__atomic_load_n(&progress->kick, __ATOMIC_ACQUIRE)) {
+        if (vkb_now_ns() - start >= spin_ns) return 0;
+        sched_yield();
+    }
+    return 1;
+}
+
 void vkb_publish_target(uint64_t *target, uint64_t serial) {
     __atomic_store_n(target, serial, __ATOMIC_RELEASE);
 }

@@ -42,11 +42,13 @@ typedef struct {
     uint32_t waiters;     /* callers inside vkb_wait_completed */
     uint64_t wanted;      /* the target of the caller that began waiting last */
     uint64_t spin_ns;     /* how long a waited-on wait spins before it sleeps in slices */
-    uint32_t kick;        /* set by a thread that queued an item for the worker */
+    uint32_t kick;        /* set by a thread that queued an item for the worker or woke it */
 } vkb_progress;
 /* With `kicked`, the fence wait also returns (VK_NOT_READY) once progress->kick is set: the worker has work queued. */
 VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress, int kicked);
 int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t timeout_ns);
+/* The worker with nothing to do: 1 once progress->kick is set within `spin_ns`, else 0 (it then sleeps on its signal). */
+int vkb_wait_kick(const vkb_progress *progress, uint64_t spin_ns);
 void vkb_publish_target(uint64_t *target, uint64_t serial);
 void vkb_publish_completed(vkb_progress *progress, uint64_t serial);
 
