@@ -310,6 +310,12 @@ CACHE_SCRIPT = textwrap.dedent("""
             shutil.copyfile(variants[i], variants[i + 1])
             dev, n = use_device()
             dev.close()
+            if os.path.basename(variants[i]) == "own_header_garbage_body":
+                # The header passes, so the body reaches the driver, which may say that it cannot use it: NVIDIA's
+                # (580.159.04 on an H200) reports this one warning through the debug messenger, and nothing else.
+                left = discovery.validation_messages().replace(
+                    "[warning] PipelineCache: unable to load pipeline cache entry", "").strip()
+                assert not left, left
             print("VARIANT OK", os.path.basename(variants[i]))
     else:
         dev, n = use_device()

@@ -96,12 +96,15 @@ def test_soak_ends_flat(device, progs):
     soak_round(device, progs, counters, warm, warm // 10, rng)  # warm up: the spare batches, the staging ring
     start = snapshot(device)
     started = time.perf_counter()
-    fills = soak_round(device, progs, counters, LAUNCHES, CYCLES, rng)
+    fills = soak_round(device, progs, counters, LAUNCHES // 2, CYCLES // 2, rng)
+    half = snapshot(device)
+    fills += soak_round(device, progs, counters, LAUNCHES - LAUNCHES // 2, CYCLES - CYCLES // 2, rng)
     elapsed = time.perf_counter() - started
     end = snapshot(device)
     print(f"\nsoak: {LAUNCHES} launches (+{fills} fills) and {CYCLES} allocate/release cycles in {elapsed:.1f} s "
           f"({end['batches'] - start['batches']} batches)")
     print(describe("start", start))
+    print(describe("half ", half))
     print(describe("end  ", end))
     # nothing lost: every increment landed
     total = warm + LAUNCHES
@@ -117,7 +120,12 @@ def test_soak_ends_flat(device, progs):
         {k: v for k, v in start["live"].items() if k not in recycled}, (start["live"], end["live"])
     assert end["live"]["fences"] <= start["live"]["fences"] + 4, (start["live"], end["live"])
     assert end["pool"] == start["pool"], (start["pool"], end["pool"])
+    # A leak grows with the work done, so the second half, which repeats the first, must not grow the process. The
+    # first half may: the first time the pool's cache reaches its peak (4 GiB on an H200, which runs the launches
+    # far ahead of the releases' frees), the driver's and the C library's heaps grow with it and keep what they took.
+    growth = end["rss"] - half["rss"]
+    assert growth < (16 << 20), f"resident memory grew by {growth / 2**20:.1f} MiB in the second half"
     growth = end["rss"] - start["rss"]
-    assert growth < (64 << 20), f"resident memory grew by {growth / 2**20:.1f} MiB"
+    assert growth < (128 << 20), f"resident memory grew by {growth / 2**20:.1f} MiB"
     for buf in counters:
         pool.release(buf)

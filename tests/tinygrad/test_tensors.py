@@ -140,7 +140,8 @@ def test_float16():
 def test_reductions():
     a = rand(37, 129)
     t = Tensor(a)
-    np.testing.assert_allclose(t.sum().numpy(), a.sum(), rtol=1e-5)
+    # a GPU adds in another order than numpy: the bound is on the magnitudes summed, not on the (small) sum
+    np.testing.assert_allclose(t.sum().numpy(), a.astype(np.float64).sum(), atol=np.abs(a).sum() * 2**-18)
     np.testing.assert_allclose(t.sum(axis=0).numpy(), a.sum(axis=0), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(t.sum(axis=1).numpy(), a.sum(axis=1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(t.max(axis=1).numpy(), a.max(axis=1))
@@ -292,7 +293,7 @@ def test_jit():
     for _ in range(4):
         a, b = rand(256), rand(256)
         # float32 on a GPU: a fused multiply-add rounds once where numpy rounds twice
-        np.testing.assert_allclose(f(Tensor(a), Tensor(b)).numpy(), a * b + 1, rtol=1e-5)
+        np.testing.assert_allclose(f(Tensor(a), Tensor(b)).numpy(), a * b + 1, rtol=1e-5, atol=1e-6)  # a GPU's fma
 
 
 def test_jit_replays_as_one_graph():
