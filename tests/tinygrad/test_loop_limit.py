@@ -20,7 +20,8 @@ from tinygrad.device import Compiled
 from tinygrad.helpers import Context
 from tinygrad.runtime.ops_null import NullAllocator, NullProgram
 
-from vkbackend.tinygrad.caps import DeviceCaps, caps_from_info, is_lavapipe, make_arch, parse_arch
+from vkbackend.tinygrad.caps import DeviceCaps, make_arch, parse_arch
+from vkbackend.tinygrad.device_caps import caps_from_info, is_lavapipe
 from vkbackend.tinygrad.kernel_format import unpack_lib
 from vkbackend.tinygrad.loop_limit import LoopLimitError
 

@@ -32,7 +32,8 @@ from test_renderer import DEV as RENDER_DEV, FULL, kernels
 from vkbackend import CooperativeMatrixShape
 from vkbackend.spirv import reflect
 from vkbackend.tinygrad.bf16_spirv import retype_cooperative_matrices
-from vkbackend.tinygrad.caps import DeviceCaps, TCShape, caps_from_info, make_arch, parse_arch
+from vkbackend.tinygrad.caps import DeviceCaps, TCShape, make_arch, parse_arch
+from vkbackend.tinygrad.device_caps import caps_from_info
 from vkbackend.tinygrad.renderer import VKRenderer
 from vkbackend.tinygrad.tensor_cores import SWITCH, device_shapes, make_tensor_core, tensor_cores
 

@@ -2,13 +2,14 @@
 
 tinygrad pickles renderers to its compile workers keeping only the ``Target``, so everything the renderer needs to
 know about a device is written into ``target.arch`` (:func:`make_arch`) and read back there (:func:`parse_arch`).
+:mod:`vkbackend.tinygrad.device_caps` reads the caps from a Vulkan device.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DeviceCaps", "TCShape", "make_arch", "parse_arch", "caps_from_info", "max_kernel_buffers", "is_lavapipe"]
+__all__ = ["DeviceCaps", "TCShape", "make_arch", "parse_arch"]
 
 TC_INPUTS, TC_OUTPUTS = ("f16", "bf16"), ("f32", "f16")  # tensor-core types the renderer can render, by arch name
 
@@ -117,62 +118,3 @@ def parse_arch(arch: str) -> DeviceCaps:
         elif tok[0] in "tsr" and tok[1:].isdigit():
             kw[{"t": "local_threads", "s": "shared_max", "r": "storage_range"}[tok[0]]] = int(tok[1:])
     return DeviceCaps(**kw, tc_shapes=tuple(shapes))
-
-
-# gallivm's LP_MAX_TGSI_LOOP_ITERATIONS: the loop iterations one lavapipe invocation runs, all loops together
-LAVAPIPE_LOOP_LIMIT = 65535
-
-
-def is_lavapipe(info) -> bool:
-    """Whether ``info`` (a :class:`vkbackend.DeviceInfo`) is Mesa's lavapipe, whose device name is ``llvmpipe (...)``."""
-    return "llvmpipe" in str(getattr(info, "name", "")).lower()
-
-
-def _nonempty(info, name: str) -> bool:
-    from vkbackend.dtypes import DType  # noqa: PLC0415
-
-    return bool(info.dtype_capabilities.get(DType[name]))
-
-
-def caps_from_info(info) -> DeviceCaps:
-    """What the renderer may use on a device, from its :class:`vkbackend.DeviceInfo`.
-
-    8- and 16-bit integers need both the storage feature (``dtype_capabilities``) and arithmetic (``shaderInt8`` /
-    ``shaderInt16``); tinygrad's bool is stored as one byte, so it rides on int8. Arguments past the storage range are
-    reached by device address where the device has buffer device addresses. Tensor cores only with
-    ``VKBACKEND_TINYGRAD_TC=1`` (:func:`vkbackend.tinygrad.tensor_cores.device_shapes`)."""
-    from vkbackend.tinygrad.tensor_cores import device_shapes  # noqa: PLC0415 - it imports tinygrad
-
-    feats = getattr(info, "features", None)
-
-    def feat(name: str) -> bool:
-        return feats is None or name in feats
-
-    i64 = _nonempty(info, "int64")
-    return DeviceCaps(
-        f16=_nonempty(info, "float16"),
-        f64=_nonempty(info, "float64") and i64,
-        i8=_nonempty(info, "int8") and feat("shaderInt8"),
-        i16=_nonempty(info, "int16") and feat("shaderInt16"),
-        i64=i64,
-        global_max=tuple(int(x) for x in info.max_global_work_dims),
-        local_max=tuple(int(x) for x in info.max_local_work_dims),
-        local_threads=int(info.max_local_threads),
-        shared_max=int(info.local_mem_size),
-        # buffers reached by address need 64-bit integers for the address arithmetic of the widest ones
-        addresses=bool(getattr(info, "buffer_device_address", False)) and i64,
-        storage_range=int(info.max_storage_buffer_range),
-        preserve_widths=tuple(w for w in (16, 32, 64)
-                              if f"shaderSignedZeroInfNanPreserveFloat{w}" in getattr(info, "float_controls", ())),
-        loop_limit=LAVAPIPE_LOOP_LIMIT if is_lavapipe(info) else 0,
-        tc_shapes=(tc := device_shapes(info))[0],
-        tc_threads=tc[1],
-    )
-
-
-def max_kernel_buffers(info) -> int:
-    """Buffers one kernel may bind: storage-buffer bindings, and one push-constant word per binding for view offsets
-    (8 words are kept for the kernel's integer variables)."""
-    limit = int(getattr(info, "max_storage_buffers", 32) or 32)
-    pc_words = int(getattr(info, "max_push_constants_size", 128) or 128) // 4
-    return max(4, min(limit, pc_words - 8, 31))

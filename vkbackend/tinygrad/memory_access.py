@@ -7,8 +7,8 @@ Global buffers are storage buffers indexed through ``VK_I<slot>_<size>`` macros 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from tinygrad.dtype import AddrSpace, DType, dtypes
 from tinygrad.helpers import strip_parens
@@ -16,11 +16,9 @@ from tinygrad.uop.ops import Ops, UOp
 
 from vkbackend.tinygrad.glsl_types import TYPE_MAP, UINT_OF_SIZE, as_uint, bitcast, storage_dtype, value_type, vec_type
 
-if TYPE_CHECKING:
-    from vkbackend.tinygrad.renderer import VKRenderer
 
-__all__ = ["GlobalArg", "plan_vector_widths", "compose_load", "compose_store", "render_index", "render_load",
-           "render_store", "global_vector_macros"]
+__all__ = ["GlobalArg", "KernelMemory", "RenderContext", "plan_vector_widths", "compose_load", "compose_store",
+           "render_index", "render_load", "render_store", "global_vector_macros"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +42,25 @@ class GlobalArg:
         if self.wide:
             return i if dtype in (dtypes.int64, dtypes.uint64) else f"int64_t({i})"
         return _int_index(i, dtype)
+
+@dataclass
+class KernelMemory:
+    """How one kernel reaches memory: its global arguments by name and the lanes each buffer is declared with (planned
+    before the body is rendered), and the vector macros the body used (filled while it is rendered)."""
+
+    globals: dict[str, GlobalArg] = field(default_factory=dict)
+    declared: dict[UOp, int] = field(default_factory=dict)
+    vector_macros: set[tuple[UOp, int, bool]] = field(default_factory=set)  # (global argument, lanes, store)
+
+
+class RenderContext(Protocol):
+    """What the functions here need of the renderer that calls them: the kernel's memory plan, and the rendered name
+    of a UOp (``ctx[u]``)."""
+
+    memory: KernelMemory
+
+    def __getitem__(self, u: UOp) -> str: ...
+
 
 # ---------------------------------------------------------------------------------------------------------------------
 # pointer views
@@ -78,15 +95,15 @@ def _ptr_view(bidx: UOp):
 
 
 
-def _view_access(ctx: "VKRenderer", param: UOp, start: UOp | None, idx: UOp):
+def _view_access(ctx: RenderContext, param: UOp, start: UOp | None, idx: UOp):
     """(element expression for the buffer's element index ``e``, S, start string, idx string)."""
     sdt = storage_dtype(param.dtype)
-    arg = ctx._globals[ctx[param]]
+    arg = ctx.memory.globals[ctx[param]]
     cast = "int64_t" if arg.wide else "int"
     return (lambda e: arg.element(f"VK_I{arg.key}({cast}({e}))")), sdt, ("0" if start is None else ctx[start]), ctx[idx]
 
 
-def _render_view_load(ctx: "VKRenderer", bidx: UOp) -> str | None:
+def _render_view_load(ctx: RenderContext, bidx: UOp) -> str | None:
     if (pv := _ptr_view(bidx)) is None:
         return None
     param, start, idx, tdt = pv
@@ -103,7 +120,7 @@ def _render_view_load(ctx: "VKRenderer", bidx: UOp) -> str | None:
     return bitcast(tdt, ut, f"{TYPE_MAP[ut]}({word}>>((({i})%{k})*{tdt.itemsize * 8}))")
 
 
-def _render_view_store(ctx: "VKRenderer", bidx: UOp, var: UOp) -> str | None:
+def _render_view_store(ctx: RenderContext, bidx: UOp, var: UOp) -> str | None:
     if (pv := _ptr_view(bidx)) is None:
         return None
     param, start, idx, tdt = pv
@@ -223,27 +240,27 @@ def global_vector_macros(arg: GlobalArg, dt: DType, dw: int, w: int, store: bool
     return ["#if VK_VIEWS", define(1), "#else", define(dw), "#endif"]
 
 
-def _render_vector_load(ctx: "VKRenderer", mop: UOp) -> str:
+def _render_vector_load(ctx: RenderContext, mop: UOp) -> str:
     """LOAD(SHRINK(buffer, idx, n)): ``n`` lanes from element ``idx`` on."""
     buf, w, i = _base_buffer(mop.src[0]), mop.max_numel(), _index_str(ctx, mop.src[1])
     if _is_global_param(buf):
-        ctx._vector_macros.add((buf, w, False))
+        ctx.memory.vector_macros.add((buf, w, False))
         return f"VK_V{buf.arg.slot}_{w}({_global_index(ctx, buf, mop.src[1])})"
     if _is_local_buffer(buf):
-        dw = ctx._declared.get(buf, 1)
+        dw = ctx.memory.declared.get(buf, 1)
         return compose_load(buf.dtype, w, dw, lambda p: f"{ctx[buf]}[{_piece_index(i, dw, p)}]")
     # (tinygrad's UOp spec has no SHRINK of a pointer bitcast: views are read element by element)
     raise RuntimeError(f"VK renderer: vector load from {buf.op} {buf.addrspace}")
 
 
-def _render_vector_store(ctx: "VKRenderer", mop: UOp, var: UOp) -> str:
+def _render_vector_store(ctx: RenderContext, mop: UOp, var: UOp) -> str:
     """STORE(SHRINK(buffer, idx, n), value): ``n`` lanes from element ``idx`` on."""
     buf, w, i = _base_buffer(mop.src[0]), mop.max_numel(), _index_str(ctx, mop.src[1])
     if _is_global_param(buf):
-        ctx._vector_macros.add((buf, w, True))
+        ctx.memory.vector_macros.add((buf, w, True))
         return f"VK_S{buf.arg.slot}_{w}({_global_index(ctx, buf, mop.src[1])}, {ctx[var]});"
     if _is_local_buffer(buf):
-        dw = ctx._declared.get(buf, 1)
+        dw = ctx.memory.declared.get(buf, 1)
         return compose_store(buf.dtype, w, dw, lambda p: f"{ctx[buf]}[{_piece_index(i, dw, p)}]", ctx[var])
     raise RuntimeError(f"VK renderer: vector store to {buf.op} {buf.addrspace}")
 
@@ -252,25 +269,25 @@ def _int_index(i: str, dtype: DType) -> str:
     return i if dtype in (dtypes.int32, dtypes.uint32) else f"int({i})"
 
 
-def _index_str(ctx: "VKRenderer", idx: UOp) -> str:
+def _index_str(ctx: RenderContext, idx: UOp) -> str:
     """An index expression; GLSL indexes with 32-bit integers only (tinygrad may index with int64 from loaded data)."""
     return _int_index(strip_parens(ctx[idx]), idx.dtype)
 
 
-def _global_index(ctx: "VKRenderer", buf: UOp, idx: UOp) -> str:
-    return ctx._globals[ctx[buf]].index(strip_parens(ctx[idx]), idx.dtype)
+def _global_index(ctx: RenderContext, buf: UOp, idx: UOp) -> str:
+    return ctx.memory.globals[ctx[buf]].index(strip_parens(ctx[idx]), idx.dtype)
 
 
-def render_index(ctx: "VKRenderer", buf: UOp, idx: UOp) -> str:
+def render_index(ctx: RenderContext, buf: UOp, idx: UOp) -> str:
     if buf.op is Ops.BITCAST and buf.addrspace is AddrSpace.GLOBAL:
         return "/* pointer bitcast */"  # see _ptr_view
     name = ctx[buf]
-    if buf.addrspace is AddrSpace.GLOBAL and (arg := ctx._globals.get(name)) is not None:
+    if buf.addrspace is AddrSpace.GLOBAL and (arg := ctx.memory.globals.get(name)) is not None:
         return arg.element(f"VK_I{arg.key}({arg.index(strip_parens(ctx[idx]), idx.dtype)})")
     return f"{name}[{_index_str(ctx, idx)}]"
 
 
-def render_load(ctx: "VKRenderer", bidx: UOp) -> str:
+def render_load(ctx: RenderContext, bidx: UOp) -> str:
     if bidx.op is Ops.SHRINK:
         return _render_vector_load(ctx, bidx)
     if (view := _render_view_load(ctx, bidx)) is not None:
@@ -281,7 +298,7 @@ def render_load(ctx: "VKRenderer", bidx: UOp) -> str:
     return acc
 
 
-def render_store(ctx: "VKRenderer", bidx: UOp, var: UOp) -> str:
+def render_store(ctx: RenderContext, bidx: UOp, var: UOp) -> str:
     if bidx.op is Ops.SHRINK:
         return _render_vector_store(ctx, bidx, var)
     if (view := _render_view_store(ctx, bidx, var)) is not None:

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from tinygrad.device import BufferSpec, Compiled, LRUAllocator, Program, TinyELF
 
 from vkbackend.config import env_flag
-from vkbackend.tinygrad.caps import caps_from_info, make_arch, max_kernel_buffers
+from vkbackend.tinygrad.caps import make_arch
+from vkbackend.tinygrad.device_caps import caps_from_info, max_kernel_buffers
 from vkbackend.tinygrad.compiler import compile_variant, with_local_size
 from vkbackend.tinygrad.kernel_format import unpack_lib
 from vkbackend.tinygrad.renderer import VKRenderer

@@ -40,8 +40,8 @@ from vkbackend.tinygrad.compiler import VKCompiler
 from vkbackend.tinygrad.glsl_types import TYPE_MAP, bitcast, cast, float_literal, int_literal, storage_dtype, value_type
 from vkbackend.tinygrad.kernel_format import with_meta
 from vkbackend.tinygrad.loop_limit import bound_loops
-from vkbackend.tinygrad.memory_access import (GlobalArg, global_vector_macros, plan_vector_widths, render_index,
-                                              render_load, render_store)
+from vkbackend.tinygrad.memory_access import (GlobalArg, KernelMemory, global_vector_macros, plan_vector_widths,
+                                              render_index, render_load, render_store)
 from vkbackend.tinygrad.tensor_cores import render_wmma, tensor_cores, wmma_prelude, wmma_target
 
 __all__ = ["VKRenderer"]
@@ -280,6 +280,10 @@ class VKRenderer(CStyleLanguage):
         self.shared_max = self.caps.shared_max
         self.tensor_cores = tensor_cores(self.caps)
         self.compiler = VKCompiler()
+        # the kernel being rendered: how it reaches memory, and the float widths whose infinities and NaNs it relies on
+        # (its constants, its x != x tests); both made anew by render()
+        self.memory = KernelMemory()
+        self._special_widths: set[int] = set()
 
     def supported_dtypes(self) -> set[DType]:
         c = self.caps
@@ -315,14 +319,14 @@ class VKRenderer(CStyleLanguage):
     def render_buffer(self, x: UOp) -> str:
         ty = TYPE_MAP[x.dtype]
         if x.addrspace is AddrSpace.LOCAL:
-            dw = self._declared.get(x, 1)  # shared memory accessed only n lanes at a time is an array of vectors
+            dw = self.memory.declared.get(x, 1)  # shared memory accessed only n lanes at a time is an array of vectors
             return f"shared {value_type(x.dtype, dw)} {self[x]}[{x.max_numel() // dw}];"
         return f"{ty} {self[x]}[{x.max_numel()}];"
 
     # ----- the kernel ---------------------------------------------------------------------------------------------
     def render(self, uops: list[UOp]) -> str:
         # how each global argument is reached, by name; filled before _render so INDEX can use it
-        self._globals: dict[str, GlobalArg] = {}
+        arguments: dict[str, GlobalArg] = {}
         for u in uops:
             if u.op is Ops.PARAM and u.addrspace is AddrSpace.GLOBAL:
                 name = f"data{u.arg.slot}_" + "_".join(str(x) for x in u.shape)
@@ -330,12 +334,10 @@ class VKRenderer(CStyleLanguage):
                 numel = math.prod(u.shape)
                 # past the storage range a buffer cannot be bound, and past 2**31 elements no 32-bit index reaches it
                 by_address = self.caps.addresses and (numel * size > self.caps.storage_range or numel >= 2**31)
-                self._globals[name] = GlobalArg(name, u.arg.slot, f"{u.arg.slot}_{size}", by_address,
-                                                wide=by_address and numel >= 2**31)
-        self._declared = plan_vector_widths(uops)
-        # float widths whose infinities and NaNs the kernel relies on (its constants, its x != x tests)
-        self._special_widths: set[int] = set()
-        self._vector_macros: set[tuple[UOp, int, bool]] = set()  # (global argument, lanes, store) used by the kernel
+                arguments[name] = GlobalArg(name, u.arg.slot, f"{u.arg.slot}_{size}", by_address,
+                                            wide=by_address and numel >= 2**31)
+        self.memory = KernelMemory(arguments, plan_vector_widths(uops))
+        self._special_widths = set()
         name, kernel, bufs = self._render(uops)
         if self.caps.loop_limit:  # lavapipe: unrolled until its loop-iteration limit holds, or refused
             kernel = bound_loops(name, kernel, uops, self.caps.loop_limit)
@@ -427,7 +429,7 @@ class VKRenderer(CStyleLanguage):
         preserve = sorted(self._special_widths & set(self.caps.preserve_widths))
         if preserve:
             lines += ["#extension GL_EXT_spirv_intrinsics : require"]
-        addressed = [g for g in self._globals.values() if g.by_address]
+        addressed = [g for g in self.memory.globals.values() if g.by_address]
         if addressed:
             lines += ["#extension GL_EXT_buffer_reference : require"]
         if any(g.wide for g in addressed):
@@ -457,11 +459,11 @@ class VKRenderer(CStyleLanguage):
         # ones, in slot order (meta "address").
         bindings, binding = [], 0
         for slot, name, u, mut in globals_:
-            dt, arg, qual = storage_dtype(u.dtype), self._globals[name], "" if mut else "readonly "
+            dt, arg, qual = storage_dtype(u.dtype), self.memory.globals[name], "" if mut else "readonly "
             if arg.by_address:
-                lines += self._declare_by_address(arg, dt, qual, self._declared.get(u, 1))
+                lines += self._declare_by_address(arg, dt, qual, self.memory.declared.get(u, 1))
             else:
-                lines += self._declare_global(binding, name, dt, qual, self._declared.get(u, 1))
+                lines += self._declare_global(binding, name, dt, qual, self.memory.declared.get(u, 1))
                 binding += 1
             bindings.append({"slot": slot, "sizes": [dt.itemsize], "address": arg.by_address})
 
@@ -482,9 +484,10 @@ class VKRenderer(CStyleLanguage):
                 lines.append(f"#define VK_I{slot}_{sz}(i) (i)")
         lines.append("#endif")
         names = {u: name for _, name, u, _ in globals_}
-        for buf, w, store in sorted(self._vector_macros, key=lambda m: (m[0].arg.slot, m[1], m[2])):
+        for buf, w, store in sorted(self.memory.vector_macros, key=lambda m: (m[0].arg.slot, m[1], m[2])):
             dt = storage_dtype(buf.dtype)
-            lines += global_vector_macros(self._globals[names[buf]], dt, self._declared.get(buf, 1), w, store)
+            declared = self.memory.declared.get(buf, 1)
+            lines += global_vector_macros(self.memory.globals[names[buf]], dt, declared, w, store)
         lines += shared
         lines += wmma_definitions
         if any("vk_exp2m(" in ln for ln in body):
