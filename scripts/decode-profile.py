@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     if args.device == "VK":
         import vkbackend.tinygrad  # noqa: F401 - the VK device, for a checkout that was never installed
-    from vkbackend.bench.tinygrad_cases import TinygradWorkloads
-    from vkbackend.bench.tinygrad_spec import TgSizes
+    from vkbackend.bench.tinygrad.cases import TinygradWorkloads
+    from vkbackend.bench.tinygrad.spec import TgSizes
 
     sizes = TgSizes.quick() if args.quick else TgSizes.full()
     decode = TinygradWorkloads(args.device, sizes).gpt2_decode()

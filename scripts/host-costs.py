@@ -141,7 +141,7 @@ def graph_replay(repeat: int, tokens: int = 16) -> list[float]:
     from tinygrad import Tensor, TinyJit, dtypes
     from tinygrad.helpers import DEV
     from tinygrad.uop.ops import UOp
-    from vkbackend.bench.tinygrad_models import GPT2Decoder, load_seeded
+    from vkbackend.bench.tinygrad.models import GPT2Decoder, load_seeded
     DEV.value = "VK"
     steps = 8 + repeat * tokens
     model = GPT2Decoder(12, 64, 2, 512, 64, steps)

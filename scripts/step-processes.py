@@ -29,8 +29,8 @@ def one_process(device: str, steps: int, pipelined: bool, quick: bool) -> dict:
     sys.path.insert(0, str(ROOT))
     if device == "VK":
         import vkbackend.tinygrad  # noqa: F401 - the VK device, for a checkout that was never installed
-    from vkbackend.bench.tinygrad_cases import TinygradWorkloads
-    from vkbackend.bench.tinygrad_spec import TgSizes
+    from vkbackend.bench.tinygrad.cases import TinygradWorkloads
+    from vkbackend.bench.tinygrad.spec import TgSizes
 
     work = TinygradWorkloads(device, TgSizes.quick() if quick else TgSizes.full())
     step = work.mlp_step()

@@ -14,8 +14,8 @@ import pytest
 from _bench import run_bench
 
 from vkbackend.bench.report import plot, table
-from vkbackend.bench import tinygrad_runner
-from vkbackend.bench.tinygrad_spec import (CASE_BY_NAME, CASES, IMPLS, KERNEL_CASE, WORKLOADS, TgRecord, TgSizes,
+from vkbackend.bench.tinygrad import runner
+from vkbackend.bench.tinygrad.spec import (CASE_BY_NAME, CASES, IMPLS, KERNEL_CASE, WORKLOADS, TgRecord, TgSizes,
                                            close)
 
 
@@ -114,7 +114,7 @@ def test_records_have_the_documented_shape(quick_run):
 # ----- the driver's pieces, without a device -------------------------------------------------------------------------
 @needs_tinygrad
 def test_a_disagreeing_checksum_is_reported():
-    from vkbackend.bench.tinygrad_runner import check_agreement
+    from vkbackend.bench.tinygrad.runner import check_agreement
     case = CASE_BY_NAME["matmul_f16"]
     records = [TgRecord.of_samples(case, impl, [1.0, 2.0, 3.0], check)
                for impl, check in (("VK", 100.0), ("CUDA", 100.5), ("torch", 120.0))]
@@ -125,7 +125,7 @@ def test_a_disagreeing_checksum_is_reported():
 
 @needs_tinygrad
 def test_kernel_table_and_selection():
-    from vkbackend.bench.tinygrad_runner import kernel_table, select
+    from vkbackend.bench.tinygrad.runner import kernel_table, select
     recs = []
     for impl, times in (("VK", [10.0, 40.0]), ("CUDA", [5.0, 10.0])):
         for i, t in enumerate(times):
@@ -170,17 +170,17 @@ def test_the_table_picks_a_unit_per_row():
 
 
 def test_device_reaches_the_vk_child_only():
-    assert tinygrad_runner.child_env("VK", 3)["VKBACKEND_DEVICE_IDS"] == "3"
-    assert "VKBACKEND_DEVICE_IDS" not in tinygrad_runner.child_env("VK")
-    assert "VKBACKEND_DEVICE_IDS" not in tinygrad_runner.child_env("CPU", 3)
+    assert runner.child_env("VK", 3)["VKBACKEND_DEVICE_IDS"] == "3"
+    assert "VKBACKEND_DEVICE_IDS" not in runner.child_env("VK")
+    assert "VKBACKEND_DEVICE_IDS" not in runner.child_env("CPU", 3)
 
 
 def test_without_tinygrad_one_line_says_how_to_install_it(monkeypatch, capsys):
     def no_child(*args, **kwargs):
         raise AssertionError("no child should start")
-    monkeypatch.setattr(tinygrad_runner, "importable", lambda module: module != "tinygrad")
-    monkeypatch.setattr(tinygrad_runner, "run_module", no_child)
-    assert tinygrad_runner.run(quick=True) == 2
+    monkeypatch.setattr(runner, "importable", lambda module: module != "tinygrad")
+    monkeypatch.setattr(runner, "run_module", no_child)
+    assert runner.run(quick=True) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1, err
     assert "tinygrad is not installed" in err and "pip install '.[tinygrad]'" in err
@@ -191,8 +191,8 @@ def test_progress_goes_to_stderr_as_each_run_starts_and_ends(monkeypatch, capsys
     def workload(impl, workload, sizes, quick, timeout_s, device=None, progress=None):
         progress(31.0)
         return []
-    monkeypatch.setattr(tinygrad_runner, "run_workload", workload)
-    assert tinygrad_runner.run_all(["VK", "CPU"], ["mlp", "resnet50"], TgSizes.quick(), True, 10.0) == []
+    monkeypatch.setattr(runner, "run_workload", workload)
+    assert runner.run_all(["VK", "CPU"], ["mlp", "resnet50"], TgSizes.quick(), True, 10.0) == []
     out, err = capsys.readouterr()
     assert out == ""
     assert "[1/4] VK mlp: running" in err and "[1/4] VK mlp: still running after 31 s" in err

@@ -8,10 +8,7 @@ building and running ``vulkan_ref.c``, checking its results), ``child`` (running
 (table, JSON, plot), ``units`` (the unit each figure is shown in), ``runner`` (the driver). Submodules load on
 first use, so the children (``python -m vkbackend.bench.peers`` / ``.compile_probe``) import only what they need.
 
-``bench --tinygrad`` is ``tinygrad_runner``: ``tinygrad_spec`` (cases, sizes, records), ``tinygrad_protocol`` (seeded
-data, checksums, the timing protocol), ``tinygrad_models`` and ``tinygrad_cases`` (the workloads in tinygrad),
-``torch_twins`` (the same in PyTorch), ``tinygrad_kernels`` (per-kernel GPU times of a captured JIT) and
-``tinygrad_child`` (one implementation and workload per process).
+``bench --tinygrad`` is the subpackage ``tinygrad`` (``tinygrad.runner`` drives it; its ``__init__`` lists the rest).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``python -m vkbackend bench --tinygrad``: the driver. It finds the implementations that work here, runs every
-(implementation, workload) in a child process of its own (``tinygrad_child``) with a time limit, checks that the
-checksums agree, and prints the table (plus the MLP step's per-kernel table), the JSON and the plot.
+(implementation, workload) in a child process of its own (``child``) with a time limit, checks that the checksums
+agree, and prints the table (plus the MLP step's per-kernel table), the JSON and the plot.
 """
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import report
-from .child import run_module
-from .tinygrad_spec import CASE_BY_NAME, CASES, IMPLS, KERNEL_CASE, OURS, WORKLOADS, TgRecord, TgSizes, close
-from .units import duration
+from vkbackend.bench import report
+from vkbackend.bench.child import run_module
+from vkbackend.bench.tinygrad.spec import (CASE_BY_NAME, CASES, IMPLS, KERNEL_CASE, OURS, WORKLOADS, TgRecord, TgSizes,
+                                           close)
+from vkbackend.bench.units import duration
 
 CUDA_LIBS = Path("/usr/local/cuda/targets/x86_64-linux/lib")
-CHILD = "vkbackend.bench.tinygrad_child"
+CHILD = "vkbackend.bench.tinygrad.child"
 NOTES = ("figures: median [min-max] over the timed runs; checksums must agree within each case's tolerance",
          "tinygrad devices: jitted steps and operations (TinyJit)")
 TORCH_NOTE = "torch: eager PyTorch, TF32 off (on the CPU only with --quick)"
@@ -237,8 +238,8 @@ def device_problem(device: int | None) -> str | None:
     when it can or none was asked for."""
     if device is None:
         return None
-    from ..discovery import query_physical_devices
-    from ..errors import BackendError
+    from vkbackend.discovery import query_physical_devices
+    from vkbackend.errors import BackendError
     try:
         count = len(query_physical_devices())
     except BackendError as error:

@@ -1,7 +1,8 @@
-"""One implementation of the tinygrad bench in a process of its own, printing JSON lines (``child.emit``).
+"""One implementation of the tinygrad bench in a process of its own, printing JSON lines
+(``vkbackend.bench.child.emit``).
 
-``python -m vkbackend.bench.tinygrad_child IMPL --probe`` checks that IMPL works here (a tinygrad device opens and
-runs a kernel; torch has a device it may use) and prints what it is. ``python -m vkbackend.bench.tinygrad_child
+``python -m vkbackend.bench.tinygrad.child IMPL --probe`` checks that IMPL works here (a tinygrad device opens and
+runs a kernel; torch has a device it may use) and prints what it is. ``python -m vkbackend.bench.tinygrad.child
 IMPL WORKLOAD --sizes JSON`` runs one workload and prints its records. IMPL is a tinygrad device name (VK, CUDA,
 CPU), which the parent also puts in ``DEV``, or ``torch``. Under ``VKBACKEND_VALIDATION=1`` a VK child fails when the
 Vulkan validation layer said anything.
@@ -12,8 +13,8 @@ import argparse
 import json
 import os
 
-from .child import emit
-from .tinygrad_spec import WORKLOADS, TgSizes
+from vkbackend.bench.child import emit
+from vkbackend.bench.tinygrad.spec import WORKLOADS, TgSizes
 
 
 def _describe_tinygrad(device: str) -> str:
@@ -27,7 +28,7 @@ def _describe_tinygrad(device: str) -> str:
 def probe(impl: str, quick: bool) -> None:
     """Emit ``info`` when ``impl`` works here, else ``skip`` with the reason (or raise)."""
     if impl == "torch":
-        from .torch_twins import Skip, torch_device
+        from vkbackend.bench.tinygrad.torch_twins import Skip, torch_device
         import torch
         try:
             device = torch_device(quick)
@@ -47,14 +48,14 @@ def probe(impl: str, quick: bool) -> None:
 def run_workload(impl: str, workload: str, sizes: TgSizes, quick: bool) -> None:
     """Emit the records of ``workload`` on ``impl`` (``skip`` where the implementation cannot run it)."""
     if impl == "torch":
-        from .torch_twins import Skip, TorchWorkloads, torch_device
+        from vkbackend.bench.tinygrad.torch_twins import Skip, TorchWorkloads, torch_device
         try:
             records = TorchWorkloads(torch_device(quick), sizes).run(workload)
         except Skip as reason:
             emit(skip=str(reason))
             return
     else:
-        from .tinygrad_cases import TinygradWorkloads
+        from vkbackend.bench.tinygrad.cases import TinygradWorkloads
         records = TinygradWorkloads(impl, sizes).run(workload)
     for record in records:
         emit(**record.to_json())
@@ -65,8 +66,8 @@ def _validation_clean(impl: str) -> bool:
     ``VKBACKEND_VALIDATION=1``, said anything."""
     if impl != "VK":
         return True
-    from ..config import validation_enabled
-    from ..discovery import validation_messages
+    from vkbackend.config import validation_enabled
+    from vkbackend.discovery import validation_messages
     messages = validation_messages() if validation_enabled() else ""
     if messages:
         emit(error=f"Vulkan validation layer messages: {messages[:2000]}")
@@ -74,7 +75,7 @@ def _validation_clean(impl: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vkbackend.bench.tinygrad_child")
+    parser = argparse.ArgumentParser(prog="python -m vkbackend.bench.tinygrad.child")
     parser.add_argument("impl", help="a tinygrad device (VK, CUDA, CPU) or torch")
     parser.add_argument("workload", nargs="?", choices=WORKLOADS)
     parser.add_argument("--probe", action="store_true")

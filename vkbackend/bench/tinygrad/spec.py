@@ -9,8 +9,8 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from .spec import Case, Record
-from .units import binary
+from vkbackend.bench.spec import Case, Record
+from vkbackend.bench.units import binary
 
 IMPLS = ("VK", "CUDA", "CPU", "torch")
 """Every implementation a record can name: tinygrad's devices (ours first), then PyTorch."""

@@ -2,14 +2,14 @@
 with a KV cache, and a torchvision-shaped ResNet.
 
 Parameter names follow ``torch.nn`` / torchvision (``layers.0.weight``, ``layer1.0.bn2.running_var``...), so the
-PyTorch twins (``torch_twins``) load the very same numpy arrays from ``tinygrad_protocol.seeded_state``.
+PyTorch twins (``torch_twins``) load the very same numpy arrays from ``protocol.seeded_state``.
 """
 from __future__ import annotations
 
 from tinygrad import Tensor, UOp, dtypes, nn
 from tinygrad.nn.state import get_state_dict, load_state_dict
 
-from .tinygrad_protocol import seeded_state
+from vkbackend.bench.tinygrad.protocol import seeded_state
 
 
 def load_seeded(model: object, seed: int, skip: str = "cache") -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .tinygrad_spec import CASE_BY_NAME, TgRecord, TgSizes
+from vkbackend.bench.tinygrad.spec import CASE_BY_NAME, TgRecord, TgSizes
 
 SEED = 1234
 
@@ -97,7 +97,7 @@ class Workloads:
         self.impl, self.s = impl, sizes
 
     def run(self, workload: str) -> list[TgRecord]:
-        """The records of ``workload`` (one of ``tinygrad_spec.WORKLOADS``)."""
+        """The records of ``workload`` (one of ``spec.WORKLOADS``)."""
         return getattr(self, f"_{workload}")()
 
     # ----- primitives: a subclass's ---------------------------------------------------------------------------------

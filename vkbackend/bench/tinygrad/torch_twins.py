@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .tinygrad_protocol import SEED, Workloads, seeded_inputs, seeded_state
-from .tinygrad_spec import TgRecord, TgSizes
+from vkbackend.bench.tinygrad.protocol import SEED, Workloads, seeded_inputs, seeded_state
+from vkbackend.bench.tinygrad.spec import TgRecord, TgSizes
 
 
 class Skip(Exception):
@@ -24,7 +24,7 @@ class Skip(Exception):
 
 
 def load_seeded(model: nn.Module, seed: int = SEED) -> nn.Module:
-    """Every parameter and buffer of ``model`` set to its seeded numpy value (as ``tinygrad_models.load_seeded``)."""
+    """Every parameter and buffer of ``model`` set to its seeded numpy value (as ``models.load_seeded``)."""
     shapes = {k: tuple(t.shape) for k, t in model.state_dict().items()}
     model.load_state_dict({k: torch.from_numpy(v) for k, v in seeded_state(shapes, seed).items()})
     return model
@@ -44,7 +44,7 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """``tinygrad_models.Block``: pre-norm causal attention and a 4x tanh-GELU MLP."""
+    """``models.Block``: pre-norm causal attention and a 4x tanh-GELU MLP."""
 
     def __init__(self, dim: int, heads: int) -> None:
         super().__init__()
@@ -85,7 +85,7 @@ class TransformerStack(nn.Module):
 
 
 class GPT2Decoder(nn.Module):
-    """``tinygrad_models.GPT2Decoder``; the KV caches are plain attributes (not in the state dict)."""
+    """``models.GPT2Decoder``; the KV caches are plain attributes (not in the state dict)."""
 
     def __init__(self, layers: int, dim: int, heads: int, vocab: int, positions: int, max_len: int) -> None:
         super().__init__()

@@ -1,8 +1,8 @@
 """The tinygrad bench's workloads on one tinygrad device: the default device (``DEV``) of this process.
 
-``tinygrad_protocol.Workloads`` runs, times and checks them; this module builds them with tinygrad: jitted
-training steps (Adam / AdamW under ``Context(TRAINING=1)``), a jitted decode step on a symbolic position, a jitted
-ResNet forward, and the MLP step's per-kernel GPU times (``tinygrad_kernels``).
+``protocol.Workloads`` runs, times and checks them; this module builds them with tinygrad: jitted training steps
+(Adam / AdamW under ``Context(TRAINING=1)``), a jitted decode step on a symbolic position, a jitted ResNet forward,
+and the MLP step's per-kernel GPU times (``kernels``).
 """
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import numpy as np
 from tinygrad import Context, Device, Tensor, TinyJit, UOp, dtypes, nn
 from tinygrad.nn.optim import Adam, AdamW, Optimizer
 
-from .tinygrad_kernels import kernel_times
-from .tinygrad_models import MLP, GPT2Decoder, ResNet, TransformerStack, load_seeded
-from .tinygrad_protocol import SEED, Workloads, seeded_inputs
-from .tinygrad_spec import KERNEL_CASE, TgRecord, TgSizes
+from vkbackend.bench.tinygrad.kernels import kernel_times
+from vkbackend.bench.tinygrad.models import MLP, GPT2Decoder, ResNet, TransformerStack, load_seeded
+from vkbackend.bench.tinygrad.protocol import SEED, Workloads, seeded_inputs
+from vkbackend.bench.tinygrad.spec import KERNEL_CASE, TgRecord, TgSizes
 
 
 class TinygradWorkloads(Workloads):
