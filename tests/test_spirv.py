@@ -1,4 +1,5 @@
-"""SPIR-V reflection: kernels compiled by glslang, a few hand-assembled modules, malformed input and a fuzz run."""
+"""SPIR-V reflection: kernels compiled by glslang, a few hand-assembled modules, malformed input and a fuzz run; the
+walk over a module's instructions that reflection and the tinygrad plugin's rewriters share."""
 from __future__ import annotations
 
 import random
@@ -11,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from vkbackend.errors import BackendError, ErrorStatus
-from vkbackend.spirv import BufferBinding, ProgramInfo, PushMember, reflect
+from vkbackend.spirv import BufferBinding, ProgramInfo, PushMember, module_words, reflect
+from vkbackend.spirv import instructions as walk
 
 GLSLANG = shutil.which("glslangValidator")
 NO_GLSLANG = "glslangValidator not on PATH (apt-get install glslang-tools)"
@@ -501,6 +503,51 @@ layout(set = 0, binding = 0) buffer A { float a[]; } many[2];
 void main() { many[0].a[0] = many[1].a[0]; }
 """)
     expect_error(spirv, "arrays of storage buffers")
+
+
+# The walk over a module's instructions
+
+@needs_glslang
+def test_the_walk_yields_every_instruction_once_in_order(tmp_path):
+    spirv = compile_comp(tmp_path, SAXPY_LIKE)
+    words = module_words(spirv)
+    assert words == tuple(words_of(spirv))
+    walked = list(walk(words))
+    expected = list(instructions(words_of(spirv)))  # the test's own walk
+    assert [(offset, opcode, list(operands)) for offset, opcode, _, operands in walked] == expected
+    assert all(count == len(operands) + 1 == words[offset] >> 16 for offset, _, count, operands in walked)
+    assert walked[-1][0] + walked[-1][2] == len(words)  # the last instruction ends the module
+    swapped = struct.pack(f">{len(spirv) // 4}I", *words)
+    assert module_words(swapped) == words
+
+
+def _walk_error(words: tuple[int, ...], walked: int) -> str:
+    """Walks ``words``: ``walked`` instructions are yielded, then the walk raises; returns the error's context."""
+    steps = walk(words)
+    for _ in range(walked):
+        next(steps)
+    with pytest.raises(BackendError) as caught:
+        next(steps)
+    assert caught.value.status is ErrorStatus.KernelCompilation
+    return caught.value.context
+
+
+def test_the_walk_stops_at_a_zero_word_count():
+    # assemble() starts the body with OpCapability and OpMemoryModel: both are yielded, the zero word is not
+    context = _walk_error(module_words(assemble([0, *inst(71, 1, 33, 0)])), 2)
+    assert "malformed SPIR-V" in context and "word count 0" in context
+
+
+def test_the_walk_stops_at_a_truncated_instruction():
+    words = module_words(assemble(inst(71, 1, 33, 0)))[:-1]
+    assert "word count 4 but 3 words remain" in _walk_error(words, 2)
+
+
+def test_module_words_refuses_what_is_not_a_module():
+    for data, fragment in ((b"#version 450\n", "magic number"), (b"\x03\x02\x23\x07" + b"\0" * 8, "header")):
+        with pytest.raises(BackendError) as caught:
+            module_words(data)
+        assert caught.value.status is ErrorStatus.KernelCompilation and fragment in caught.value.context
 
 
 # Fuzzing: corrupt modules must only ever raise BackendError(KernelCompilation), and quickly.

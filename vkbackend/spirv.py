@@ -5,86 +5,104 @@ each is accessed, the push-constant block's scalar members and the shared memory
 deliberately strict: anything the backend cannot bind (images, uniform buffers, other sets, vector push constants)
 is refused here with a clear :class:`~vkbackend.errors.BackendError` instead of failing later inside the driver.
 Malformed input of any kind (random bytes, truncations) raises ``BackendError(KernelCompilation)`` and nothing else.
+
+:func:`module_words` and :func:`instructions` are the one walk over a module's words, taken by reflection and by every
+rewriter of SPIR-V in the package (the tinygrad plugin's compiler.py and bf16_spirv.py); the specification's numbers
+they need are named once, below.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Callable, NoReturn
+from typing import Callable, Iterator, NoReturn, Sequence
 
 from vkbackend.errors import BackendError, ErrorStatus
 
-__all__ = ["AddressMember", "BufferBinding", "PushMember", "ProgramInfo", "reflect"]
+__all__ = ["AddressMember", "BufferBinding", "PushMember", "ProgramInfo", "instructions", "module_words", "reflect"]
 
 MAGIC = 0x07230203
 _HEADER_WORDS = 5
 _SPIRV_1_4 = 0x00010400  # from 1.4 on, an entry point's interface lists every global variable it uses
 
-# Opcodes (SPIR-V spec, section 3.52). Only the ones reflection reads.
-_OP_NAME = 5
-_OP_CAPABILITY = 17
-_OP_MEMBER_NAME = 6
-_OP_ENTRY_POINT = 15
-_OP_EXECUTION_MODE = 16
-_OP_TYPE_BOOL = 20
-_OP_TYPE_INT = 21
-_OP_TYPE_FLOAT = 22
-_OP_TYPE_VECTOR = 23
-_OP_TYPE_MATRIX = 24
-_OP_TYPE_ARRAY = 28
-_OP_TYPE_RUNTIME_ARRAY = 29
-_OP_TYPE_STRUCT = 30
-_OP_TYPE_POINTER = 32
-_OP_CONSTANT = 43
-_OP_CONSTANT_COMPOSITE = 44
-_OP_SPEC_CONSTANT = 50
-_OP_SPEC_CONSTANT_COMPOSITE = 51
-_OP_SPEC_CONSTANT_OP = 52
-_OP_VARIABLE = 59
-_OP_DECORATE = 71
-_OP_MEMBER_DECORATE = 72
-_OP_DECORATION_GROUP = 73
-_OP_GROUP_DECORATE = 74
-_OP_GROUP_MEMBER_DECORATE = 75
-_OP_EXECUTION_MODE_ID = 331
-_OP_FUNCTION = 54
-_OP_FUNCTION_END = 56
-_OP_FUNCTION_CALL = 57
-_OP_LABEL = 248
+# The numbers of the SPIR-V specification (its enumerants, section 3), named once for every reader and rewriter of
+# modules in the package: reflection here, the tinygrad plugin's compiler.py and bf16_spirv.py.
+
+# Opcodes (3.52).
+OP_NAME = 5
+OP_MEMBER_NAME = 6
+OP_EXTENSION = 10
+OP_ENTRY_POINT = 15
+OP_EXECUTION_MODE = 16
+OP_CAPABILITY = 17
+OP_TYPE_BOOL = 20
+OP_TYPE_INT = 21
+OP_TYPE_FLOAT = 22
+OP_TYPE_VECTOR = 23
+OP_TYPE_MATRIX = 24
+OP_TYPE_ARRAY = 28
+OP_TYPE_RUNTIME_ARRAY = 29
+OP_TYPE_STRUCT = 30
+OP_TYPE_POINTER = 32
+OP_CONSTANT = 43
+OP_CONSTANT_COMPOSITE = 44
+OP_SPEC_CONSTANT = 50
+OP_SPEC_CONSTANT_COMPOSITE = 51
+OP_SPEC_CONSTANT_OP = 52
+OP_FUNCTION = 54
+OP_FUNCTION_END = 56
+OP_FUNCTION_CALL = 57
+OP_VARIABLE = 59
+OP_DECORATE = 71
+OP_MEMBER_DECORATE = 72
+OP_DECORATION_GROUP = 73
+OP_GROUP_DECORATE = 74
+OP_GROUP_MEMBER_DECORATE = 75
+OP_LABEL = 248
+OP_EXECUTION_MODE_ID = 331
+OP_TYPE_COOPERATIVE_MATRIX_KHR = 4456
 
 _TYPE_DESCRIPTIONS = {
-    _OP_TYPE_VECTOR: "a vector", _OP_TYPE_MATRIX: "a matrix", _OP_TYPE_ARRAY: "an array",
-    _OP_TYPE_RUNTIME_ARRAY: "a runtime array", _OP_TYPE_STRUCT: "a struct", _OP_TYPE_POINTER: "a pointer",
+    OP_TYPE_VECTOR: "a vector", OP_TYPE_MATRIX: "a matrix", OP_TYPE_ARRAY: "an array",
+    OP_TYPE_RUNTIME_ARRAY: "a runtime array", OP_TYPE_STRUCT: "a struct", OP_TYPE_POINTER: "a pointer",
 }
 
-_MODEL_GLCOMPUTE = 5
-_MODE_LOCAL_SIZE = 17
-_MODE_LOCAL_SIZE_ID = 38
+# Execution model and modes.
+MODEL_GLCOMPUTE = 5
+MODE_LOCAL_SIZE = 17
+MODE_LOCAL_SIZE_ID = 38
 
-# Decorations.
-_DEC_BLOCK = 2
-_DEC_BUFFER_BLOCK = 3
-_DEC_BUILTIN = 11
-_DEC_NON_WRITABLE = 24
-_DEC_NON_READABLE = 25
-_DEC_BINDING = 33
-_DEC_DESCRIPTOR_SET = 34
-_DEC_OFFSET = 35
-_BUILTIN_WORKGROUP_SIZE = 25
+# Decorations, and the one built-in read.
+DEC_SPEC_ID = 1
+DEC_BLOCK = 2
+DEC_BUFFER_BLOCK = 3
+DEC_BUILTIN = 11
+DEC_NON_WRITABLE = 24
+DEC_NON_READABLE = 25
+DEC_BINDING = 33
+DEC_DESCRIPTOR_SET = 34
+DEC_OFFSET = 35
+BUILTIN_WORKGROUP_SIZE = 25
 # Only these are recorded: it keeps group decorations linear (each group carries at most this many).
-_READ_DECORATIONS = frozenset({_DEC_BLOCK, _DEC_BUFFER_BLOCK, _DEC_BUILTIN, _DEC_NON_WRITABLE,
-                               _DEC_NON_READABLE, _DEC_BINDING, _DEC_DESCRIPTOR_SET, _DEC_OFFSET})
+_READ_DECORATIONS = frozenset({DEC_BLOCK, DEC_BUFFER_BLOCK, DEC_BUILTIN, DEC_NON_WRITABLE,
+                               DEC_NON_READABLE, DEC_BINDING, DEC_DESCRIPTOR_SET, DEC_OFFSET})
 # Sizes beyond this are not real shared memory; treating them as unknown keeps nested huge arrays from building
 # ever larger integers.
 _MAX_TYPE_SIZE = 1 << 40
 
 # Storage classes.
-_SC_UNIFORM_CONSTANT = 0
-_SC_UNIFORM = 2
-_SC_WORKGROUP = 4
-_SC_PUSH_CONSTANT = 9
-_SC_STORAGE_BUFFER = 12
-_SC_PHYSICAL_STORAGE_BUFFER = 5349
+SC_UNIFORM_CONSTANT = 0
+SC_UNIFORM = 2
+SC_WORKGROUP = 4
+SC_PUSH_CONSTANT = 9
+SC_STORAGE_BUFFER = 12
+SC_PHYSICAL_STORAGE_BUFFER = 5349
+
+# bfloat16 (SPV_KHR_bfloat16) and cooperative matrices (SPV_KHR_cooperative_matrix).
+CAP_BFLOAT16_TYPE_KHR = 5116
+CAP_BFLOAT16_COOPERATIVE_MATRIX_KHR = 5118
+FP_ENCODING_BFLOAT16_KHR = 0  # the FPEncoding operand of OpTypeFloat
+MATRIX_USE_A_KHR = 0
+MATRIX_USE_B_KHR = 1
 
 _INT_FORMATS = {(8, True): "b", (8, False): "B", (16, True): "h", (16, False): "H",
                 (32, True): "i", (32, False): "I", (64, True): "q", (64, False): "Q"}
@@ -149,8 +167,10 @@ def _fail(message: str) -> NoReturn:
     raise BackendError(ErrorStatus.KernelCompilation, message)
 
 
-def _decode_words(spirv: bytes) -> tuple[int, ...]:
-    """Checks the header and returns the module as 32-bit words in host order (byte-swapped modules are accepted)."""
+def module_words(spirv: bytes) -> tuple[int, ...]:
+    """The module as 32-bit words in host order, header included, after checking the header (byte-swapped modules
+    are accepted). Raises ``BackendError(KernelCompilation)`` for anything else: not bytes, no magic number, not
+    whole words, shorter than the header."""
     try:
         data = memoryview(spirv).tobytes()
     except TypeError:
@@ -169,6 +189,26 @@ def _decode_words(spirv: bytes) -> tuple[int, ...]:
     if len(data) < 4 * _HEADER_WORDS:
         _fail(f"SPIR-V is {len(data)} bytes, shorter than its 20-byte header; the module is truncated or empty")
     return struct.unpack(f"{order}{len(data) // 4}I", data)
+
+
+def instructions(words: Sequence[int]) -> Iterator[tuple[int, int, int, Sequence[int]]]:
+    """Walks the instructions of a module's ``words`` (all of them, header included, as :func:`module_words` returns
+    them), yielding ``(offset, opcode, word count, operands)`` for each: ``offset`` indexes its first word in
+    ``words``, the word count includes that word, and ``operands`` are the words after it (a slice of ``words``).
+
+    Raises ``BackendError(KernelCompilation)`` on reaching an instruction whose word count is zero (the walk would
+    never advance) or runs past the end (a truncated module), before yielding it.
+    """
+    count = len(words)
+    index = _HEADER_WORDS
+    while index < count:
+        word = words[index]
+        length, opcode = word >> 16, word & 0xFFFF
+        if length == 0 or index + length > count:
+            _fail(f"malformed SPIR-V: the instruction at word {index} (opcode {opcode}) has word count "
+                  f"{length} but {count - index} words remain; the module is truncated or corrupt")
+        yield index, opcode, length, words[index + 1:index + length]
+        index += length
 
 
 def _read_string(words: tuple[int, ...], start: int, end: int) -> tuple[str, int]:
@@ -211,47 +251,39 @@ class _Module:
 
     def _parse(self, words: tuple[int, ...]) -> None:
         handlers: dict[int, Callable[[tuple[int, ...], int, int], None]] = {
-            _OP_NAME: self._on_name, _OP_MEMBER_NAME: self._on_member_name, _OP_CAPABILITY: self._on_capability,
-            _OP_ENTRY_POINT: self._on_entry_point,
-            _OP_EXECUTION_MODE: self._on_execution_mode, _OP_EXECUTION_MODE_ID: self._on_execution_mode,
-            _OP_DECORATE: self._on_decorate, _OP_MEMBER_DECORATE: self._on_member_decorate,
-            _OP_GROUP_DECORATE: self._on_group_decorate, _OP_GROUP_MEMBER_DECORATE: self._on_group_member_decorate,
-            _OP_CONSTANT: self._on_constant, _OP_SPEC_CONSTANT: self._on_constant,
-            _OP_CONSTANT_COMPOSITE: self._on_composite, _OP_SPEC_CONSTANT_COMPOSITE: self._on_composite,
-            _OP_SPEC_CONSTANT_OP: self._on_spec_constant_op,
-            _OP_VARIABLE: self._on_variable,
+            OP_NAME: self._on_name, OP_MEMBER_NAME: self._on_member_name, OP_CAPABILITY: self._on_capability,
+            OP_ENTRY_POINT: self._on_entry_point,
+            OP_EXECUTION_MODE: self._on_execution_mode, OP_EXECUTION_MODE_ID: self._on_execution_mode,
+            OP_DECORATE: self._on_decorate, OP_MEMBER_DECORATE: self._on_member_decorate,
+            OP_GROUP_DECORATE: self._on_group_decorate, OP_GROUP_MEMBER_DECORATE: self._on_group_member_decorate,
+            OP_CONSTANT: self._on_constant, OP_SPEC_CONSTANT: self._on_constant,
+            OP_CONSTANT_COMPOSITE: self._on_composite, OP_SPEC_CONSTANT_COMPOSITE: self._on_composite,
+            OP_SPEC_CONSTANT_OP: self._on_spec_constant_op,
+            OP_VARIABLE: self._on_variable,
         }
-        for opcode in (_OP_TYPE_BOOL, _OP_TYPE_INT, _OP_TYPE_FLOAT, _OP_TYPE_VECTOR, _OP_TYPE_MATRIX,
-                       _OP_TYPE_ARRAY, _OP_TYPE_RUNTIME_ARRAY, _OP_TYPE_STRUCT, _OP_TYPE_POINTER):
+        for opcode in (OP_TYPE_BOOL, OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX,
+                       OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER):
             handlers[opcode] = self._on_type
-        count = len(words)
-        index = _HEADER_WORDS
-        while index < count:
-            word = words[index]
-            length, opcode = word >> 16, word & 0xFFFF
-            if length == 0 or index + length > count:
-                _fail(f"malformed SPIR-V: the instruction at word {index} (opcode {opcode}) has word count "
-                      f"{length} but {count - index} words remain; the module is truncated or corrupt")
+        for index, opcode, length, _ in instructions(words):
             handler = handlers.get(opcode)
             if handler is not None:
                 # Handlers get (words, first operand, end) rather than a slice: strings are decoded in place.
                 if length < 2:
                     _fail(f"malformed SPIR-V: opcode {opcode} at word {index} has no operands")
                 handler(words, index + 1, index + length)
-            elif opcode == _OP_FUNCTION or opcode == _OP_FUNCTION_END or opcode == _OP_LABEL or opcode == _OP_FUNCTION_CALL:
+            elif opcode == OP_FUNCTION or opcode == OP_FUNCTION_END or opcode == OP_LABEL or opcode == OP_FUNCTION_CALL:
                 self._on_structure(opcode, words, index, length)
-            index += length
 
     def _on_structure(self, opcode: int, words: tuple[int, ...], index: int, length: int) -> None:
-        if opcode == _OP_FUNCTION:
+        if opcode == OP_FUNCTION:
             if self.open_function is not None or length < 5:
                 _fail(f"malformed SPIR-V: OpFunction at word {index} inside another function or without operands")
             self.open_function = words[index + 2]
-        elif opcode == _OP_FUNCTION_END:
+        elif opcode == OP_FUNCTION_END:
             if self.open_function is None:
                 _fail(f"malformed SPIR-V: OpFunctionEnd at word {index} outside a function")
             self.open_function = None
-        elif opcode == _OP_LABEL:
+        elif opcode == OP_LABEL:
             if self.open_function is not None:
                 self.defined_functions.add(self.open_function)
         elif length >= 4:  # OpFunctionCall: result type, result id, function
@@ -325,15 +357,15 @@ class _Module:
     def _size_of(self, opcode: int, rest: tuple[int, ...]) -> int | None:
         """Byte size of a type from its operands' sizes (None if unknown): a best effort, no padding or alignment."""
         sizes = self.type_sizes
-        if opcode in (_OP_TYPE_INT, _OP_TYPE_FLOAT) and rest:
+        if opcode in (OP_TYPE_INT, OP_TYPE_FLOAT) and rest:
             return rest[0] // 8
-        if opcode == _OP_TYPE_BOOL:
+        if opcode == OP_TYPE_BOOL:
             return 4  # not physically storable; drivers keep Workgroup booleans in 32 bits
-        if opcode in (_OP_TYPE_VECTOR, _OP_TYPE_MATRIX) and len(rest) >= 2 and rest[0] in sizes:
+        if opcode in (OP_TYPE_VECTOR, OP_TYPE_MATRIX) and len(rest) >= 2 and rest[0] in sizes:
             return sizes[rest[0]] * rest[1]
-        if opcode == _OP_TYPE_ARRAY and len(rest) >= 2 and rest[0] in sizes and rest[1] in self.int_constants:
+        if opcode == OP_TYPE_ARRAY and len(rest) >= 2 and rest[0] in sizes and rest[1] in self.int_constants:
             return sizes[rest[0]] * max(self.int_constants[rest[1]], 0)
-        if opcode == _OP_TYPE_STRUCT and all(member in sizes for member in rest):
+        if opcode == OP_TYPE_STRUCT and all(member in sizes for member in rest):
             return sum(sizes[member] for member in rest)
         return None
 
@@ -341,7 +373,7 @@ class _Module:
         operands = self._operands(words, start, end, 2, "OpConstant")
         type_id, result, value_words = operands[0], operands[1], operands[2:]
         declared = self.types.get(type_id)
-        if declared is None or declared[0] != _OP_TYPE_INT or len(declared[1]) < 2:
+        if declared is None or declared[0] != OP_TYPE_INT or len(declared[1]) < 2:
             return  # only integer constants matter (array lengths, workgroup sizes)
         width, signed = declared[1][0], declared[1][1]
         if width not in (8, 16, 32, 64):
@@ -377,20 +409,20 @@ class _Module:
     def pointee(self, pointer_type: int) -> int | None:
         """The type a pointer type points to, or None if ``pointer_type`` is not a well-formed pointer type."""
         declared = self.types.get(pointer_type)
-        if declared is None or declared[0] != _OP_TYPE_POINTER or len(declared[1]) < 2:
+        if declared is None or declared[0] != OP_TYPE_POINTER or len(declared[1]) < 2:
             return None
         return declared[1][1]
 
     def array_element(self, type_id: int | None) -> int | None:
         """The element type of an array or runtime-array type, else None."""
         declared = self.types.get(type_id) if type_id is not None else None
-        if declared is None or declared[0] not in (_OP_TYPE_ARRAY, _OP_TYPE_RUNTIME_ARRAY) or not declared[1]:
+        if declared is None or declared[0] not in (OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY) or not declared[1]:
             return None
         return declared[1][0]
 
     def struct_members(self, type_id: int | None) -> tuple[int, ...] | None:
         declared = self.types.get(type_id) if type_id is not None else None
-        if declared is None or declared[0] != _OP_TYPE_STRUCT:
+        if declared is None or declared[0] != OP_TYPE_STRUCT:
             return None
         return declared[1]
 
@@ -411,12 +443,12 @@ class _Module:
 def _find_entry_point(module: _Module, entry_point: str) -> tuple[int, tuple[int, ...]]:
     """Returns the GLCompute entry point's function id and interface."""
     for model, function, name, interface in module.entry_points:
-        if name == entry_point and model == _MODEL_GLCOMPUTE:
+        if name == entry_point and model == MODEL_GLCOMPUTE:
             return function, interface
     if any(name == entry_point for _, _, name, _ in module.entry_points):
         _fail(f"entry point '{entry_point}' is not a compute shader (GLCompute); compile the kernel as a compute "
               "shader (glslangValidator -S comp)")
-    available = sorted({name for model, _, name, _ in module.entry_points if model == _MODEL_GLCOMPUTE})
+    available = sorted({name for model, _, name, _ in module.entry_points if model == MODEL_GLCOMPUTE})
     listing = ", ".join(f"'{name}'" for name in available) if available else "none"
     _fail(f"entry point '{entry_point}' not found in the SPIR-V module (compute entry points: {listing}); "
           "pass one of those as entry_point")
@@ -451,15 +483,15 @@ def _local_size(module: _Module, function: int) -> tuple[int, int, int]:
     """The workgroup size: the WorkgroupSize built-in constant overrides the LocalSize/LocalSizeId execution mode."""
     sizes: tuple[int, ...] | None = None
     for target, decorations in module.decorations.items():
-        if decorations.get(_DEC_BUILTIN, (None,))[:1] == (_BUILTIN_WORKGROUP_SIZE,) and target in module.composites:
+        if decorations.get(DEC_BUILTIN, (None,))[:1] == (BUILTIN_WORKGROUP_SIZE,) and target in module.composites:
             constituents = module.composites[target]
             if len(constituents) != 3:
                 _fail(f"the WorkgroupSize constant has {len(constituents)} components, expected 3")
             sizes = tuple(_resolve_size(module, constituent, axis) for constituent, axis in zip(constituents, "xyz"))
             break
     if sizes is None:
-        literal = module.execution_modes.get((function, _MODE_LOCAL_SIZE))
-        by_id = module.execution_modes.get((function, _MODE_LOCAL_SIZE_ID))
+        literal = module.execution_modes.get((function, MODE_LOCAL_SIZE))
+        by_id = module.execution_modes.get((function, MODE_LOCAL_SIZE_ID))
         if literal is not None:
             if len(literal) != 3:
                 _fail(f"the LocalSize execution mode has {len(literal)} operands, expected 3")
@@ -477,11 +509,11 @@ def _local_size(module: _Module, function: int) -> tuple[int, int, int]:
 
 
 def _is_storage_buffer(module: _Module, storage_class: int, block: int | None) -> bool:
-    if storage_class == _SC_STORAGE_BUFFER:
+    if storage_class == SC_STORAGE_BUFFER:
         return True
     # Before SPIR-V 1.3, storage buffers were Uniform variables whose block is decorated BufferBlock.
-    return (storage_class == _SC_UNIFORM and block is not None
-            and module.decoration(block, _DEC_BUFFER_BLOCK) is not None)
+    return (storage_class == SC_UNIFORM and block is not None
+            and module.decoration(block, DEC_BUFFER_BLOCK) is not None)
 
 
 def _access_denied(module: _Module, variable: int, block: int, member_count: int, decoration: int) -> bool:
@@ -501,14 +533,14 @@ def _buffers(module: _Module) -> tuple[BufferBinding, ...]:
     buffers: dict[int, BufferBinding] = {}
     labels: dict[int, str] = {}  # binding -> variable, for the duplicate-binding message
     for variable, pointer_type, storage_class in module.variables:
-        set_number = module.decoration(variable, _DEC_DESCRIPTOR_SET)
-        binding = module.decoration(variable, _DEC_BINDING)
+        set_number = module.decoration(variable, DEC_DESCRIPTOR_SET)
+        binding = module.decoration(variable, DEC_BINDING)
         block = module.pointee(pointer_type)
         element = module.array_element(block)  # an array of blocks is still classified by its block
         if not _is_storage_buffer(module, storage_class, block if element is None else element):
-            if storage_class in (_SC_UNIFORM_CONSTANT, _SC_UNIFORM) or set_number is not None or binding is not None:
-                kind = {_SC_UNIFORM_CONSTANT: "an image, sampler or other opaque resource",
-                        _SC_UNIFORM: "a uniform buffer (UBO)"}.get(storage_class, "a descriptor resource")
+            if storage_class in (SC_UNIFORM_CONSTANT, SC_UNIFORM) or set_number is not None or binding is not None:
+                kind = {SC_UNIFORM_CONSTANT: "an image, sampler or other opaque resource",
+                        SC_UNIFORM: "a uniform buffer (UBO)"}.get(storage_class, "a descriptor resource")
                 _fail(f"unsupported resource {module.describe(variable)}: {kind}; only storage buffers "
                       "(layout(set = 0, binding = N) buffer ...) are supported, pass other data through storage "
                       "buffers or push constants")
@@ -535,8 +567,8 @@ def _buffers(module: _Module) -> tuple[BufferBinding, ...]:
         labels[number] = label
         buffers[number] = BufferBinding(
             binding=number, name=name,
-            readable=not _access_denied(module, variable, block, len(members), _DEC_NON_READABLE),
-            writable=not _access_denied(module, variable, block, len(members), _DEC_NON_WRITABLE))
+            readable=not _access_denied(module, variable, block, len(members), DEC_NON_READABLE),
+            writable=not _access_denied(module, variable, block, len(members), DEC_NON_WRITABLE))
     return tuple(buffers[number] for number in sorted(buffers))
 
 
@@ -554,11 +586,11 @@ def _scalar_format(module: _Module, type_id: int, member_label: str) -> tuple[st
     if declared is None:
         _fail(f"push-constant member {member_label} has an undeclared type %{type_id}; the module is malformed")
     opcode, operands = declared
-    if opcode == _OP_TYPE_INT and len(operands) >= 2 and (operands[0], bool(operands[1])) in _INT_FORMATS:
+    if opcode == OP_TYPE_INT and len(operands) >= 2 and (operands[0], bool(operands[1])) in _INT_FORMATS:
         return _INT_FORMATS[(operands[0], bool(operands[1]))], operands[0] // 8
-    if opcode == _OP_TYPE_FLOAT and len(operands) == 1 and operands[0] in _FLOAT_FORMATS:
+    if opcode == OP_TYPE_FLOAT and len(operands) == 1 and operands[0] in _FLOAT_FORMATS:
         return _FLOAT_FORMATS[operands[0]], operands[0] // 8
-    if opcode == _OP_TYPE_BOOL:
+    if opcode == OP_TYPE_BOOL:
         _fail(f"push-constant member {member_label} is a bool, which has no size in memory; declare it as int or "
               "uint and pass 0 or 1")
     if opcode in _TYPE_DESCRIPTIONS:
@@ -571,10 +603,10 @@ def _scalar_format(module: _Module, type_id: int, member_label: str) -> tuple[st
 def _address_member(module: _Module, type_id: int, name: str, offset: int) -> AddressMember | None:
     """The member as a device address, if its type is a PhysicalStorageBuffer pointer to a block."""
     declared = module.types.get(type_id)
-    if declared is None or declared[0] != _OP_TYPE_POINTER or len(declared[1]) < 2:
+    if declared is None or declared[0] != OP_TYPE_POINTER or len(declared[1]) < 2:
         return None
     storage_class, block = declared[1][0], declared[1][1]
-    if storage_class != _SC_PHYSICAL_STORAGE_BUFFER:
+    if storage_class != SC_PHYSICAL_STORAGE_BUFFER:
         return None
     members = module.struct_members(block)
     if members is None:
@@ -585,15 +617,15 @@ def _address_member(module: _Module, type_id: int, name: str, offset: int) -> Ad
         return len(members) > 0 and all(module.member_decoration(block, i, decoration) is not None
                                         for i in range(len(members)))
 
-    return AddressMember(name=name, offset=offset, readable=not denied(_DEC_NON_READABLE),
-                         writable=not denied(_DEC_NON_WRITABLE))
+    return AddressMember(name=name, offset=offset, readable=not denied(DEC_NON_READABLE),
+                         writable=not denied(DEC_NON_WRITABLE))
 
 
 def _push_constants(module: _Module, in_entry_point: Callable[[int], bool]
                     ) -> tuple[tuple[PushMember, ...], tuple[AddressMember, ...]]:
     """The scalar members of the push-constant block, and its device-address members (sorted by offset)."""
     blocks = [(variable, pointer_type) for variable, pointer_type, storage_class in module.variables
-              if storage_class == _SC_PUSH_CONSTANT and in_entry_point(variable)]
+              if storage_class == SC_PUSH_CONSTANT and in_entry_point(variable)]
     if not blocks:
         return (), ()
     if len(blocks) > 1:
@@ -607,7 +639,7 @@ def _push_constants(module: _Module, in_entry_point: Callable[[int], bool]
     members, addresses = [], []
     for index, type_id in enumerate(member_types):
         name = module.member_names.get((block, index)) or f"m{index}"
-        offset = module.member_decoration(block, index, _DEC_OFFSET)
+        offset = module.member_decoration(block, index, DEC_OFFSET)
         if not offset:
             _fail(f"push-constant member '{name}' has no Offset decoration; the module is malformed")
         address = _address_member(module, type_id, name, offset[0])
@@ -622,7 +654,7 @@ def _push_constants(module: _Module, in_entry_point: Callable[[int], bool]
 def _shared_memory_bytes(module: _Module, in_entry_point: Callable[[int], bool]) -> int:
     return sum(module.pointee_size(pointer_type)
                for variable, pointer_type, storage_class in module.variables
-               if storage_class == _SC_WORKGROUP and in_entry_point(variable))
+               if storage_class == SC_WORKGROUP and in_entry_point(variable))
 
 
 def reflect(spirv: bytes, entry_point: str = "main", *, require_code: bool = False) -> ProgramInfo:
@@ -645,7 +677,7 @@ def reflect(spirv: bytes, entry_point: str = "main", *, require_code: bool = Fal
 
 
 def _reflect(spirv: bytes, entry_point: str, require_code: bool = False) -> ProgramInfo:
-    module = _Module(_decode_words(spirv))
+    module = _Module(module_words(spirv))
     function, interface = _find_entry_point(module, entry_point)
     if require_code:
         _check_structure(module, function)

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["retype_cooperative_matrices"]
+from vkbackend.spirv import (CAP_BFLOAT16_COOPERATIVE_MATRIX_KHR, CAP_BFLOAT16_TYPE_KHR, FP_ENCODING_BFLOAT16_KHR,
+                             MATRIX_USE_A_KHR, MATRIX_USE_B_KHR, OP_CAPABILITY, OP_CONSTANT, OP_EXTENSION,
+                             OP_TYPE_COOPERATIVE_MATRIX_KHR, OP_TYPE_FLOAT, instructions, module_words)
 
-_OP_EXTENSION, _OP_CAPABILITY, _OP_TYPE_FLOAT, _OP_CONSTANT = 10, 17, 22, 43
-_OP_TYPE_COOPERATIVE_MATRIX = 4456
-_CAP_BFLOAT16_TYPE, _CAP_BFLOAT16_COOPERATIVE_MATRIX = 5116, 5118
-_ENCODING_BFLOAT16 = 0  # the FPEncoding operand of OpTypeFloat
-_USE_A, _USE_B = 0, 1
+__all__ = ["retype_cooperative_matrices"]
 
 
 def _instruction(opcode: int, operands: list[int]) -> list[int]:
@@ -32,35 +30,34 @@ def _string(text: str) -> list[int]:
 
 def retype_cooperative_matrices(spirv: bytes) -> bytes:
     """``spirv`` with its float16 ``MatrixUseA``/``MatrixUseB`` cooperative-matrix types made bfloat16, and the
-    capabilities and extension that needs. Raises ValueError when the module has no such type."""
-    words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
-    instructions: list[list[int]] = []
-    pos = 5
-    while pos < len(words):
-        count = words[pos] >> 16
-        if count == 0:
-            raise ValueError("not a SPIR-V module: an instruction of zero words")
-        instructions.append(words[pos : pos + count])
-        pos += count
-    half = {ins[1] for ins in instructions if ins[0] & 0xFFFF == _OP_TYPE_FLOAT and ins[2:] == [16]}
-    constants = {ins[2]: ins[3] for ins in instructions if ins[0] & 0xFFFF == _OP_CONSTANT and len(ins) == 4}
+    capabilities and extension that needs. Raises ValueError when the module has no such type,
+    ``BackendError(KernelCompilation)`` when it is malformed."""
+    words = module_words(spirv)
+    walked = list(instructions(words))  # the whole walk first: a malformed module fails before any rewriting
+    half = {operands[0] for _, opcode, _, operands in walked if opcode == OP_TYPE_FLOAT and operands[1:] == (16,)}
+    constants = {operands[1]: operands[2] for _, opcode, count, operands in walked
+                 if opcode == OP_CONSTANT and count == 4}
     bf16 = words[3]  # the module's id bound: the first free id
     out: list[list[int]] = []
     retyped = 0
-    for ins in instructions:
-        opcode = ins[0] & 0xFFFF
-        if opcode == _OP_TYPE_COOPERATIVE_MATRIX and ins[2] in half and constants.get(ins[6]) in (_USE_A, _USE_B):
+    for offset, opcode, count, operands in walked:
+        ins = list(words[offset : offset + count])
+        # operands: result id, component type, scope, rows, columns, use
+        if (opcode == OP_TYPE_COOPERATIVE_MATRIX_KHR and count == 7 and operands[1] in half
+                and constants.get(operands[5]) in (MATRIX_USE_A_KHR, MATRIX_USE_B_KHR)):
             if not retyped:
-                out.append(_instruction(_OP_TYPE_FLOAT, [bf16, 16, _ENCODING_BFLOAT16]))
-            ins = [ins[0], ins[1], bf16, *ins[3:]]
+                out.append(_instruction(OP_TYPE_FLOAT, [bf16, 16, FP_ENCODING_BFLOAT16_KHR]))
+            ins[2] = bf16
             retyped += 1
         out.append(ins)
     if not retyped:
         raise ValueError("the module has no float16 A or B cooperative-matrix type to make bfloat16")
-    last_capability = max(i for i, ins in enumerate(out) if ins[0] & 0xFFFF == _OP_CAPABILITY)
-    out[last_capability + 1 : last_capability + 1] = [_instruction(_OP_CAPABILITY, [_CAP_BFLOAT16_TYPE]),
-                                                      _instruction(_OP_CAPABILITY, [_CAP_BFLOAT16_COOPERATIVE_MATRIX]),
-                                                      _instruction(_OP_EXTENSION, _string("SPV_KHR_bfloat16"))]
+    last_capability = max(i for i, ins in enumerate(out) if ins[0] & 0xFFFF == OP_CAPABILITY)
+    out[last_capability + 1 : last_capability + 1] = [
+        _instruction(OP_CAPABILITY, [CAP_BFLOAT16_TYPE_KHR]),
+        _instruction(OP_CAPABILITY, [CAP_BFLOAT16_COOPERATIVE_MATRIX_KHR]),
+        _instruction(OP_EXTENSION, _string("SPV_KHR_bfloat16")),
+    ]
     header = [*words[:3], bf16 + 1, words[4]]
     body = [w for ins in out for w in ins]
     return struct.pack(f"<{len(header) + len(body)}I", *header, *body)

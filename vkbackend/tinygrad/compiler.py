@@ -13,6 +13,8 @@ import struct
 
 from tinygrad.device import CompileError, Compiler
 
+from vkbackend.spirv import (DEC_SPEC_ID, MODE_LOCAL_SIZE, OP_DECORATE, OP_EXECUTION_MODE, OP_SPEC_CONSTANT,
+                             instructions, module_words)
 from vkbackend.tinygrad.bf16_spirv import retype_cooperative_matrices
 from vkbackend.tinygrad.kernel_format import pack_lib, read_meta, unpack_lib
 
@@ -35,31 +37,26 @@ def compile_variant(source: str, views: bool) -> bytes:
     return retype_cooperative_matrices(spirv) if meta.get("bf16_coopmat") else spirv
 
 
-_OP_EXECUTION_MODE, _MODE_LOCAL_SIZE = 16, 17
-_OP_SPEC_CONSTANT, _OP_DECORATE, _DEC_SPEC_ID = 50, 71, 1
-
-
 def with_local_size(spirv: bytes, local: tuple[int, int, int]) -> bytes:
     """``spirv`` with the defaults of specialization constants 0, 1, 2 (``local_size_{x,y,z}_id``) set to ``local``.
 
     This stands in for a specialization API: the driver sees one module per size, as it would see one pipeline per
     specialization.  The literal LocalSize execution mode is rewritten too (the WorkgroupSize built-in overrides it,
-    but tools that read only the mode then agree)."""
-    words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
+    but tools that read only the mode then agree). Raises ValueError for a module whose size is not set by those
+    constants, ``BackendError(KernelCompilation)`` for a malformed one."""
+    words = module_words(spirv)
+    out = list(words)
     spec_ids: dict[int, int] = {}  # result id -> SpecId
-    pos = 5
-    while pos < len(words):
-        opcode, count = words[pos] & 0xFFFF, words[pos] >> 16
-        if opcode == _OP_DECORATE and count == 4 and words[pos + 2] == _DEC_SPEC_ID and words[pos + 3] < 3:
-            spec_ids[words[pos + 1]] = words[pos + 3]
-        elif opcode == _OP_EXECUTION_MODE and count == 6 and words[pos + 2] == _MODE_LOCAL_SIZE:
-            words[pos + 3 : pos + 6] = local
-        elif opcode == _OP_SPEC_CONSTANT and count == 4 and words[pos + 2] in spec_ids:
-            words[pos + 3] = local[spec_ids[words[pos + 2]]]
-        pos += max(count, 1)
+    for pos, opcode, count, operands in instructions(words):
+        if opcode == OP_DECORATE and count == 4 and operands[1] == DEC_SPEC_ID and operands[2] < 3:
+            spec_ids[operands[0]] = operands[2]
+        elif opcode == OP_EXECUTION_MODE and count == 6 and operands[1] == MODE_LOCAL_SIZE:
+            out[pos + 3 : pos + 6] = local
+        elif opcode == OP_SPEC_CONSTANT and count == 4 and operands[1] in spec_ids:
+            out[pos + 3] = local[spec_ids[operands[1]]]
     if len(spec_ids) != 3:
         raise ValueError("not a kernel whose work-group size is set by specialization constants 0-2")
-    return struct.pack(f"<{len(words)}I", *words)
+    return struct.pack(f"<{len(out)}I", *out)
 
 
 class VKCompiler(Compiler):
