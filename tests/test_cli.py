@@ -1,7 +1,8 @@
-"""Command-line conventions of ``python -m vkbackend``: ``--version``, ``info --json``, help for every option, a clean
-message and exit status for a device that does not exist or an output that cannot be written, usage errors on one
-line with status 2, units that fit the figures, ``--json -`` on stdout, and no traceback when the reader of stdout
-goes away (``| head``). Most run the command in a fresh process."""
+"""Command-line conventions of ``python -m vkbackend``: ``--version``, ``info --json``, help for every option, the
+program's name as it was run (``-m`` or the console script), a clean message and exit status for a device that does
+not exist or an output that cannot be written, usage errors on one line with status 2, units that fit the figures,
+``--json -`` on stdout, and no traceback when the reader of stdout goes away (``| head``). Most run the command in a
+fresh process."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +10,7 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +36,46 @@ def test_version():
     assert result.returncode == 0 and result.stdout == f"vkbackend {vkbackend.__version__}\n"
 
 
+# What pip writes for a [project.scripts] entry: the console script is not run with -m.
+CONSOLE_SCRIPT = """import re, sys
+from vkbackend.__main__ import main
+if __name__ == "__main__":
+    sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
+    sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("how", ["module", "script"])
+def test_the_program_names_itself_as_it_was_run(how, tmp_path):
+    """``python3 -m vkbackend`` in help and errors when run with -m, ``vkbackend`` when run as the console script."""
+    if how == "module":
+        command, name = [sys.executable, "-m", "vkbackend"], f"{os.path.basename(sys.executable)} -m vkbackend"
+    else:
+        script = tmp_path / "vkbackend"
+        script.write_text(CONSOLE_SCRIPT)
+        command, name = [sys.executable, str(script)], "vkbackend"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    helped = subprocess.run([*command, "--help"], capture_output=True, text=True, env=env, timeout=120)
+    assert helped.returncode == 0 and helped.stdout.startswith(f"usage: {name} [-h]"), helped.stdout
+    sub = subprocess.run([*command, "demo", "--help"], capture_output=True, text=True, env=env, timeout=120)
+    assert sub.stdout.startswith(f"usage: {name} demo [-h]"), sub.stdout
+    wrong = subprocess.run([*command, "nope"], capture_output=True, text=True, env=env, timeout=120)
+    assert wrong.returncode == 2 and wrong.stderr.startswith(f"{name}: error: "), wrong.stderr
+    assert wrong.stderr.rstrip().endswith(f"(see {name} --help)"), wrong.stderr
+
+
+def test_info_piped_into_head_ends_cleanly(device):
+    """``python -m vkbackend info | head -1``: the first line, and no traceback whether or not the writer was still
+    writing when head left (status 0, or 1 for the write that failed)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    line = f"set -o pipefail; {shlex.quote(sys.executable)} -m vkbackend info | head -1"
+    result = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert result.returncode in (0, 1), result.stderr
+    assert result.stdout == f"device {device.index}: {device.info.name} ({device.info.device_type}, vendor " \
+                            f"{device.info.vendor_id:#06x}, device {device.info.device_id:#06x})\n"
+    assert "Traceback" not in result.stderr and "BrokenPipeError" not in result.stderr, result.stderr
+
+
 class _Parsed(Exception):
     pass
 
@@ -54,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
 def test_every_command_and_option_has_help():
     parser = _parser()
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    assert {c.dest for c in commands._choices_actions if c.help} == set(commands.choices) == {"info", "demo", "bench"}
+    assert {c.dest for c in commands._choices_actions if c.help} == set(commands.choices) == {"info", "demo", "bench",
+                                                                                              "doctor"}
     for name, sub in [("", parser), *commands.choices.items()]:
         bare = [a.option_strings for a in sub._actions if a.option_strings and not a.help]
         assert not bare, f"options of '{name}' without help: {bare}"
@@ -68,7 +111,10 @@ def test_info_json(device):
     assert result.returncode == 0, result.stderr
     (first, *_) = json.loads(result.stdout)
     fields = {f.name for f in dataclasses.fields(vkbackend.DeviceInfo)}
-    assert set(first) == fields | {"index", "free_bytes"}
+    assert set(first) == fields | {"index", "free_bytes", "driver_version_text", "vkbackend_version"}
+    assert first["driver_version"] == device.info.driver_version   # the raw number, which scripts read
+    assert first["driver_version_text"] == cli.driver_version(device.info.vendor_id, device.info.driver_version)
+    assert first["vkbackend_version"] == vkbackend.__version__
     assert first["index"] == device.index and first["name"] == device.info.name
     assert first["max_local_work_dims"] == list(device.info.max_local_work_dims)
     assert first["dtype_capabilities"]["float32"] == sorted(device.info.dtype_capabilities[vkbackend.DType.float32])
@@ -132,7 +178,7 @@ def test_an_output_the_run_did_not_write_is_reported(tmp_path):
     assert cli.unwritten_outputs({"--json": None}, {}) == []
 
 
-@pytest.mark.parametrize("args", [["info"], ["info", "--json"], ["demo"]])
+@pytest.mark.parametrize("args", [["info"], ["info", "--json"], ["demo"], ["doctor"]])
 def test_no_traceback_when_the_reader_goes_away(device, args):
     """Like ``python -m vkbackend info | head -1``: the pipe is closed before anything is written, so every write
     fails; the command ends quietly with status 1."""
@@ -154,7 +200,8 @@ def test_a_usage_error_is_one_line_with_status_2(args, capsys):
         main(args)
     out, err = capsys.readouterr()
     assert exit_.value.code == 2 and out == ""
-    assert err.count("\n") == 1 and err.startswith("python -m vkbackend") and "error: " in err, err
+    # In-process, __main__ is pytest's, as it is the console script's: the name is the script's.
+    assert err.count("\n") == 1 and re.match(r"vkbackend( bench)?: error: .*\(see vkbackend( bench)? --help\)$", err), err
     if "--timeout" in args and "--tinygrad" in args:
         assert "is not a positive number of seconds" in err or "is not a number of seconds" in err
 

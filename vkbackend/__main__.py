@@ -1,4 +1,5 @@
-"""Command line: ``python -m vkbackend info | demo | bench`` (and ``--version``)."""
+"""Command line: ``python -m vkbackend info | demo | bench | doctor`` (and ``--version``); the ``vkbackend`` script
+runs the same ``main``."""
 from __future__ import annotations
 
 import argparse
@@ -31,6 +32,15 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def program_name() -> str:
+    """How the user ran the command, for usage lines and errors: ``python3 -m vkbackend`` (the interpreter's own name)
+    when ``-m`` ran this module, else ``vkbackend``, the console script."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name == "vkbackend.__main__":
+        return f"{os.path.basename(sys.executable) or 'python3'} -m vkbackend"
+    return "vkbackend"
+
+
 def positive_seconds(text: str) -> float:
     """``--timeout``'s type: a finite number of seconds above 0 (argparse makes the ArgumentTypeError a usage error)."""
     try:
@@ -43,13 +53,16 @@ def positive_seconds(text: str) -> float:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = _Parser(prog="python -m vkbackend", description="vkbackend: a Vulkan compute backend")
+    parser = _Parser(prog=program_name(), description="vkbackend: a Vulkan compute backend")
     parser.add_argument("--version", action="version", version=f"vkbackend {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="list every Vulkan device with its limits, memory heaps and dtype support")
     info.add_argument("--json", action="store_true", help="print them as a JSON list, one object per device")
     demo = sub.add_parser("demo", help="run GLSL kernels on a device and check them against numpy")
     demo.add_argument("--device", type=int, default=0, help="device index (default 0)")
+    sub.add_parser("doctor", help="check what vkbackend needs (Vulkan loader, devices, glslang, spirv-val, a C "
+                   "compiler, the cache folder, VKBACKEND_* settings, tinygrad) and say what to install; exit status "
+                   "0 when a device works")
     bench = sub.add_parser("bench", help="benchmarks beside a raw-Vulkan C program (where a C compiler is "
                            "found), wgpu-py and PyTorch (where importable)")
     bench.add_argument("--device", type=int, help="device index (default 0; with --tinygrad, the device of tinygrad's "
@@ -73,6 +86,9 @@ def _main(argv: list[str] | None) -> int:
         return cli.info(as_json=args.json)
     if args.command == "demo":
         return cli.demo(args.device)
+    if args.command == "doctor":
+        from .doctor import doctor
+        return doctor()
     outputs = {"--json": None if args.json == "-" else args.json, "--plot": args.plot}
     problems = cli.unwritable_outputs(outputs)
     if problems:  # before a run of minutes, not after it
@@ -89,7 +105,7 @@ def _main(argv: list[str] | None) -> int:
 def _bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     cases = [name for item in args.cases for name in item.split(",") if name] if args.cases is not None else None
     if args.tinygrad:
-        from .bench.tinygrad_runner import run as run_tinygrad
+        from .bench.tinygrad.runner import run as run_tinygrad
         return run_tinygrad(json_path=args.json, plot_path=args.plot, quick=args.quick, cases=cases,
                             timeout_s=args.timeout, impls=args.impls, device=args.device)
     if args.timeout is not None or args.impls:

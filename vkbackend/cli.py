@@ -1,4 +1,5 @@
-"""``python -m vkbackend info`` and ``demo``, and the checks of the outputs ``bench`` is asked to write.
+"""``python -m vkbackend info`` and ``demo`` (``doctor`` is in doctor.py), and the checks of the outputs ``bench`` is
+asked to write.
 
 Conventions: results go to stdout, errors to stderr with the exit status 1 (2 when an argument is wrong, as argparse
 does); ``--json`` writes machine-readable output.
@@ -12,10 +13,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import VulkanConfig
 from .errors import NO_DEVICE_HINT, BackendError, KernelCompilationError
+
+if TYPE_CHECKING:
+    from .device import Device
 
 
 def _bytes(n: int) -> str:
@@ -55,8 +59,7 @@ def info(as_json: bool = False) -> int:
             print(f"vkbackend: no Vulkan device: {NO_DEVICE_HINT}", file=sys.stderr)
         return 1
     if as_json:
-        print(json.dumps([{"index": dev.index, **_jsonable(dev.info), "free_bytes": dev.memory_pool.free_bytes}
-                          for dev in found], indent=1))
+        print(json.dumps([_json_device(dev) for dev in found], indent=1))
         return 0
     for dev in found:
         i = dev.info
@@ -88,6 +91,17 @@ def info(as_json: bool = False) -> int:
         print(f"  cooperative matrices: {'; '.join(shapes) or 'none'}")
         print(f"  features: {', '.join(sorted(i.features))}")
     return 0
+
+
+def _json_device(dev: Device) -> dict[str, Any]:
+    """``info --json``'s object for one device: ``index``, every field of its DeviceInfo (``driver_version`` the raw
+    number), ``driver_version_text`` (decoded as the text output decodes it), ``free_bytes`` and the
+    ``vkbackend_version`` that described it."""
+    from . import __version__
+    info = dev.info
+    return {"index": dev.index, **_jsonable(info),
+            "driver_version_text": driver_version(info.vendor_id, info.driver_version),
+            "free_bytes": dev.memory_pool.free_bytes, "vkbackend_version": __version__}
 
 
 def _jsonable(value: Any) -> Any:

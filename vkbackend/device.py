@@ -359,6 +359,17 @@ class Device:
             lib.vkb_slots_delete(ctx.slots)
             ctx.slots = ffi.NULL
 
+    def __enter__(self) -> Device:
+        """``with vkbackend.devices()[0] as dev:`` closes the device when the block ends, also when it raises.
+
+        ``devices()`` hands every caller in the process the same Device for an index, so the block closes it for all
+        of them; a later ``devices()`` opens a new one."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """:meth:`close` the device; an exception raised in the block goes on after it."""
+        self.close()
+
     def _forget(self) -> None:
         """Leave the registries of open devices, so that devices() opens a new one; the last to leave gives the
         interpreter its switch interval back."""

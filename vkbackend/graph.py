@@ -134,6 +134,14 @@ class LaunchGraph:
         for buffers in self._take_held():
             self._release(buffers)
 
+    def __enter__(self) -> LaunchGraph:
+        """``with dev.graph(launches) as graph:`` closes the graph when the block ends, also when it raises."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """:meth:`close` the graph: its buffer references are dropped; an exception raised in the block goes on."""
+        self.close()
+
     def _take_held(self) -> list[tuple[int, ...]]:
         held, self._held, self._records, self._blob = self._held, [], None, None
         return [] if self._device_closed() else held
