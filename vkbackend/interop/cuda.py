@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import BackendError, ErrorStatus, InvalidArgumentTypeError
+from .dlpack import not_in_numpy, numpy_name
 from ..memory.external import ExportedMemory
 
 if TYPE_CHECKING:
@@ -167,7 +168,14 @@ class CudaArray:
         try:
             dt = np.dtype(dtype)
         except TypeError as error:
-            raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument, f"{dtype!r} is not a dtype: {error}") from None
+            missing = not_in_numpy("CudaMemory.array", dtype, "cuda.as_torch(exported, '{ints}', shape)"
+                                   ".view(torch.{name})")  # bfloat16, float8: as integers, then a view
+            if missing is not None:
+                raise missing from None
+            named = numpy_name(dtype)  # torch.float32 and the like: numpy wants its own name
+            hint = f"; pass numpy's name for it, {named!r}" if named else ""
+            raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
+                                           f"{dtype!r} is not a numpy dtype: {error}{hint}") from None
         if dt.hasobject or not dt.itemsize or dt.fields is not None:
             raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument, f"dtype {dt} is not a plain number type")
         if shape is None:
@@ -230,7 +238,7 @@ def import_to_cuda(exported: ExportedMemory) -> CudaMemory:
 
 def as_torch(exported: ExportedMemory, dtype: npt.DTypeLike = "float32", shape: Shape = None) -> torch.Tensor:
     """A PyTorch CUDA tensor on the exported buffer's memory, no copy (``torch.as_tensor`` of
-    ``import_to_cuda(exported).array(dtype, shape)``). dtype is numpy's (for bfloat16, ``"uint16"`` then
+    ``import_to_cuda(exported).array(dtype, shape)``). dtype is numpy's (for bfloat16, ``"int16"`` then
     ``.view(torch.bfloat16)``)."""
     import torch
 
