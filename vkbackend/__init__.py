@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import VulkanConfig
 from .cooperative_matrix import CooperativeMatrixShape
-from .device import Device, GridArg, devices
+from .device import Device, devices
 from .discovery import DeviceInfo, MemoryHeap
 from .dtypes import DType
 from .errors import (BackendError, DeviceLostError, DLPackExportError, DyLibNotFoundError, ErrorStatus,
@@ -21,6 +21,7 @@ from .glsl import compile_glsl
 from .graph import LaunchGraph
 from .memory import ExportedMemory, MemoryPool
 from .spirv import BufferBinding, ProgramInfo, PushMember
+from .types import GridArg
 
 if TYPE_CHECKING:
     from .buffer import Buffer

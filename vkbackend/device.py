@@ -7,7 +7,6 @@ the handles and error state of a DeviceContext (context.py). The worker is hande
 from __future__ import annotations
 
 import logging
-import operator
 import struct
 import sys
 import threading
@@ -19,14 +18,14 @@ from ._ffi import success_counts, vulkan
 from .config import VulkanConfig
 from .context import DeviceContext
 from .discovery import DeviceInfo, Instance, PhysicalDevice, create_device, query_physical_devices
-from .errors import NO_DEVICE_HINT, BackendError, ErrorStatus
+from .errors import NO_DEVICE_HINT, BackendError, ErrorStatus, index_argument
 from .finalizers import collecting
 from .graph import Launch, LaunchGraph
 from .memory import MemoryPool
 from .programs import Program, ProgramCache, ProgramTable
 from .spirv import ProgramInfo
 from .submit import BatchSubmitter
-from .types import DeviceStats, Grid, Scalar
+from .types import DeviceStats, Grid, GridArg, Scalar
 from .worker import Worker
 
 log = logging.getLogger("vkbackend")
@@ -39,22 +38,6 @@ LIVE_OBJECT_CALLS = {
     "descriptor_pools": ("vkCreateDescriptorPool", "vkDestroyDescriptorPool"),
     "command_pools": ("vkCreateCommandPool", "vkDestroyCommandPool"), "devices": ("vkCreateDevice", "vkDestroyDevice"),
 }
-
-
-class GridArg:
-    """A grid entry taken from scalar argument ``index`` of the launch (a kernel whose grid a variable sets).
-
-    Its value is checked against the device's limits when the launch is recorded; an out-of-range value surfaces as
-    ``KernelLaunch`` at the next sync point.
-    """
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: int) -> None:
-        self.index = _strict_int(index, "GridArg index")
-
-    def __repr__(self) -> str:
-        return f"GridArg({self.index})"
 
 
 class Device:
@@ -262,10 +245,10 @@ class Device:
                 if not 0 <= entry.index < len(scalars):
                     raise BackendError(ErrorStatus.InvalidArgument,
                                        f"{entry!r} names scalar {entry.index} but the launch has {len(scalars)} scalars")
-                value = _strict_int(scalars[entry.index], f"the scalar that {entry!r} names")
+                value = index_argument(scalars[entry.index], f"the scalar that {entry!r} names")
                 out.append(value if 0 <= value <= _U32_MAX else 0)  # 0: the recorder reports it at the next sync
                 continue
-            entry = _strict_int(entry, f"grid entry {axis}")
+            entry = index_argument(entry, f"grid entry {axis}")
             if not 0 < entry <= self._max_grid[axis]:
                 raise BackendError(ErrorStatus.InvalidArgument,
                                    f"grid entry {entry} on axis {'xyz'[axis]} is outside 1..{self._max_grid[axis]}")
@@ -386,16 +369,6 @@ class Device:
 def _is_sequence(value) -> bool:
     """A list, tuple or other ordered sequence (a numpy array included); not a set, a dict, an iterator or a string."""
     return (isinstance(value, Sequence) or hasattr(value, "__array__")) and not isinstance(value, (str, bytes))
-
-
-def _strict_int(value, what: str) -> int:
-    """An int (a numpy integer too) that is not a bool, or ``InvalidArgument`` saying what it was."""
-    if not isinstance(value, bool):
-        try:
-            return operator.index(value)  # refuses floats, numpy floats and np.bool_
-        except TypeError:
-            pass
-    raise BackendError(ErrorStatus.InvalidArgument, f"{what} must be an integer, got {type(value).__name__} {value!r}")
 
 
 def _has(mapping, key) -> bool:

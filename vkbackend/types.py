@@ -12,12 +12,12 @@ if sys.version_info >= (3, 12):
 else:
     from typing_extensions import Buffer
 
+from .errors import index_argument
+
 if TYPE_CHECKING:
     import numpy
 
-    from .device import GridArg
-
-__all__ = ["Buffer", "DeviceStats", "Grid", "HostBuffer", "LiveObjects", "PoolStats", "Scalar", "SupportsDLPack"]
+__all__ = ["Buffer", "DeviceStats", "Grid", "GridArg", "HostBuffer", "LiveObjects", "PoolStats", "Scalar", "SupportsDLPack"]
 
 # A C-contiguous buffer-protocol object: bytes, bytearray, memoryview, array.array, a numpy array. numpy's stubs give
 # ndarray the buffer protocol (``__buffer__``) only from Python 3.12 on, hence the explicit ndarray.
@@ -26,8 +26,26 @@ HostBuffer = Union[Buffer, "numpy.ndarray[Any, Any]"]
 # One push-constant member's value: a Python number (bool is an int), or a numpy scalar such as numpy.float32(2).
 Scalar = Union[int, float, "numpy.generic[Any]"]
 
+
+
+class GridArg:
+    """A grid entry taken from scalar argument ``index`` of the launch (a kernel whose grid a variable sets).
+
+    Its value is checked against the device's limits when the launch is recorded; an out-of-range value surfaces as
+    ``KernelLaunch`` at the next sync point.
+    """
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index_argument(index, "GridArg index")
+
+    def __repr__(self) -> str:
+        return f"GridArg({self.index})"
+
+
 # Work groups per axis: 1 to 3 entries, each an int or a GridArg naming a scalar of the launch.
-Grid = Sequence[Union[int, "GridArg"]]
+Grid = Sequence[Union[int, GridArg]]
 
 
 class SupportsDLPack(Protocol):
