@@ -29,3 +29,9 @@ if [ "$python" != python3 ] && [ ! -x "$python" ]; then
 fi
 extras=${1:-}
 "$python" -m pip install -q --disable-pip-version-check -e ".${extras:+[$extras]}"
+case ",$extras," in
+  *,test,*)  # the tests also check the wheel recipe with the release tools of the `wheels` dependency group
+    mapfile -t wheels < <("$python" -c 'import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["dependency-groups"]["wheels"]))')
+    "$python" -m pip install -q --disable-pip-version-check "${wheels[@]}" ;;
+esac

@@ -1,12 +1,17 @@
-"""Release packaging: the sdist holds everything its build needs, ``pip install`` of the sdist and of the wheel built
-from it work in fresh virtual environments, run from outside the source tree, and the wheel's tag matches its module,
-which needs nothing a manylinux wheel may not (readelf, auditwheel) and passes the wheel recipe's own check.
+"""Release packaging: the sdist holds everything its build needs, the wheel none of what only the build reads,
+``pip install`` of the sdist and of the wheel built from it work in fresh virtual environments, run from outside the
+source tree, and the wheel's tag matches its module, which needs nothing a manylinux wheel may not (readelf,
+auditwheel) and passes the wheel recipe's own check; the editable wheel carries the tinygrad hook's .pth.
 
-Slow (about a minute: two builds of the native module, two venvs); ``pytest -m "not packaging"`` leaves it out. The
-builds are isolated, so they fetch setuptools, wheel and cffi from the package index (PyPI, or pip's configuration).
+Slow (about a minute: three builds of the native module, the last an editable one, and two venvs);
+``pytest -m "not packaging"`` leaves it out. The builds are isolated, so they fetch setuptools, wheel and cffi from
+the package index (PyPI, or pip's configuration).
 """
 from __future__ import annotations
 
+import ast
+import base64
+import hashlib
 import importlib.util
 import json
 import os
@@ -44,10 +49,14 @@ BUILD_INPUTS = ["build_vulkan.py", "setup.py", "pyproject.toml", "README.md", "L
                 "vkbackend/tinygrad/vkbackend-tinygrad.pth",
                 *(f"vkbackend/decl/{p.name}" for p in (ROOT / "vkbackend" / "decl").glob("*.h")),
                 *(f"vkbackend/csrc/{p.name}" for p in (ROOT / "vkbackend" / "csrc").iterdir())]
+# Of those, what only the build reads: in the sdist, never in the wheel.
+BUILD_ONLY = ("vkbackend/decl/", "vkbackend/csrc/")
 # What the sdist carries besides: the bench's C reference and the GPU scripts (docs/performance.md,
 # docs/plugin-guide.md), and the wheel recipe's scripts (README, "Wheels").
 BENCH_FILES = ["vkbackend/bench/vulkan_ref.c", "scripts/gpu-bench.sh", "scripts/cuda-interop-check.py",
                "scripts/fetch-vulkan-headers.sh", "scripts/check-wheel.py"]
+# The C sources the installed package reads at run time: the bench compiles its C reference (bench/vulkan_ref.py).
+RUNTIME_C_SOURCES = {"vkbackend/bench/vulkan_ref.c"}
 # The libraries the native module may need: the C library's (libvulkan is opened at run time, cffi's API mode needs
 # no libffi, and an extension module never links libpython). glibc 2.34 merged libdl and libpthread into libc.
 SYSTEM_LIBRARIES = {"libc.so.6", "libdl.so.2", "libpthread.so.0"}
@@ -119,6 +128,58 @@ def test_wheel_is_tagged_for_the_abi_its_module_uses(dist):
             "vkbackend/bench/vulkan_ref.c", "vkbackend/interop/cuda.py", "vkbackend/memory/external.py"} <= names
 
 
+def test_wheel_holds_no_build_only_files(dist):
+    """The declarations and C sources build_vulkan.py compiles are in the sdist, not the wheel; the bench's C
+    reference, which it compiles at run time, is in both."""
+    with zipfile.ZipFile(_wheel(dist)) as zf:
+        names = zf.namelist()
+    build_only = [n for n in names if n.startswith(BUILD_ONLY)]
+    assert not build_only, f"the wheel carries files only the build reads: {build_only}"
+    c_sources = {n for n in names if n.endswith((".c", ".h"))}
+    assert c_sources == RUNTIME_C_SOURCES, f"C sources in the wheel: {sorted(c_sources)}"
+
+
+# What pip does for ``pip install -e`` up to the wheel (``python -m build`` makes no editable wheels): in an isolated
+# environment, PEP 660's build_editable.
+BUILD_EDITABLE = """import sys
+from build import ProjectBuilder
+from build.env import DefaultIsolatedEnv
+with DefaultIsolatedEnv() as env:
+    builder = ProjectBuilder.from_isolated_env(env, sys.argv[1])
+    env.install(builder.build_system_requires)
+    env.install(builder.get_requires_for_build("editable"))
+    builder.build("editable", sys.argv[2])
+"""
+
+
+def test_editable_wheel_carries_the_pth_file(dist, tmp_path):
+    """``pip install -e`` gets the tinygrad hook's .pth at the top of its wheel, listed in RECORD with its hash (built
+    from the unpacked sdist, so that this checkout's in-place module is left alone)."""
+    with tarfile.open(_sdist(dist)) as tar:
+        tar.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    (source,) = tmp_path.glob("vkbackend-*")
+    out = tmp_path / "out"
+    _run([sys.executable, "-c", BUILD_EDITABLE, source, out], cwd=tmp_path)
+    (wheel,) = out.glob("vkbackend-*.whl")
+    pth = (ROOT / "vkbackend" / "tinygrad" / "vkbackend-tinygrad.pth").read_bytes()
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.read("vkbackend-tinygrad.pth") == pth
+        record = zf.read(f"vkbackend-{VERSION}.dist-info/RECORD").decode().splitlines()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(pth).digest()).rstrip(b"=").decode()
+    assert f"vkbackend-tinygrad.pth,sha256={digest},{len(pth)}" in record, record
+    if limited_api_supported():
+        assert f"-{LIMITED_API}-abi3-" in wheel.name, wheel.name
+
+
+def test_setup_py_overrides_no_private_setuptools_method():
+    """The commands setup.py customizes override only public methods (``run``), so a setuptools release that renames
+    its internals cannot silently drop what they add."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    private = [f"{cls.name}.{fn.name}" for cls in tree.body if isinstance(cls, ast.ClassDef) for fn in cls.body
+               if isinstance(fn, ast.FunctionDef) and fn.name.startswith("_") and not fn.name.endswith("__")]
+    assert not private, f"setup.py overrides private methods: {private}"
+
+
 def _module(dist: Path, where: Path) -> Path:
     with zipfile.ZipFile(_wheel(dist)) as zf:
         (name,) = [n for n in zf.namelist() if n.startswith("vkbackend/_vulkan.") and n.endswith(".so")]
@@ -137,7 +198,7 @@ def test_native_module_links_only_the_c_library(dist, tmp_path):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("auditwheel") is None,
-                    reason="needs auditwheel (pip install auditwheel; in the test extra)")
+                    reason="needs auditwheel (a release tool: pip install --group wheels, or pip install auditwheel)")
 def test_auditwheel_finds_no_library_to_bundle(dist):
     """The wheel built here is a manylinux wheel as it is; its tag's glibc is this machine's, where cibuildwheel's
     manylinux_2_28 container would give manylinux_2_28 (not run here: it needs Docker)."""

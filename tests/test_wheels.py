@@ -1,4 +1,4 @@
-"""The manylinux wheel recipe (issue 14): pyproject.toml's [tool.cibuildwheel], the pinned Vulkan headers it installs
+"""The manylinux wheel recipe: pyproject.toml's [tool.cibuildwheel], the pinned Vulkan headers it installs
 (scripts/fetch-vulkan-headers.sh) and what docs/packaging.md says of them agree; cibuildwheel accepts the configuration;
 the header script installs only what matches its checksum, here with local tarballs. Fast: nothing is downloaded
 or built (tests/test_packaging.py builds the wheel and checks what auditwheel would).
@@ -27,7 +27,8 @@ except ModuleNotFoundError:  # Python 3.10: the backport, which build and mypy (
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "fetch-vulkan-headers.sh"
-CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+CONFIG = PYPROJECT["tool"]["cibuildwheel"]
 _spec = importlib.util.spec_from_file_location("build_vulkan", ROOT / "build_vulkan.py")
 assert _spec is not None and _spec.loader is not None
 build_vulkan = importlib.util.module_from_spec(_spec)
@@ -71,8 +72,33 @@ def test_one_abi3_wheel_per_architecture_is_built_and_tested_on_every_later_pyth
     assert test == ["python", "{project}/scripts/check-wheel.py"] and (ROOT / test[1].split("/", 1)[1]).is_file()
 
 
+def test_the_platforms_named_are_the_platforms_built():
+    """Linux only, in the classifiers, the wheel recipe and the docs, which also say what macOS and Windows lack."""
+    systems = [c for c in PYPROJECT["project"]["classifiers"] if c.startswith("Operating System ::")]
+    assert systems == ["Operating System :: POSIX :: Linux"], systems
+    assert not {"macos", "windows", "ios", "pyodide"} & set(CONFIG), "the recipe configures a platform besides Linux"
+    page = (ROOT / "docs" / "packaging.md").read_text()
+    platforms = page.split("\n## Platforms\n", 1)[1].split("\n## ", 1)[0]
+    for name in ("Linux", "x86_64", "aarch64", "macOS", "Windows", "not supported"):
+        assert name in platforms, f"docs/packaging.md's Platforms section does not name {name}"
+    assert "docs/packaging.md" in (ROOT / "README.md").read_text() and "macOS" in (ROOT / "README.md").read_text()
+
+
+def test_release_tools_are_a_dependency_group_not_an_extra():
+    """cibuildwheel and auditwheel are for building wheels, not for using or testing the package: they are in the
+    `wheels` dependency group (PEP 735), which is not in the package's metadata, and in no extra."""
+    group = " ".join(PYPROJECT["dependency-groups"]["wheels"])
+    extras = " ".join(" ".join(e) for e in PYPROJECT["project"]["optional-dependencies"].values())
+    for tool in ("cibuildwheel", "auditwheel"):
+        assert tool in group and tool not in extras, tool
+    # CI runs the README's test set-up, `scripts/setup.sh test,tinygrad`, which installs the group: the recipe's checks
+    # still run there
+    assert '["dependency-groups"]["wheels"]' in (ROOT / "scripts" / "setup.sh").read_text()
+
+
 @pytest.mark.skipif(importlib.util.find_spec("cibuildwheel") is None,
-                    reason="needs cibuildwheel (pip install cibuildwheel; in the test extra)")
+                    reason="needs cibuildwheel (a release tool: pip install --group wheels, or pip install "
+                           "cibuildwheel)")
 def test_cibuildwheel_accepts_the_configuration():
     """cibuildwheel rejects unknown options; listing the builds reads the configuration and needs no Docker."""
     proc = subprocess.run([sys.executable, "-m", "cibuildwheel", "--print-build-identifiers", "--platform", "linux",
