@@ -24,9 +24,6 @@ log = logging.getLogger("vkbackend")
 
 __all__ = ["Program", "ProgramCache", "ProgramTable"]
 
-MAX_BUFFERS = 64   # buffers one launch may name (VKB_MAX_BINDINGS in csrc/recorder.c)
-
-
 class Program:
     """A compiled program: its reflected interface, its pipeline and the layout of its dispatch records."""
 
@@ -152,9 +149,10 @@ class ProgramCache:
         problems = []
         if len(info.buffers) > dev.max_storage_buffers:
             problems.append(f"{len(info.buffers)} storage buffers (the device allows {dev.max_storage_buffers})")
-        if len(info.buffers) + len(info.addresses) > MAX_BUFFERS:
+        limit = self.ctx.lib.VKB_MAX_BINDINGS  # the recorder's per-dispatch arrays
+        if len(info.buffers) + len(info.addresses) > limit:
             problems.append(f"{len(info.buffers) + len(info.addresses)} buffers bound or reached by address "
-                            f"(vkbackend allows {MAX_BUFFERS} per launch)")
+                            f"(vkbackend allows {limit} per launch)")
         if [b.binding for b in info.buffers] != list(range(len(info.buffers))):
             problems.append("bindings that are not 0..n-1 (launch binds buffers in binding order; leave no gaps)")
         if info.push_constant_size > dev.max_push_constants_size:

@@ -26,8 +26,11 @@ WAITED_SPIN_NS = 5_000_000  # a sync point's wait spins this long before it slee
 SHORT_SPIN_NS = 50_000      # ... on a CPU device or with two cores or fewer
 TRACE_QUERY_PAIRS = 256  # tracing: batches whose GPU start and end are kept at once (a batch completes long before)
 
-_RECORD_ERRORS = {1: "its grid is outside 1..maxComputeWorkGroupCount per axis", 2: "the program was released or is unknown",
-                  3: "a buffer was released before the launch ran", 4: "a malformed record"}
+# why the recorder skipped a record (vkb_window.error_code, decl/vkb.h), by the name of its code there
+_RECORD_ERRORS = {"VKB_ERROR_GRID": "its grid is outside 1..maxComputeWorkGroupCount per axis",
+                  "VKB_ERROR_PROGRAM": "the program was released or is unknown",
+                  "VKB_ERROR_SLOT": "a buffer was released before the launch ran",
+                  "VKB_ERROR_MALFORMED": "a malformed record"}
 
 
 class Batch:
@@ -198,7 +201,7 @@ class BatchSubmitter:
             if w.n_errors:
                 ctx.fail(BackendError(ErrorStatus.KernelLaunch,
                                       f"{w.n_errors} launch(es) skipped; the first, of {self._table.name(w.error_program)}, "
-                                      f"because {_RECORD_ERRORS.get(w.error_code, 'of an unknown error')}"))
+                                      f"because {_record_error(lib, w.error_code)}"))
             check(result, f"recording and submitting {w.n_dispatches} dispatches", ErrorStatus.KernelLaunch)
         except Exception as error:  # whatever it was, waiters must be released and the error must reach a sync point
             ctx.fail(error if isinstance(error, BackendError)
@@ -394,6 +397,11 @@ class BatchSubmitter:
         lib.vkDestroyCommandPool(dev, self._command_pool, ffi.NULL)
         if self._query_pool != ffi.NULL:
             lib.vkDestroyQueryPool(dev, self._query_pool, ffi.NULL)
+
+
+def _record_error(lib, code: int) -> str:
+    """Why the recorder skipped a record, for its error code."""
+    return next((why for name, why in _RECORD_ERRORS.items() if getattr(lib, name) == code), "of an unknown error")
 
 
 def _calibrate(ctx: DeviceContext) -> tuple[int, int] | None:

@@ -7,8 +7,6 @@
  * malformed record, or a dispatch of an unknown program index, ends the window: the length of what follows it cannot
  * be known. */
 
-enum { VKB_MAX_BINDINGS = 64 };
-
 #define VKB_STAGES (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT)
 #define VKB_WRITES (VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)
 #define VKB_ACCESSES (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)

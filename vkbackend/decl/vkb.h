@@ -78,6 +78,8 @@ enum { VKB_RECORD_DISPATCH = 0, VKB_RECORD_COPY = 1, VKB_RECORD_TIMESTAMP = 2, V
 enum { VKB_ACCESS_READ = 1, VKB_ACCESS_WRITE = 2 };
 /* Why a record was skipped (vkb_window.error_code). */
 enum { VKB_ERROR_GRID = 1, VKB_ERROR_PROGRAM = 2, VKB_ERROR_SLOT = 3, VKB_ERROR_MALFORMED = 4 };
+/* The buffers one dispatch may bind or reach by address (the recorder's per-dispatch arrays have this many). */
+enum { VKB_MAX_BINDINGS = 64 };
 
 /* A program as the recorder sees it; the program table (vkbackend/programs.py) holds one per program index, and a
  * tombstone (pipeline NULL, lengths kept) for a released one. */
