@@ -137,7 +137,7 @@ def graph_replay(repeat: int, tokens: int = 16) -> list[float]:
     """Microseconds per token spent in ``VKGraph.__call__`` while decoding a 12-layer, 64-wide GPT-2-shaped model."""
     import numpy as np
     import vkbackend.tinygrad  # noqa: F401 - the VK device
-    import vkbackend.tinygrad.graph as graph
+    import vkbackend.tinygrad.runtime.graph as graph
     from tinygrad import Tensor, TinyJit, dtypes
     from tinygrad.helpers import DEV
     from tinygrad.uop.ops import UOp

@@ -86,7 +86,7 @@ def test_switches_take_every_spelling(monkeypatch, read, name, default):
 
 def test_tinygrad_tensor_core_switch_is_a_switch(monkeypatch):
     pytest.importorskip("tinygrad", reason="tinygrad==0.14.0 not installed (pip install .[tinygrad])")
-    from vkbackend.tinygrad.tensor_cores import SWITCH, device_shapes
+    from vkbackend.tinygrad.renderer.tensor_cores import SWITCH, device_shapes
     monkeypatch.setenv(SWITCH, "sometimes")
     with pytest.raises(InvalidArgumentError, match="VKBACKEND_TINYGRAD_TC='sometimes'"):
         device_shapes(object())

@@ -125,7 +125,9 @@ def test_wheel_is_tagged_for_the_abi_its_module_uses(dist):
         assert not any(name.endswith(".abi3.so") for name in names)
         assert "-abi3-" not in wheel.name
     assert {"vkbackend/py.typed", "vkbackend-tinygrad.pth", f"vkbackend-{VERSION}.dist-info/licenses/LICENSE",
-            "vkbackend/bench/vulkan_ref.c", "vkbackend/interop/cuda.py", "vkbackend/memory/external.py"} <= names
+            "vkbackend/bench/vulkan_ref.c", "vkbackend/interop/cuda.py", "vkbackend/memory/external.py",
+            "vkbackend/tinygrad/renderer/renderer.py", "vkbackend/tinygrad/compiler/compiler.py",
+            "vkbackend/tinygrad/runtime/ops_vk.py"} <= names
 
 
 def test_wheel_holds_no_build_only_files(dist):

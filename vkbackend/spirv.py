@@ -7,8 +7,8 @@ is refused here with a clear :class:`~vkbackend.errors.BackendError` instead of 
 Malformed input of any kind (random bytes, truncations) raises ``BackendError(KernelCompilation)`` and nothing else.
 
 :func:`module_words` and :func:`instructions` are the one walk over a module's words, taken by reflection and by every
-rewriter of SPIR-V in the package (the tinygrad plugin's compiler.py and bf16_spirv.py); the specification's numbers
-they need are named once, below.
+rewriter of SPIR-V in the package (the tinygrad plugin's tinygrad/compiler/compiler.py and bf16_spirv.py); the
+specification's numbers they need are named once, below.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ _HEADER_WORDS = 5
 _SPIRV_1_4 = 0x00010400  # from 1.4 on, an entry point's interface lists every global variable it uses
 
 # The numbers of the SPIR-V specification (its enumerants, section 3), named once for every reader and rewriter of
-# modules in the package: reflection here, the tinygrad plugin's compiler.py and bf16_spirv.py.
+# modules in the package: reflection here, the tinygrad plugin's tinygrad/compiler/compiler.py and bf16_spirv.py.
 
 # Opcodes (3.52).
 OP_NAME = 5

@@ -20,10 +20,10 @@ from tinygrad.device import Compiled
 from tinygrad.helpers import Context
 from tinygrad.runtime.ops_null import NullAllocator, NullProgram
 
-from vkbackend.tinygrad.caps import DeviceCaps, make_arch, parse_arch
-from vkbackend.tinygrad.device_caps import caps_from_info, is_lavapipe
-from vkbackend.tinygrad.kernel_format import unpack_lib
-from vkbackend.tinygrad.loop_limit import LoopLimitError
+from vkbackend.tinygrad.compiler.kernel_format import unpack_lib
+from vkbackend.tinygrad.renderer.caps import DeviceCaps, make_arch, parse_arch
+from vkbackend.tinygrad.renderer.loop_limit import LoopLimitError
+from vkbackend.tinygrad.runtime.device_caps import caps_from_info, is_lavapipe
 
 RNG = np.random.default_rng(1)
 BASE = DeviceCaps(f16=True, f64=True, i8=True, i16=True, i64=True, local_threads=1024, shared_max=32768)
@@ -42,7 +42,7 @@ def _render_device(name: str, caps: DeviceCaps) -> str:
         def __init__(self, device: str):
             super().__init__(device, NullAllocator(self), [VKRenderer], Program, arch=make_arch(caps))
 
-    from vkbackend.tinygrad.renderer import VKRenderer  # noqa: PLC0415
+    from vkbackend.tinygrad.renderer.renderer import VKRenderer  # noqa: PLC0415
 
     module = types.ModuleType(f"tinygrad.runtime.ops_{name.lower()}")
     setattr(module, f"{name}Device", Device)

@@ -22,9 +22,9 @@ from tinygrad.device import Compiled
 from tinygrad.helpers import Context, Target
 from tinygrad.runtime.ops_null import NullAllocator, NullProgram
 
-from vkbackend.tinygrad.caps import DeviceCaps, make_arch, parse_arch
-from vkbackend.tinygrad.kernel_format import read_meta, unpack_lib
-from vkbackend.tinygrad.renderer import VKRenderer
+from vkbackend.tinygrad.compiler.kernel_format import read_meta, unpack_lib
+from vkbackend.tinygrad.renderer.caps import DeviceCaps, make_arch, parse_arch
+from vkbackend.tinygrad.renderer.renderer import VKRenderer
 
 FULL = DeviceCaps(
     f16=True,
@@ -232,7 +232,7 @@ def test_variables_are_push_constants():
 
 
 def test_views_variant_compiles():
-    from vkbackend.tinygrad.compiler import compile_variant
+    from vkbackend.tinygrad.compiler.compiler import compile_variant
 
     libs = kernels(lambda: (Tensor.ones(64, device=DEV).contiguous() * 3).realize())
     lib = libs[-1]
@@ -247,7 +247,7 @@ def test_views_variant_compiles():
 
 def _both_variants(lib):
     """spirv-val the kernel as tinygrad compiled it and its VK_VIEWS=1 variant."""
-    from vkbackend.tinygrad.compiler import compile_variant
+    from vkbackend.tinygrad.compiler.compiler import compile_variant
 
     spirv_val(lib.spirv)
     spirv_val(compile_variant(lib.source, views=True))
@@ -315,7 +315,7 @@ def _with_opts(out: Tensor, opts: tuple) -> str:
 
 
 def _val_both(src: str):
-    from vkbackend.tinygrad.compiler import compile_variant
+    from vkbackend.tinygrad.compiler.compiler import compile_variant
 
     spirv_val(compile_variant(src, views=False))
     spirv_val(compile_variant(src, views=True))
@@ -350,7 +350,7 @@ def test_half8_is_two_f16vec4(monkeypatch):
 
 def test_global_id_kernels_take_their_local_size_from_spec_constants():
     from vkbackend.spirv import reflect
-    from vkbackend.tinygrad.compiler import with_local_size
+    from vkbackend.tinygrad.compiler.compiler import with_local_size
 
     a = Tensor.ones(37, 91, device=DEV).contiguous()
     with Context(NOLOCALS=1):

@@ -16,10 +16,10 @@ from test_renderer import DEV, kernels
 from test_tensor_cores import F16_F32, _render_matmul, _tc_arch
 
 from vkbackend.errors import BackendError, ErrorStatus
-from vkbackend.tinygrad.caps import TCShape
-from vkbackend.tinygrad.bf16_spirv import retype_cooperative_matrices
-from vkbackend.tinygrad.compiler import compile_variant, with_local_size
-from vkbackend.tinygrad.kernel_format import read_meta
+from vkbackend.tinygrad.compiler.bf16_spirv import retype_cooperative_matrices
+from vkbackend.tinygrad.compiler.compiler import compile_variant, with_local_size
+from vkbackend.tinygrad.compiler.kernel_format import read_meta
+from vkbackend.tinygrad.renderer.caps import TCShape
 
 
 # ----- the reference implementations ---------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""tinygrad's tensor cores on VK (vkbackend/tinygrad/tensor_cores.py), without and with a device that has them.
+"""tinygrad's tensor cores on VK (vkbackend/tinygrad/renderer/tensor_cores.py), without and with a device that has
+them.
 
 On any machine: the register layout of our TensorCores, derived from tinygrad's own description of them (the
 derivation is checked first on tinygrad's CUDA tensor core, against the PTX layout of ``mma.m16n8k16``); the arch
@@ -31,11 +32,11 @@ from test_renderer import DEV as RENDER_DEV, FULL, kernels
 
 from vkbackend import CooperativeMatrixShape
 from vkbackend.spirv import reflect
-from vkbackend.tinygrad.bf16_spirv import retype_cooperative_matrices
-from vkbackend.tinygrad.caps import DeviceCaps, TCShape, make_arch, parse_arch
-from vkbackend.tinygrad.device_caps import caps_from_info
-from vkbackend.tinygrad.renderer import VKRenderer
-from vkbackend.tinygrad.tensor_cores import SWITCH, device_shapes, make_tensor_core, tensor_cores
+from vkbackend.tinygrad.compiler.bf16_spirv import retype_cooperative_matrices
+from vkbackend.tinygrad.renderer.caps import DeviceCaps, TCShape, make_arch, parse_arch
+from vkbackend.tinygrad.renderer.renderer import VKRenderer
+from vkbackend.tinygrad.renderer.tensor_cores import SWITCH, device_shapes, make_tensor_core, tensor_cores
+from vkbackend.tinygrad.runtime.device_caps import caps_from_info
 
 NO_COOPMAT = "the device has no VK_KHR_cooperative_matrix"
 
@@ -277,7 +278,7 @@ def test_retyping_needs_float16_matrices(glslang):
 
 def _sources(monkeypatch) -> list[str]:
     """The GLSL of every kernel VKProgram loads from here on."""
-    from vkbackend.tinygrad import ops_vk
+    from vkbackend.tinygrad.runtime import ops_vk
 
     seen: list[str] = []
     init = ops_vk.VKProgram.__init__

@@ -298,7 +298,7 @@ def test_jit():
 
 def test_jit_replays_as_one_graph():
     # several kernels per call: tinygrad batches them into one VKGraph, replayed with new inputs and variable values
-    from vkbackend.tinygrad.graph import VKGraph
+    from vkbackend.tinygrad.runtime.graph import VKGraph
 
     assert Device["VK"].graph is VKGraph
 
@@ -321,7 +321,7 @@ def test_jit_replays_as_one_graph():
 def _graph_runners() -> list:
     import gc
 
-    from vkbackend.tinygrad.graph import VKGraph
+    from vkbackend.tinygrad.runtime.graph import VKGraph
 
     return [o for o in gc.get_objects() if isinstance(o, VKGraph)]
 
@@ -445,7 +445,7 @@ def test_half8_vectors(monkeypatch):
 
 
 def test_fit_local_size():
-    from vkbackend.tinygrad.ops_vk import VKProgram
+    from vkbackend.tinygrad.runtime.ops_vk import VKProgram
 
     fit = VKProgram.fit_local_size
     assert fit((256, 1, 1), (64, 1, 1), (1024, 1024, 64), 1024) == (64, 1, 1)  # divides: as asked

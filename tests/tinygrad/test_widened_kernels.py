@@ -10,7 +10,7 @@ from tinygrad import Tensor, Variable, dtypes
 from tinygrad.helpers import Context
 from tinygrad.uop.ops import Ops, UOp
 
-from vkbackend.tinygrad.renderer import WIDE_GROUP, widen_single_invocation_groups
+from vkbackend.tinygrad.renderer.renderer import WIDE_GROUP, widen_single_invocation_groups
 
 RNG = np.random.default_rng(7)
 BODY = ["  float acc0[1];", "  int gidx0 = int(gl_WorkGroupID.x); /* {n} */", "  acc0[0] = 0.0f;",
@@ -66,7 +66,7 @@ def test_matrix_vector_products_at_odd_row_counts(vk_device, rows):
 
 def test_a_widened_kernel_runs_widened(vk_device):
     """The program tinygrad launches for a prime row count carries the widening, and its grid covers every row."""
-    from vkbackend.tinygrad.ops_vk import VKProgram
+    from vkbackend.tinygrad.runtime.ops_vk import VKProgram
 
     seen = []
     call = VKProgram.grid

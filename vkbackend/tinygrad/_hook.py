@@ -1,7 +1,7 @@
 """Makes ``tinygrad.runtime.ops_vk`` importable without modifying tinygrad.
 
 tinygrad opens device ``VK`` with ``importlib.import_module("tinygrad.runtime.ops_vk")``.  A finder on
-``sys.meta_path`` answers for exactly that name with a module re-exporting :mod:`vkbackend.tinygrad.ops_vk`.
+``sys.meta_path`` answers for exactly that name with a module re-exporting :mod:`vkbackend.tinygrad.runtime.ops_vk`.
 
 It gets there two ways:
 
@@ -22,7 +22,7 @@ import sys
 __all__ = ["TARGET", "IMPL", "find_spec", "install", "PTH_LINE", "VKBackendTinygradFinder"]
 
 TARGET = "tinygrad.runtime.ops_vk"
-IMPL = "vkbackend.tinygrad.ops_vk"
+IMPL = "vkbackend.tinygrad.runtime.ops_vk"
 
 
 class _AliasLoader(importlib.abc.Loader):

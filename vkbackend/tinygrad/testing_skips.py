@@ -27,7 +27,7 @@ LAVAPIPE, FEATURE, MULTI = "lavapipe", "feature", "multi"
 
 # (pattern, kind, reason, xfail?)  xfail entries still run and report XPASS if the bug goes away.
 # Not listed: lavapipe's loop-iteration limit (test_masked_select), which the renderer keeps kernels under
-# (vkbackend.tinygrad.loop_limit).
+# (vkbackend.tinygrad.renderer.loop_limit).
 ENTRIES: list[tuple[str, str, str, bool]] = []
 
 
@@ -40,7 +40,7 @@ def _active() -> bool:
 
 
 def _device_info():
-    from vkbackend.tinygrad.ops_vk import vk_devices  # noqa: PLC0415
+    from vkbackend.tinygrad.runtime.ops_vk import vk_devices  # noqa: PLC0415
 
     devs = vk_devices()
     parts = _dev().split("+")[-1].split(":")

@@ -2,9 +2,9 @@
 
 The renderer writes a JSON header on the first line of every kernel's source (name, local size, whether it runs on
 global ids, its bindings and number of variables); the compiler reads it. The binary tinygrad caches and hands to
-:class:`vkbackend.tinygrad.ops_vk.VKProgram` is a small container: that metadata, the SPIR-V of the common variant
-(``VK_VIEWS=0``: no per-binding offsets), and the GLSL source, from which the rarely needed ``VK_VIEWS=1`` variant is
-compiled on first use.
+:class:`vkbackend.tinygrad.runtime.ops_vk.VKProgram` is a small container: that metadata, the SPIR-V of the common
+variant (``VK_VIEWS=0``: no per-binding offsets), and the GLSL source, from which the rarely needed ``VK_VIEWS=1``
+variant is compiled on first use.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ invocation reads its D elements back. Cooperative-matrix operations need every i
 kernel is SPIR-V 1.6 (Vulkan 1.3), where a work group whose x size is a multiple of the subgroup size has full
 subgroups, and x is a multiple of ``threads`` (tinygrad's warp is its first local dimension), which is the largest
 subgroup size. bfloat16 inputs are staged as their bits and loaded as float16 matrices, which
-:func:`vkbackend.tinygrad.bf16_spirv.retype_cooperative_matrices` retypes to bfloat16 in the SPIR-V (glslang 13 has no
-bfloat16 type).
+:func:`vkbackend.tinygrad.compiler.bf16_spirv.retype_cooperative_matrices` retypes to bfloat16 in the SPIR-V
+(glslang 13 has no bfloat16 type).
 
 **Emulation** (``tcemu`` in the arch): the same staging, with the product computed by each invocation for its own D
 elements in scalar code instead of cooperative matrices. It runs anywhere (lavapipe), so the layout, the lane and warp
@@ -35,8 +35,8 @@ from tinygrad.dtype import DType, dtypes
 from tinygrad.uop.ops import Ops, UOp
 
 from vkbackend.config import env_flag
-from vkbackend.tinygrad.caps import TC_INPUTS, TC_OUTPUTS, DeviceCaps, TCShape
-from vkbackend.tinygrad.glsl_types import TYPE_MAP, value_type
+from vkbackend.tinygrad.renderer.caps import TC_INPUTS, TC_OUTPUTS, DeviceCaps, TCShape
+from vkbackend.tinygrad.renderer.glsl_types import TYPE_MAP, value_type
 
 __all__ = ["SWITCH", "device_shapes", "make_tensor_core", "tensor_cores", "render_wmma", "wmma_prelude",
            "wmma_target"]
@@ -172,7 +172,7 @@ def render_wmma(ctx, x: UOp) -> str:
 
 def wmma_target(uops: list[UOp], emulate: bool) -> dict:
     """What the kernel's metadata must tell the compiler: SPIR-V 1.6 for cooperative matrices, and whether their
-    bfloat16 inputs are to be retyped (bf16_spirv.py)."""
+    bfloat16 inputs are to be retyped (compiler/bf16_spirv.py)."""
     wmmas = [u for u in uops if u.op is Ops.WMMA]
     if not wmmas or emulate:
         return {}
@@ -232,7 +232,7 @@ def _function(w: _Wmma, local: list[int], emulate: bool) -> list[str]:
 
 def _cooperative_product(w: _Wmma, c_tile: tuple[str, str, int, str]) -> list[str]:
     """Each subgroup computes D = A*B + C for the warps it takes, in place of C; then each invocation reads its D."""
-    mat = "float16_t" if w.din == dtypes.bfloat16 else TYPE_MAP[w.din]  # bfloat16: retyped in bf16_spirv.py
+    mat = "float16_t" if w.din == dtypes.bfloat16 else TYPE_MAP[w.din]  # bfloat16: retyped in compiler/bf16_spirv.py
     scope, layout = "gl_ScopeSubgroup", "gl_CooperativeMatrixLayoutRowMajor"
     array, index, n, _ = c_tile
     a, b, c = (f"{w.name}_{x}" for x in "abc")

@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from tinygrad.device import BufferSpec, Compiled, LRUAllocator, Program, TinyELF
 
 from vkbackend.config import env_flag
-from vkbackend.tinygrad.caps import make_arch
-from vkbackend.tinygrad.device_caps import caps_from_info, max_kernel_buffers
-from vkbackend.tinygrad.compiler import compile_variant, with_local_size
-from vkbackend.tinygrad.kernel_format import unpack_lib
-from vkbackend.tinygrad.renderer import VKRenderer
+from vkbackend.tinygrad.compiler.compiler import compile_variant, with_local_size
+from vkbackend.tinygrad.compiler.kernel_format import unpack_lib
+from vkbackend.tinygrad.renderer.caps import make_arch
+from vkbackend.tinygrad.renderer.renderer import VKRenderer
+from vkbackend.tinygrad.runtime.device_caps import caps_from_info, max_kernel_buffers
 
 __all__ = ["VKDevice", "VKAllocator", "VKProgram", "VKBuffer", "VKRenderer", "vk_devices", "caps_from_info"]
 
@@ -172,7 +172,8 @@ class VKProgram(Program["VKDevice"]):
 
     def program(self, views: bool, local: tuple[int, int, int] | None) -> int:
         """The program of one variant, compiled on first use: per-binding view offsets or not (``VK_VIEWS``), and for
-        a kernel on global ids its work-group size (see :func:`vkbackend.tinygrad.compiler.with_local_size`)."""
+        a kernel on global ids its work-group size (see
+        :func:`vkbackend.tinygrad.compiler.compiler.with_local_size`)."""
         if (prog := self.variants.get((views, local))) is not None:
             return prog
         if views:
@@ -283,7 +284,8 @@ class VKDevice(Compiled):
         from tinygrad.schedule.rangeify import DEVICE_MAX_BUFS  # noqa: PLC0415
 
         DEVICE_MAX_BUFS["VK"] = min(DEVICE_MAX_BUFS.get("VK", 1 << 30), max_kernel_buffers(info))
-        from vkbackend.tinygrad.graph import VKGraph  # noqa: PLC0415 - tinygrad's jit imports this module's package
+        # imported here: tinygrad's jit (which graph.py imports) imports this module's package
+        from vkbackend.tinygrad.runtime.graph import VKGraph  # noqa: PLC0415
 
         graph = VKGraph if env_flag("VKBACKEND_TINYGRAD_GRAPH", True) else None
         super().__init__(device, VKAllocator(self), [VKRenderer], VKProgram, graph, arch=make_arch(caps))

@@ -14,7 +14,8 @@ from tinygrad.dtype import AddrSpace, DType, dtypes
 from tinygrad.helpers import strip_parens
 from tinygrad.uop.ops import Ops, UOp
 
-from vkbackend.tinygrad.glsl_types import TYPE_MAP, UINT_OF_SIZE, as_uint, bitcast, storage_dtype, value_type, vec_type
+from vkbackend.tinygrad.renderer.glsl_types import (TYPE_MAP, UINT_OF_SIZE, as_uint, bitcast, storage_dtype, value_type,
+                                                    vec_type)
 
 
 __all__ = ["GlobalArg", "KernelMemory", "RenderContext", "plan_vector_widths", "compose_load", "compose_store",

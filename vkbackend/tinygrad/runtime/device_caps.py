@@ -1,11 +1,12 @@
-"""The :class:`~vkbackend.tinygrad.caps.DeviceCaps` of a Vulkan device, read from its :class:`vkbackend.DeviceInfo`:
-the types, limits and tensor cores the renderer may use there, and how many buffers one kernel may bind."""
+"""The :class:`~vkbackend.tinygrad.renderer.caps.DeviceCaps` of a Vulkan device, read from its
+:class:`vkbackend.DeviceInfo`: the types, limits and tensor cores the renderer may use there, and how many buffers one
+kernel may bind."""
 
 from __future__ import annotations
 
 from vkbackend.dtypes import DType
-from vkbackend.tinygrad.caps import DeviceCaps
-from vkbackend.tinygrad.tensor_cores import device_shapes
+from vkbackend.tinygrad.renderer.caps import DeviceCaps
+from vkbackend.tinygrad.renderer.tensor_cores import device_shapes
 
 __all__ = ["caps_from_info", "max_kernel_buffers", "is_lavapipe", "LAVAPIPE_LOOP_LIMIT"]
 
@@ -28,7 +29,7 @@ def caps_from_info(info) -> DeviceCaps:
     8- and 16-bit integers need both the storage feature (``dtype_capabilities``) and arithmetic (``shaderInt8`` /
     ``shaderInt16``); tinygrad's bool is stored as one byte, so it rides on int8. Arguments past the storage range are
     reached by device address where the device has buffer device addresses. Tensor cores only with
-    ``VKBACKEND_TINYGRAD_TC=1`` (:func:`vkbackend.tinygrad.tensor_cores.device_shapes`)."""
+    ``VKBACKEND_TINYGRAD_TC=1`` (:func:`vkbackend.tinygrad.renderer.tensor_cores.device_shapes`)."""
     feats = getattr(info, "features", None)
 
     def feat(name: str) -> bool:

@@ -15,8 +15,8 @@ from tinygrad.device import CompileError, Compiler
 
 from vkbackend.spirv import (DEC_SPEC_ID, MODE_LOCAL_SIZE, OP_DECORATE, OP_EXECUTION_MODE, OP_SPEC_CONSTANT,
                              instructions, module_words)
-from vkbackend.tinygrad.bf16_spirv import retype_cooperative_matrices
-from vkbackend.tinygrad.kernel_format import pack_lib, read_meta, unpack_lib
+from vkbackend.tinygrad.compiler.bf16_spirv import retype_cooperative_matrices
+from vkbackend.tinygrad.compiler.kernel_format import pack_lib, read_meta, unpack_lib
 
 __all__ = ["VKCompiler", "compile_variant", "with_local_size"]
 

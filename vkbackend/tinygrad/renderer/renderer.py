@@ -1,7 +1,8 @@
 """GLSL 450 compute renderer for tinygrad 0.14.0.
 
 tinygrad lowers every kernel to a linear list of UOps and hands it to a ``CStyleLanguage`` subclass; this one writes
-GLSL 450 for Vulkan (compiled to SPIR-V by :mod:`vkbackend.tinygrad.compiler`).  The shape of a rendered kernel:
+GLSL 450 for Vulkan (compiled to SPIR-V by :mod:`vkbackend.tinygrad.compiler.compiler`).  The shape of a rendered
+kernel:
 
 * one storage buffer per global argument, bound in argument-slot order (set 0, binding 0..n-1); an access through a
   pointer bitcast of an argument is composed from (or split into) the argument's own elements;
@@ -18,7 +19,7 @@ GLSL 450 for Vulkan (compiled to SPIR-V by :mod:`vkbackend.tinygrad.compiler`). 
 * bool buffers are stored as ``uint8_t`` (tinygrad's bool is one byte), 8/16/64-bit types come from the
   ``GL_EXT_shader_explicit_arithmetic_types`` / ``8bit_storage`` / ``16bit_storage`` extensions;
 * tinygrad's tensor cores (``WMMA``), where the arch names some: cooperative matrices, see
-  :mod:`vkbackend.tinygrad.tensor_cores`.
+  :mod:`vkbackend.tinygrad.renderer.tensor_cores`.
 
 The renderer is pickled by tinygrad (``Renderer.__reduce__`` keeps only the ``Target``) and rebuilt in its compile
 workers, so everything it knows about the device travels in ``target.arch``: see :func:`make_arch` / :func:`parse_arch`.
@@ -35,14 +36,15 @@ from tinygrad.helpers import Target, strip_parens
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite, create_non_native_float_pats, pm_manual_bf16_cast
 from tinygrad.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 
-from vkbackend.tinygrad.caps import parse_arch
-from vkbackend.tinygrad.compiler import VKCompiler
-from vkbackend.tinygrad.glsl_types import TYPE_MAP, bitcast, cast, float_literal, int_literal, storage_dtype, value_type
-from vkbackend.tinygrad.kernel_format import with_meta
-from vkbackend.tinygrad.loop_limit import bound_loops
-from vkbackend.tinygrad.memory_access import (GlobalArg, KernelMemory, global_vector_macros, plan_vector_widths,
+from vkbackend.tinygrad.compiler.compiler import VKCompiler
+from vkbackend.tinygrad.compiler.kernel_format import with_meta
+from vkbackend.tinygrad.renderer.caps import parse_arch
+from vkbackend.tinygrad.renderer.glsl_types import (TYPE_MAP, bitcast, cast, float_literal, int_literal, storage_dtype,
+                                                    value_type)
+from vkbackend.tinygrad.renderer.loop_limit import bound_loops
+from vkbackend.tinygrad.renderer.memory_access import (GlobalArg, KernelMemory, global_vector_macros, plan_vector_widths,
                                               render_index, render_load, render_store)
-from vkbackend.tinygrad.tensor_cores import render_wmma, tensor_cores, wmma_prelude, wmma_target
+from vkbackend.tinygrad.renderer.tensor_cores import render_wmma, tensor_cores, wmma_prelude, wmma_target
 
 __all__ = ["VKRenderer"]
 

@@ -2,7 +2,7 @@
 
 tinygrad pickles renderers to its compile workers keeping only the ``Target``, so everything the renderer needs to
 know about a device is written into ``target.arch`` (:func:`make_arch`) and read back there (:func:`parse_arch`).
-:mod:`vkbackend.tinygrad.device_caps` reads the caps from a Vulkan device.
+:mod:`vkbackend.tinygrad.runtime.device_caps` reads the caps from a Vulkan device.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ TC_INPUTS, TC_OUTPUTS = ("f16", "bf16"), ("f32", "f16")  # tensor-core types the
 @dataclass(frozen=True)
 class TCShape:
     """One tensor-core shape: ``D (m x n) = A (m x k) * B (k x n) + C``, with the input and output types by their arch
-    names (``f16``, ``bf16``; ``f32``, ``f16``). See :mod:`vkbackend.tinygrad.tensor_cores`."""
+    names (``f16``, ``bf16``; ``f32``, ``f16``). See :mod:`vkbackend.tinygrad.renderer.tensor_cores`."""
 
     m: int
     n: int
@@ -58,7 +58,7 @@ class DeviceCaps:
     # float widths whose infinities, NaNs and signed zeros a kernel can ask the driver to keep (SignedZeroInfNanPreserve)
     preserve_widths: tuple[int, ...] = ()
     # loop iterations one invocation may run, all loops together (0: no limit); lavapipe leaves loops silently past
-    # 65,535 (see vkbackend.tinygrad.loop_limit)
+    # 65,535 (see vkbackend.tinygrad.renderer.loop_limit)
     loop_limit: int = 0
     # tensor cores (empty unless VKBACKEND_TINYGRAD_TC=1 and the device has cooperative matrices): the invocations of
     # one warp (``w32``), the shapes (``m16.16.16.f16.f32``), and ``tcemu``: WMMA in scalar code, not cooperative
