@@ -48,7 +48,7 @@ fi
 {
   "$python" -m vkbackend info --json | "$python" -c 'import json, sys
 d = json.load(sys.stdin)[0]
-print("device:", d["name"], " driver:", d["driver_version"], " Vulkan", d["api_version"])'
+print("device:", d["name"], " driver:", d["driver_name"], d["driver_info"], " Vulkan", d["api_version"])'
   "$python" -c 'import sys; sys.path.insert(0, "tests"); from conftest import validation_layer_version as v
 print("validation layer:", ".".join(map(str, v())) if v() else "none")'
   echo "suite: $(counts "$out/suite.xml")"

@@ -217,13 +217,17 @@ def test_driver_version_is_decoded_per_vendor():
     assert cli.driver_version(0x10DE, nvidia) == "580.159.4.0"
     assert cli.driver_version(0x1002, 23 << 22 | 3 << 12 | 6) == "23.3.6"  # Mesa's RADV: Vulkan's packing
     assert cli.driver_version(0x10005, 1) == "0.0.1"                      # lavapipe, as vulkaninfo shows it
+    assert cli.driver_text("NVIDIA", "580.159.04", 0x10DE, nvidia) == "NVIDIA, 580.159.04 (version 580.159.4.0)"
+    assert cli.driver_text("", "", 0x10005, 1) == "version 0.0.1"        # a driver that names nothing
 
 
 def test_info_picks_units_and_decodes_the_driver_version(device):
     result = run("info")
     assert result.returncode == 0, result.stderr
     i = device.info
-    assert f", driver version {cli.driver_version(i.vendor_id, i.driver_version)}\n" in result.stdout
+    assert i.driver_name and i.driver_info  # every Vulkan 1.2 driver names itself (Mesa's: "llvmpipe", "Mesa 22.3.6 ...")
+    assert (f", driver {i.driver_name}, {i.driver_info} (version {cli.driver_version(i.vendor_id, i.driver_version)})\n"
+            in result.stdout)
     (number, unit), = re.findall(r"max storage range ([\d.]+) (B|KiB|MiB|GiB|TiB)", result.stdout)
     assert 1 <= float(number) < 1024, result.stdout
     scale = 1 << 10 * ["B", "KiB", "MiB", "GiB", "TiB"].index(unit)

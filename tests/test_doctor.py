@@ -41,7 +41,7 @@ def test_a_working_device_is_reported_with_its_loader_driver_tools_and_settings(
     assert loader is not None and os.path.isfile(loader) and f"Vulkan loader: {loader}" in out
     i = device.info
     assert (f"  {device.index}: {i.name} ({i.device_type}, vendor {i.vendor_id:#06x}), Vulkan {i.api_version}, "
-            f"driver version {cli.driver_version(i.vendor_id, i.driver_version)}: works\n") in out
+            f"driver {cli.driver_text(i.driver_name, i.driver_info, i.vendor_id, i.driver_version)}: works\n") in out
     assert re.search(r"^  glslangValidator: /\S+ \(.+\)$", out, re.M), out
     assert re.search(r"^  spirv-val: /\S+ \(.+\)$", out, re.M), out
     assert f"Pipeline cache folder: {cache_dir()} (from VKBACKEND_CACHE_DIR" in out   # the test suite sets it

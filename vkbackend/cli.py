@@ -42,6 +42,14 @@ def driver_version(vendor_id: int, version: int) -> str:
     return version_string(version)
 
 
+def driver_text(name: str, info: str, vendor_id: int, version: int) -> str:
+    """The driver as people name it: its own name and version text where it gives them (``llvmpipe, Mesa 22.3.6
+    (LLVM 15.0.6)``), and its driverVersion decoded (:func:`driver_version`)."""
+    own = ", ".join(part for part in (name, info) if part)
+    decoded = driver_version(vendor_id, version)
+    return f"{own} (version {decoded})" if own else f"version {decoded}"
+
+
 def info(as_json: bool = False) -> int:
     """Print every device with its key limits, memory heaps and dtype support; ``as_json``: as a JSON list with one
     object per device (``index``, ``free_bytes`` and every field of :class:`~vkbackend.DeviceInfo`)."""
@@ -64,7 +72,7 @@ def info(as_json: bool = False) -> int:
     for dev in found:
         i = dev.info
         print(f"device {dev.index}: {i.name} ({i.device_type}, vendor {i.vendor_id:#06x}, device {i.device_id:#06x})")
-        print(f"  Vulkan {i.api_version}, driver version {driver_version(i.vendor_id, i.driver_version)}")
+        print(f"  Vulkan {i.api_version}, driver {driver_text(i.driver_name, i.driver_info, i.vendor_id, i.driver_version)}")
         print(f"  work groups: max count {i.max_global_work_dims}, max size {i.max_local_work_dims}, "
               f"max threads {i.max_local_threads}, subgroup {i.subgroup_size} (up to {i.max_subgroup_size})")
         print(f"  shared memory {_bytes(i.local_mem_size)}, push constants {i.max_push_constants_size} B, "

@@ -103,6 +103,14 @@ class DeviceInfo:
     subgroup_operations: int = 0  # VkSubgroupFeatureFlags the device supports in compute shaders
     max_subgroup_size: int = 0  # the largest subgroup a SPIR-V 1.6 kernel may get (Vulkan 1.3), else subgroup_size
     cooperative_matrix_shapes: tuple[CooperativeMatrixShape, ...] = ()  # VK_KHR_cooperative_matrix's; () without it
+    driver_name: str = ""  # the driver's own name and version text (Vulkan 1.2's driverName, driverInfo), e.g.
+    driver_info: str = ""  # "llvmpipe", "Mesa 22.3.6 (LLVM 15.0.6)"
+
+
+def _text(chars) -> str:
+    """A fixed-size, NUL-terminated char array of a Vulkan struct as text (a driver may fill it with any bytes)."""
+    ffi, _ = vulkan()
+    return ffi.string(chars).decode(errors="replace")
 
 
 def version_string(v: int) -> str:
@@ -514,7 +522,8 @@ def describe(physical: PhysicalDevice, exts: frozenset[str], features: frozenset
     return DeviceInfo(
         name=ffi.string(p.deviceName).decode(), vendor_id=p.vendorID, device_id=p.deviceID,
         device_type=next((kind for name, kind in DEVICE_TYPES.items() if getattr(lib, name) == p.deviceType), "other"), api_version=version_string(p.apiVersion),
-        driver_version=p.driverVersion,
+        driver_version=p.driverVersion, driver_name=_text(physical.vulkan12.driverName),
+        driver_info=_text(physical.vulkan12.driverInfo),
         max_global_work_dims=tuple(limits.maxComputeWorkGroupCount[i] for i in range(3)),
         max_local_work_dims=tuple(limits.maxComputeWorkGroupSize[i] for i in range(3)),
         max_local_threads=limits.maxComputeWorkGroupInvocations, local_mem_size=limits.maxComputeSharedMemorySize,

@@ -188,7 +188,7 @@ def device_list(report: Report) -> bool:
     """Every device the drivers offer, with its driver version decoded as ``info`` decodes it, and whether it works
     (tried only where ``devices()`` would open it); True when one works."""
     from ._ffi import vulkan
-    from .cli import driver_version
+    from .cli import driver_text
     from .discovery import DEVICE_TYPES, query_physical_devices, version_string
     try:
         found = query_physical_devices()
@@ -216,9 +216,11 @@ def device_list(report: Report) -> bool:
             if problem is not None:
                 report.fixes.append(f"device {physical.index} does not work: {problem}")
             works |= problem is None
+        v12: Any = physical.vulkan12
+        driver = driver_text(ffi.string(v12.driverName).decode(errors="replace"),
+                             ffi.string(v12.driverInfo).decode(errors="replace"), p.vendorID, p.driverVersion)
         report.add(f"  {physical.index}: {ffi.string(p.deviceName).decode()} ({kind}, vendor {p.vendorID:#06x}), "
-                   f"Vulkan {version_string(p.apiVersion)}, driver version "
-                   f"{driver_version(p.vendorID, p.driverVersion)}: {state}")
+                   f"Vulkan {version_string(p.apiVersion)}, driver {driver}: {state}")
     missing = sorted(set(wanted or ()) - {physical.index for physical in found})
     if missing:
         report.fixes.append(f"VKBACKEND_DEVICE_IDS names device(s) {', '.join(map(str, missing))}, which do not "

@@ -59,6 +59,7 @@ typedef struct {
  * SignedZeroInfNanPreserve), which a driver's default optimisations may drop. */
 typedef struct {
     VkStructureType sType; void *pNext;
+    char driverName[...]; char driverInfo[...];   /* the driver's own name and version text, e.g. "Mesa 22.3.6" */
     VkBool32 shaderSignedZeroInfNanPreserveFloat16; VkBool32 shaderSignedZeroInfNanPreserveFloat32;
     VkBool32 shaderSignedZeroInfNanPreserveFloat64;
     ...;
