@@ -95,8 +95,8 @@ class Worker:
     def wake_up(self) -> None:
         """Wake the worker, which is idle (the caller saw ``idle`` set after queueing something)."""
         self.idle = False
-        self._kick[0] = 1  # ends the poll of a worker that has just run out of work (csrc/fence.c)
         self.wake.set()  # no call before this one: an interrupt cannot leave idle cleared and the worker asleep
+        self._kick[0] = 1  # ends the poll of a worker that has just run out of work (csrc/fence.c)
         if trace.enabled:
             trace.event("wake_worker")
 
