@@ -1,7 +1,6 @@
 """Issue 14: Buffer, the owning handle on a buffer id, and DLPack for host data (on lavapipe)."""
 from __future__ import annotations
 
-import ctypes
 import subprocess
 import sys
 
@@ -11,6 +10,7 @@ from _reliability import REPO, run_isolated
 
 from vkbackend import (Buffer, DLPackExportError, DType, ErrorStatus, InvalidArgumentError,
                        InvalidArgumentTypeError)
+from vkbackend.interop.dlpack import _DLTensorHead, _get_pointer  # to make a producer claim a type numpy lacks
 
 SHAPES = [(1,), (7,), (3, 5), (2, 3, 4)]
 DTYPES = [np.bool_, np.uint8, np.int16, np.float16, np.int32, np.float32, np.int64, np.float64, np.complex64]
@@ -375,19 +375,6 @@ def test_a_numpy_array_of_a_buffer_is_always_a_copy(device):
         np.asarray(buf)
 
 
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensorHead(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
-                ("ndim", ctypes.c_int32), ("dtype", _DLDataType)]
-
-
-_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-
-
 class Retyped:
     """A CPU DLPack producer of ``array``'s bytes that calls them DLPack type ``code`` (4: bfloat): what a PyTorch
     bfloat16 tensor exports, without PyTorch. It always answers with the unversioned capsule."""
@@ -400,7 +387,7 @@ class Retyped:
 
     def __dlpack__(self, **kwargs):
         capsule = self.array.__dlpack__()
-        head = _DLTensorHead.from_address(_capsule_pointer(capsule, b"dltensor"))
+        head = _DLTensorHead.from_address(_get_pointer(capsule, b"dltensor"))
         head.dtype.code, head.dtype.bits = self.code, self.bits
         return capsule
 
@@ -459,5 +446,5 @@ class LanesOf4(Retyped):
 
     def __dlpack__(self, **kwargs):
         capsule = super().__dlpack__()
-        _DLTensorHead.from_address(_capsule_pointer(capsule, b"dltensor")).dtype.lanes = 4
+        _DLTensorHead.from_address(_get_pointer(capsule, b"dltensor")).dtype.lanes = 4
         return capsule
