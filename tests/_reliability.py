@@ -1,7 +1,7 @@
 """Shared by the reliability tests (faults, stress, soak, fuzz, isolation): uint kernels with exact numpy models, a
 runner for scenarios that must happen in a fresh process (a lost device, a failed device open), and the size knob.
 
-``VKBACKEND_FULL=1`` runs the stress and soak tests at the sizes of issue 6 (8 threads x 10,000 launches; a million
+``VKBACKEND_FULL=1`` runs the stress and soak tests at full size (8 threads x 10,000 launches; a million
 launches and 100,000 allocate/release cycles); the default sizes fit CI's time under the validation layer.
 """
 from __future__ import annotations

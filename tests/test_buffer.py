@@ -1,4 +1,4 @@
-"""Issue 14: Buffer, the owning handle on a buffer id, and DLPack for host data (on lavapipe)."""
+"""Buffer, the owning handle on a buffer id, and DLPack for host data (on lavapipe)."""
 from __future__ import annotations
 
 import subprocess

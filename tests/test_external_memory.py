@@ -1,4 +1,4 @@
-"""Issue 14: buffers in memory shared through opaque file descriptors (VK_KHR_external_memory_fd), on lavapipe.
+"""Buffers in memory shared through opaque file descriptors (VK_KHR_external_memory_fd), on lavapipe.
 
 Exported buffers are buffers like any other (launches, copies, views, release); a second Vulkan memory object
 imported from the fd sees the same bytes; the descriptor is closed exactly once; nothing leaks.

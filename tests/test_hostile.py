@@ -1,4 +1,4 @@
-"""Hostile and careless use (issue 10): one test per class of failure an adversarial run found.
+"""Hostile and careless use: one test per class of failure an adversarial run found.
 
 Scenarios that could hang or crash run in a fresh interpreter with a timeout (``run_isolated``), which also checks
 that the validation layer stayed silent there.

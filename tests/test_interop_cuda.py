@@ -1,4 +1,4 @@
-"""vkbackend.interop.cuda on a machine without CUDA (issue 14).
+"""vkbackend.interop.cuda on a machine without CUDA.
 
 What runs here: importing the module needs neither libcuda nor torch; without libcuda the error says what is
 missing; the ctypes structs have cuda.h's layout; and, against a stand-in for libcuda (a Python object playing the

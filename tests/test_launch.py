@@ -1,4 +1,4 @@
-"""Launches (issue 3): scalars, hazards and barriers, grids, GridArg, reductions, long runs, releases while queued,
+"""Launches: scalars, hazards and barriers, grids, GridArg, reductions, long runs, releases while queued,
 argument errors, timed launches, threads and the descriptor-pool path.
 
 Every result is compared with numpy on fresh random data (the seed is printed, so a failure can be replayed). The

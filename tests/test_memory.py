@@ -1,4 +1,4 @@
-"""Issue 2: the memory pool: allocation, reference counts, views, transfers, limits, threads."""
+"""The memory pool: allocation, reference counts, views, transfers, limits, threads."""
 from __future__ import annotations
 
 import threading

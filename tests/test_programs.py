@@ -1,4 +1,4 @@
-"""Programs (issue 3): compile and its cache, malformed SPIR-V, device limits, program_info, concurrent compiles, and
+"""Programs: compile and its cache, malformed SPIR-V, device limits, program_info, concurrent compiles, and
 the pipeline cache persisted across processes (written at close or interpreter exit, reused, corrupt files ignored).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 2: the native module, loading without a driver, device discovery and DeviceInfo."""
+"""The native module, loading without a driver, device discovery and DeviceInfo."""
 from __future__ import annotations
 
 import json

@@ -7,7 +7,7 @@ The pool caches: after a burst of releases it keeps the chunks the burst needed 
 are recycled through a small spare pool whose size follows the most batches ever in flight: they may end a few above
 the start, never more.
 
-CI runs 100,000 launches and 10,000 cycles; ``VKBACKEND_FULL=1`` runs issue 6's 1,000,000 and 100,000.
+CI runs 100,000 launches and 10,000 cycles; ``VKBACKEND_FULL=1`` runs 1,000,000 and 100,000.
 """
 from __future__ import annotations
 

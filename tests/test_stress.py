@@ -3,7 +3,7 @@ buffer and a shared read-only input, with uploads, buffer replacement and random
 final contents of every buffer are checked against a numpy model. No deadlock (every thread finishes within its
 deadline), no lost or doubled launch (the model would disagree), and nothing left pending.
 
-CI runs 8 x 2,500 launches; ``VKBACKEND_FULL=1`` runs issue 6's 8 x 10,000.
+CI runs 8 x 2,500 launches; ``VKBACKEND_FULL=1`` runs 8 x 10,000.
 """
 from __future__ import annotations
 

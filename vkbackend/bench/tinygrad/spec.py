@@ -45,7 +45,7 @@ KERNEL_CASE = Case("mlp_kernel", "us", False, "GPU time of each kernel of one ji
 
 @dataclass(frozen=True)
 class TgSizes:
-    """Work sizes. ``full()`` is issue 9's; ``quick()`` keeps every workload's structure at toy sizes for lavapipe."""
+    """Work sizes. ``full()`` gives the sizes docs/performance.md lists; ``quick()`` keeps every workload's structure at toy sizes for lavapipe."""
 
     runs: int                        # timed runs per case (min / median / p90 / max over them)
     check_steps: int                 # training steps before timing; the checksum is their summed loss
