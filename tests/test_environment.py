@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vkbackend import InvalidArgumentError
-from vkbackend.config import cache_dir, debug_enabled, env_flag, validation_enabled
+from vkbackend.config import VulkanConfig, cache_dir, debug_enabled, env_flag, validation_enabled
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = re.compile(r"VKBACKEND_[A-Z0-9_]+")
@@ -67,7 +67,9 @@ def test_switches_are_read_only_through_env_flag():
 @pytest.mark.parametrize("read,name,default", [(debug_enabled, "VKBACKEND_DEBUG", False),
                                                (validation_enabled, "VKBACKEND_VALIDATION", False),
                                                (lambda: env_flag("VKBACKEND_TINYGRAD_GRAPH", True),
-                                                "VKBACKEND_TINYGRAD_GRAPH", True)])
+                                                "VKBACKEND_TINYGRAD_GRAPH", True),
+                                               (lambda: VulkanConfig().resolved_cuda_clocks(), "VKBACKEND_CUDA_CLOCKS",
+                                                True)])
 def test_switches_take_every_spelling(monkeypatch, read, name, default):
     for text in ("0", "false", "no", "off", "OFF", " False "):
         monkeypatch.setenv(name, text)

@@ -21,7 +21,9 @@ import numpy as np
 import pytest
 
 from vkbackend import DyLibNotFoundError, InitializationError, InvalidArgumentError, InvalidArgumentTypeError
-from vkbackend.interop import cuda
+from vkbackend.config import VulkanConfig
+from vkbackend.interop import cuda, cuda_driver
+from vkbackend.interop.cuda_clocks import NVIDIA_VENDOR_ID, hold_compute_clocks
 
 MAPPED_AT = 0x7F0000000000
 REPO = Path(__file__).resolve().parents[1]
@@ -119,12 +121,12 @@ def exported(device):
 @pytest.fixture
 def stand_in(exported, monkeypatch):
     fake = FakeLibcuda(exported.device_uuid)
-    monkeypatch.setattr(cuda, "_loaded", cuda._Driver(fake))
+    monkeypatch.setattr(cuda_driver, "_loaded", cuda_driver.CudaDriver(fake))
     return fake
 
 
 def test_the_module_imports_without_cuda_or_torch():
-    code = ("import sys, vkbackend.interop.cuda as c; "
+    code = ("import sys, vkbackend.interop.cuda, vkbackend.interop.cuda_driver as c; "
             "assert c._loaded is None and not {'torch', 'cupy'} & set(sys.modules), sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
@@ -137,7 +139,7 @@ def test_the_structs_have_the_layout_of_cuda_h():
 
 @pytest.mark.skipif(ctypes.util.find_library("cuda") is not None, reason="this machine has libcuda")
 def test_without_the_nvidia_driver_the_error_says_what_is_missing(exported, monkeypatch):
-    monkeypatch.setattr(cuda, "_loaded", None)
+    monkeypatch.setattr(cuda_driver, "_loaded", None)
     with pytest.raises(DyLibNotFoundError, match="libcuda.so.1.*NVIDIA GPU and its driver"):
         cuda.import_to_cuda(exported)
     exported.pool.release(exported.buffer)
@@ -188,7 +190,7 @@ def test_a_failed_import_closes_the_duplicate_and_holds_nothing(exported, stand_
 
 
 def test_a_gpu_cuda_does_not_see_is_refused(exported, monkeypatch):
-    monkeypatch.setattr(cuda, "_loaded", cuda._Driver(FakeLibcuda(bytes(16))))
+    monkeypatch.setattr(cuda_driver, "_loaded", cuda_driver.CudaDriver(FakeLibcuda(bytes(16))))
     with pytest.raises(InvalidArgumentError, match="no CUDA device is the Vulkan device.*CUDA_VISIBLE_DEVICES"):
         cuda.import_to_cuda(exported)
 
@@ -218,3 +220,33 @@ def test_the_gpu_checks_vulkan_half_runs_here(device, exported):
         assert check.vulkan_mismatches(device, big.buffer, n, 3) == 0
         assert check.vulkan_mismatches(device, big.buffer, n, 1) == n - 1   # all but x[0]
         device.memory_pool.release(big.buffer)
+
+
+def test_an_nvidia_device_holds_the_cuda_context_of_its_gpu_until_released(monkeypatch):
+    fake = FakeLibcuda(bytes(range(100, 116)))
+    monkeypatch.setattr(cuda_driver, "_loaded", cuda_driver.CudaDriver(fake))
+    held = hold_compute_clocks(NVIDIA_VENDOR_ID, fake.uuid)
+    assert held is not None and held.ordinal == 1 and fake.contexts == 1
+    held.release()
+    held.release()  # once only
+    assert fake.contexts == 0
+
+
+def test_clocks_hold_nothing_for_another_vendor_or_a_gpu_cuda_does_not_see(monkeypatch):
+    fake = FakeLibcuda(bytes(range(100, 116)))
+    monkeypatch.setattr(cuda_driver, "_loaded", cuda_driver.CudaDriver(fake))
+    assert hold_compute_clocks(0x1002, fake.uuid) is None
+    assert hold_compute_clocks(NVIDIA_VENDOR_ID, bytes(16)) is None
+    assert fake.contexts == 0
+
+
+@pytest.mark.skipif(ctypes.util.find_library("cuda") is not None, reason="this machine has libcuda")
+def test_clocks_hold_nothing_without_the_nvidia_driver(monkeypatch):
+    monkeypatch.setattr(cuda_driver, "_loaded", None)
+    assert hold_compute_clocks(NVIDIA_VENDOR_ID, bytes(16)) is None
+
+
+def test_the_clocks_switch_is_checked():
+    with pytest.raises(InvalidArgumentError, match="cuda_clocks"):
+        VulkanConfig(cuda_clocks="yes")
+    assert VulkanConfig(cuda_clocks=False).resolved_cuda_clocks() is False

@@ -26,6 +26,9 @@ class VulkanConfig:
     0.0002; 0 leaves it alone), because the worker must win the GIL back after every wait on the GPU while the
     caller's thread is busy launching, and at Python's default of 5 ms the GPU sits idle meanwhile; the last device's
     ``close`` restores the interval it had before, unless the program has set another one meanwhile.
+    ``cuda_clocks``: on an NVIDIA GPU, hold its CUDA primary context while the device is open, so that the GPU runs
+    at CUDA's clocks instead of the adaptive ones NVIDIA gives Vulkan work (``VKBACKEND_CUDA_CLOCKS``, default on;
+    vkbackend/interop/cuda_clocks.py says why).
 
     Every field is checked when the config is made (and the environment variables when a device opens), so a bad
     setting is a ``BackendError(InvalidArgument)`` naming it, never a device that fails later.
@@ -40,6 +43,7 @@ class VulkanConfig:
     copy_threads: int = 0
     sync_timeout_s: float | None = None
     switch_interval_s: float | None = None
+    cuda_clocks: bool | None = None
 
     def __post_init__(self) -> None:
         ids = self.device_ids
@@ -54,6 +58,8 @@ class VulkanConfig:
             value = getattr(self, name)
             if not _is_int(value) or not low <= value <= high:
                 _bad(name, value, f"an int from {low} to {high}")
+        if self.cuda_clocks is not None and not isinstance(self.cuda_clocks, bool):
+            _bad("cuda_clocks", self.cuda_clocks, "None, True or False")
         if self.sync_timeout_s is not None:
             check_seconds("sync_timeout_s", self.sync_timeout_s, positive=True)
         if self.switch_interval_s is not None:
@@ -83,6 +89,13 @@ class VulkanConfig:
         if self.robust_buffer_access is not None:
             return self.robust_buffer_access
         return env_flag("VKBACKEND_ROBUST", True)
+
+    def resolved_cuda_clocks(self) -> bool:
+        """Whether a device on an NVIDIA GPU holds its CUDA context for CUDA's clocks: ``cuda_clocks``, or (None)
+        ``VKBACKEND_CUDA_CLOCKS``."""
+        if self.cuda_clocks is not None:
+            return self.cuda_clocks
+        return env_flag("VKBACKEND_CUDA_CLOCKS", True)
 
     def resolved_switch_interval_s(self) -> float:
         """The GIL switch interval a device lowers the interpreter's to: ``switch_interval_s``, or (None)

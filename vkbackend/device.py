@@ -12,6 +12,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 from . import records, trace
 from ._ffi import success_counts, vulkan
@@ -21,6 +22,7 @@ from .discovery import DeviceInfo, Instance, PhysicalDevice, create_device, quer
 from .errors import NO_DEVICE_HINT, BackendError, ErrorStatus, index_argument
 from .finalizers import collecting
 from .graph import Launch, LaunchGraph
+from .interop.cuda_clocks import hold_compute_clocks
 from .memory import MemoryPool
 from .programs import Program, ProgramCache, ProgramTable
 from .spirv import ProgramInfo
@@ -47,6 +49,7 @@ class Device:
         ffi, lib = vulkan()
         timeout_s = config.resolved_sync_timeout_s()  # settings first: a bad one fails before anything is made
         interval = config.resolved_switch_interval_s()
+        cuda_clocks = config.resolved_cuda_clocks()
         handles = create_device(physical, config)
         slots = lib.vkb_slots_new()
         self._ctx = ctx = DeviceContext(ffi, lib, handles, config, slots, timeout_s)
@@ -79,6 +82,8 @@ class Device:
         self._queue = self._worker.queue
         self._max_grid = handles.info.max_global_work_dims
         _lower_switch_interval(interval)
+        vulkan11: Any = physical.vulkan11   # VkPhysicalDeviceVulkan11Properties (cdata)
+        self._clocks = hold_compute_clocks(handles.info.vendor_id, bytes(vulkan11.deviceUUID)) if cuda_clocks else None
         log.debug("device %d ready: %s", self.index, handles.info.name)
 
     def __repr__(self) -> str:
@@ -321,6 +326,8 @@ class Device:
             self._forget()
             if ctx.forked:  # the objects are the parent's, and this process has no worker thread
                 return
+            if self._clocks is not None:  # what remains to run may run at Vulkan's clocks
+                self._clocks.release()
             # Threads waiting on this device notice the close within WAKE_S and raise the closed error; one copying
             # through the staging ring finishes that copy first, and the ring stays mapped until it has.
             if not (self._worker.stop() and self._pool.transfers.wait_finished(ctx.sync_timeout_s)):

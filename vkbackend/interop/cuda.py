@@ -31,10 +31,8 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import threading
 import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
@@ -43,6 +41,7 @@ import numpy.typing as npt
 from ..errors import BackendError, ErrorStatus, InvalidArgumentTypeError
 from .dlpack import not_in_numpy, numpy_name
 from ..memory.external import ExportedMemory
+from .cuda_driver import CudaDriver, device_with_uuid, driver
 
 if TYPE_CHECKING:
     import cupy
@@ -52,10 +51,8 @@ __all__ = ["CudaArray", "CudaMemory", "as_cupy", "as_torch", "import_to_cuda"]
 
 log = logging.getLogger("vkbackend")
 
-LIBRARY = "libcuda.so.1"
 CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD = 1
 CUDA_EXTERNAL_MEMORY_DEDICATED = 0x1
-CUDA_ERROR_OUT_OF_MEMORY = 2
 
 Shape = Union[int, Sequence[int], None]
 
@@ -78,56 +75,6 @@ class _BufferDesc(ctypes.Structure):
 
     _fields_ = [("offset", ctypes.c_ulonglong), ("size", ctypes.c_ulonglong), ("flags", ctypes.c_uint),
                 ("reserved", ctypes.c_uint * 16)]
-
-
-class _Driver:
-    """libcuda through ctypes, initialised. Every argument is passed as a ctypes object, so none is truncated."""
-
-    def __init__(self, lib: Any) -> None:
-        self.lib = lib
-        self.call("cuInit", ctypes.c_uint(0))
-
-    def call(self, name: str, *args: Any) -> None:
-        """Call ``name``; raise a BackendError naming the CUresult when it fails."""
-        result = int(getattr(self.lib, name)(*args))
-        if result:
-            status = ErrorStatus.MemoryAllocation if result == CUDA_ERROR_OUT_OF_MEMORY else ErrorStatus.Initialization
-            raise BackendError(status, f"{name} failed with {self.error_name(result)}; the CUDA import of Vulkan "
-                                       "memory needs the Vulkan buffer and the CUDA context on the same NVIDIA GPU "
-                                       "and driver")
-
-    def error_name(self, result: int) -> str:
-        name = ctypes.c_char_p()
-        if self.lib.cuGetErrorName(ctypes.c_int(result), ctypes.byref(name)) == 0 and name.value:
-            return str(name.value.decode())
-        return f"CUresult {result}"
-
-    @contextmanager
-    def current(self, context: ctypes.c_void_p) -> Iterator[None]:
-        """``context`` is the calling thread's current CUDA context inside the block."""
-        self.call("cuCtxPushCurrent_v2", context)
-        try:
-            yield
-        finally:
-            self.call("cuCtxPopCurrent_v2", ctypes.byref(ctypes.c_void_p()))
-
-
-_lock = threading.Lock()
-_loaded: _Driver | None = None
-
-
-def _driver() -> _Driver:
-    global _loaded
-    with _lock:
-        if _loaded is None:
-            try:
-                lib = ctypes.CDLL(LIBRARY)
-            except OSError as error:
-                raise BackendError(ErrorStatus.DyLibNotFound,
-                                   f"CUDA's driver library {LIBRARY} could not be loaded ({error}). Sharing memory "
-                                   "with CUDA needs an NVIDIA GPU and its driver, which installs it") from None
-            _loaded = _Driver(lib)
-        return _loaded
 
 
 class CudaMemory:
@@ -203,8 +150,8 @@ def import_to_cuda(exported: ExportedMemory) -> CudaMemory:
                                        f"import_to_cuda takes what MemoryPool.allocate_exportable returns, got "
                                        f"{type(exported).__name__}")
     pool, buffer, fd = exported.pool, exported.buffer, exported.fd
-    drv = _driver()
-    ordinal, device = _device_with_uuid(drv, exported.device_uuid)
+    drv = driver()
+    ordinal, device = device_with_uuid(drv, exported.device_uuid)
     pool.retain(buffer)  # raises for a released buffer, whose memory may be gone
     context = ctypes.c_void_p()
     memory, ptr = ctypes.c_void_p(), ctypes.c_uint64()
@@ -257,25 +204,7 @@ def as_cupy(exported: ExportedMemory, dtype: npt.DTypeLike = "float32", shape: S
         return cupy.asarray(mapped.array(dtype, shape))
 
 
-def _device_with_uuid(drv: _Driver, uuid: bytes) -> tuple[int, ctypes.c_int]:
-    """(ordinal, CUdevice) of the CUDA device whose UUID is ``uuid`` (Vulkan's deviceUUID of the same GPU)."""
-    count = ctypes.c_int()
-    drv.call("cuDeviceGetCount", ctypes.byref(count))
-    seen = []
-    for ordinal in range(count.value):
-        device, found = ctypes.c_int(), (ctypes.c_char * 16)()
-        drv.call("cuDeviceGet", ctypes.byref(device), ctypes.c_int(ordinal))
-        drv.call("cuDeviceGetUuid", found, device)
-        if found.raw == uuid:
-            return ordinal, device
-        seen.append(found.raw.hex())
-    raise BackendError(ErrorStatus.InvalidArgument,
-                       f"no CUDA device is the Vulkan device (UUID {uuid.hex()}; CUDA's: {', '.join(seen) or 'none'}): "
-                       "the buffer is on a GPU that CUDA does not see (check CUDA_VISIBLE_DEVICES) or not on an "
-                       "NVIDIA GPU")
-
-
-def _unmap(drv: _Driver, device: ctypes.c_int, context: ctypes.c_void_p, memory: ctypes.c_void_p,
+def _unmap(drv: CudaDriver, device: ctypes.c_int, context: ctypes.c_void_p, memory: ctypes.c_void_p,
            ptr: ctypes.c_uint64, pool: Any, buffer: int) -> None:
     """The finalizer of a CudaMemory: unmap, drop the import and the context, release the Vulkan buffer."""
     try:
