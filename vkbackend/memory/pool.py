@@ -25,7 +25,7 @@ from ..ids import next_id
 from ..types import HostBuffer, PoolStats
 from .buddy import MIN_BLOCK, Chunk, order_of
 from .device_memory import DeviceMemory
-from .external import ExportedMemory, export_buffer, import_buffer
+from .external import Export, ExportedMemory, Import
 from .staging import StagingRing
 from .transfers import Transfers
 
@@ -418,7 +418,13 @@ class MemoryPool:
         the opaque file descriptor that shares it, in an :class:`ExportedMemory`. The buffer (``.buffer``, count 1)
         is used and released like any other; the ExportedMemory owns the descriptor and closes it. The memory is a
         dedicated allocation of its own (needs VK_KHR_external_memory_fd)."""
-        return export_buffer(self, nbytes)
+        export = Export(self.ctx, self.memory, nbytes)
+        try:
+            buf_id = self._adopt_dedicated(export.nbytes, export.create)
+        except BaseException:
+            export.abandon()
+            raise
+        return export.wrap(self, buf_id)
 
     def import_memory(self, fd: int, size: int, *, nbytes: int | None = None, memory_type_index: int | None = None,
                       dedicated: bool = True) -> int:
@@ -426,7 +432,12 @@ class MemoryPool:
         driver exported for this device as an opaque file descriptor (``allocate_exportable`` in another process, say).
         ``fd`` stays the caller's: a duplicate is imported. For a Vulkan export pass its ``size`` and
         ``memory_type_index``, and ``dedicated`` as it was (True for an ExportedMemory). Released like any buffer."""
-        return import_buffer(self, fd, size, nbytes, memory_type_index, dedicated)
+        made = Import(self.ctx, self.memory, fd, size, nbytes, memory_type_index, dedicated)
+        try:
+            return self._adopt_dedicated(made.nbytes, made.create)
+        except BaseException:
+            made.abandon()
+            raise
 
     def _adopt_dedicated(self, nbytes: int, create: Callable[[], tuple[Any, Any, int]]) -> int:
         """A new buffer id (count 1) for the ``(memory, buffer, address)`` that ``create`` makes under the pool's
