@@ -216,10 +216,10 @@ def _check_request(ctx: Any, memory: DeviceMemory, nbytes: int, what: str) -> in
     nbytes = index_argument(nbytes, f"{what}: the byte count")
     if nbytes <= 0:
         raise BackendError(ErrorStatus.InvalidArgument, f"{what} needs a positive byte count, got {nbytes}")
-    if nbytes > info.max_memory_allocation_size:
+    if nbytes > memory.max_allocation:  # its memory is one allocation, which an importer maps whole
         raise BackendError(ErrorStatus.MemoryAllocation,
-                           f"{what}: {nbytes} bytes exceed maxMemoryAllocationSize ({info.max_memory_allocation_size}) "
-                           f"of {info.name}; share smaller buffers")
+                           f"{what}: {nbytes} bytes exceed the largest allocation ({memory.limit_text()}); share "
+                           "smaller buffers")
     return nbytes
 
 
