@@ -60,7 +60,8 @@ BAD_SETTINGS = [("sync_timeout_s", v) for v in ("5", float("nan"), float("inf"),
     ("switch_interval_s", v) for v in (float("nan"), -0.1, "0")] + [
     ("window_launches", v) for v in (0, 1.5, True)] + [("staging_buffers", 1), ("copy_threads", -1)] + [
     ("device_ids", v) for v in ("0", 0, [True], [-1], [0.0])] + [
-    ("push_descriptors", 1), ("robust_buffer_access", "yes")]
+    ("push_descriptors", 1), ("robust_buffer_access", "yes")] + [
+    ("max_allocation_bytes", v) for v in (0, 1000, -1, "64", 1.5, True, 1 << 63)]
 
 
 @pytest.mark.parametrize("field,value", BAD_SETTINGS)
@@ -76,7 +77,8 @@ def test_bad_environment_settings_fail_devices_at_once():
     hung devices() forever: the worker failed during start-up); then a good setting opens a working device."""
     result = run_isolated("""
         bad = [("VKBACKEND_SYNC_TIMEOUT_S", v) for v in ("nan", "inf", "1e400", "0", "-3", "soon")] + [
-            ("VKBACKEND_SWITCH_INTERVAL_S", "nan"), ("VKBACKEND_ROBUST", "maybe"), ("VKBACKEND_PUSH_DESCRIPTORS", "2")]
+            ("VKBACKEND_SWITCH_INTERVAL_S", "nan"), ("VKBACKEND_ROBUST", "maybe"), ("VKBACKEND_PUSH_DESCRIPTORS", "2"),
+            ("VKBACKEND_MAX_ALLOCATION_BYTES", "64MiB"), ("VKBACKEND_MAX_ALLOCATION_BYTES", "4096")]
         result["bad"] = []
         for name, value in bad:
             os.environ[name] = value

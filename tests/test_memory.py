@@ -139,9 +139,10 @@ def test_over_budget_allocation_fails_cleanly(pool):
     with pytest.raises(BackendError) as info:
         pool.allocate(pool.free_bytes + (1 << 30))
     assert info.value.status is ErrorStatus.MemoryAllocation
-    with pytest.raises(BackendError) as info:
-        pool.allocate(pool.ctx.info.max_memory_allocation_size + 1)
-    assert info.value.status is ErrorStatus.MemoryAllocation
+    if not pool.ctx.info.sparse_binding:  # where it has, such a buffer is made (tests/test_large_buffers.py)
+        with pytest.raises(BackendError) as info:
+            pool.allocate(pool.allocation_limit + 1)
+        assert info.value.status is ErrorStatus.MemoryAllocation
     out = bytearray(1000)
     pool.pool_to_host(keep, out)  # the pool still works and kept its contents
     assert out == b"k" * 1000

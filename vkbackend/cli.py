@@ -79,7 +79,9 @@ def info(as_json: bool = False) -> int:
               f"storage buffers per kernel {i.max_storage_buffers}")
         print(f"  buffers: max allocation {_bytes(i.max_memory_allocation_size)}, max storage range "
               f"{_bytes(i.max_storage_buffer_range)}, offset alignment {i.min_storage_buffer_offset_alignment} B, "
-              f"max allocations {i.max_memory_allocation_count}")
+              f"max allocations {i.max_memory_allocation_count}; larger buffers: "
+              + (f"bound to several allocations (sparse binding, {_bytes(i.sparse_address_space_size)} in all)"
+                 if i.sparse_binding else "no (no sparse binding)"))
         for n, heap in enumerate(i.memory_heaps):
             local = " device-local" if heap.device_local else ""
             print(f"  heap {n}: {_bytes(heap.size)}{local}, budget {_bytes(heap.budget)}")

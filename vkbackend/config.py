@@ -29,6 +29,10 @@ class VulkanConfig:
     ``cuda_clocks``: on an NVIDIA GPU, hold its CUDA primary context while the device is open, so that the GPU runs
     at CUDA's clocks instead of the adaptive ones NVIDIA gives Vulkan work (``VKBACKEND_CUDA_CLOCKS``, default on;
     vkbackend/interop/cuda_clocks.py says why).
+    ``max_allocation_bytes``: the largest single memory allocation the pool makes, when lower than the device's
+    ``maxMemoryAllocationSize`` (``None``: ``VKBACKEND_MAX_ALLOCATION_BYTES``, unset: the device's); a buffer past it
+    is bound to several allocations where the device has sparse binding, and refused elsewhere. It lets a machine
+    without a GPU test the path of buffers past the limit.
 
     Every field is checked when the config is made (and the environment variables when a device opens), so a bad
     setting is a ``BackendError(InvalidArgument)`` naming it, never a device that fails later.
@@ -44,6 +48,7 @@ class VulkanConfig:
     sync_timeout_s: float | None = None
     switch_interval_s: float | None = None
     cuda_clocks: bool | None = None
+    max_allocation_bytes: int | None = None
 
     def __post_init__(self) -> None:
         ids = self.device_ids
@@ -64,6 +69,8 @@ class VulkanConfig:
             check_seconds("sync_timeout_s", self.sync_timeout_s, positive=True)
         if self.switch_interval_s is not None:
             check_seconds("switch_interval_s", self.switch_interval_s, positive=False)
+        if self.max_allocation_bytes is not None:
+            check_allocation_bytes("max_allocation_bytes", self.max_allocation_bytes)
 
     @staticmethod
     def from_env() -> "VulkanConfig":
@@ -104,6 +111,13 @@ class VulkanConfig:
             return float(self.switch_interval_s)
         return _seconds_from_env("VKBACKEND_SWITCH_INTERVAL_S", 0.0002, positive=False)
 
+    def resolved_max_allocation_bytes(self) -> int | None:
+        """The cap on one memory allocation: ``max_allocation_bytes``, or (None) ``VKBACKEND_MAX_ALLOCATION_BYTES``;
+        None where neither is set (the device's own limit holds). A device reads it once, when it opens."""
+        if self.max_allocation_bytes is not None:
+            return self.max_allocation_bytes
+        return _allocation_bytes_from_env("VKBACKEND_MAX_ALLOCATION_BYTES")
+
     def resolved_sync_timeout_s(self) -> float:
         """The deadline of every wait on the GPU; a device reads it once, when it opens."""
         if self.sync_timeout_s is not None:
@@ -124,6 +138,31 @@ def check_seconds(name: str, value: object, positive: bool) -> float:
         return float(value)
     _bad(name, value, f"a finite number of seconds, {'more than 0' if positive else 'at least 0'} and at most "
                       f"{MAX_SECONDS:g}")
+
+
+# The bounds of a cap on one allocation: below a megabyte the pool's chunks and a sparse buffer's pieces would be
+# absurdly small (and a sparse piece is a multiple of the buffer's memory alignment).
+MIN_ALLOCATION_BYTES = 1 << 20
+MAX_ALLOCATION_BYTES = 1 << 62
+
+
+def check_allocation_bytes(name: str, value: object) -> int:
+    """``value`` as a cap on one allocation, or ``BackendError(InvalidArgument)`` naming ``name`` when it is not an
+    int from MIN_ALLOCATION_BYTES to MAX_ALLOCATION_BYTES."""
+    if isinstance(value, int) and not isinstance(value, bool) and MIN_ALLOCATION_BYTES <= value <= MAX_ALLOCATION_BYTES:
+        return value
+    _bad(name, value, f"an int from {MIN_ALLOCATION_BYTES} (1 MiB) to {MAX_ALLOCATION_BYTES} bytes")
+
+
+def _allocation_bytes_from_env(name: str) -> int | None:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        _bad(name, text, "a whole number of bytes")
+    return check_allocation_bytes(name, value)
 
 
 def _seconds_from_env(name: str, default: float, positive: bool) -> float:

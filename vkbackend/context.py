@@ -29,6 +29,7 @@ class DeviceContext:
     config: VulkanConfig
     slots: object                       # vkb_slot_table*: the buffer table the pool writes and the recorder reads
     sync_timeout_s: float               # the deadline of every wait on the GPU, resolved once when the device opens
+    allocation_cap: int | None = None   # VulkanConfig's cap on one allocation, resolved once when the device opens
     pending_error: BackendError | None = None
     lost: BackendError | None = None
     closed: bool = False

@@ -50,9 +50,10 @@ class Device:
         timeout_s = config.resolved_sync_timeout_s()  # settings first: a bad one fails before anything is made
         interval = config.resolved_switch_interval_s()
         cuda_clocks = config.resolved_cuda_clocks()
+        cap = config.resolved_max_allocation_bytes()
         handles = create_device(physical, config)
         slots = lib.vkb_slots_new()
-        self._ctx = ctx = DeviceContext(ffi, lib, handles, config, slots, timeout_s)
+        self._ctx = ctx = DeviceContext(ffi, lib, handles, config, slots, timeout_s, cap)
         self.index = physical.index
         made = []  # what to undo if opening fails part way
         try:

@@ -105,6 +105,10 @@ class DeviceInfo:
     cooperative_matrix_shapes: tuple[CooperativeMatrixShape, ...] = ()  # VK_KHR_cooperative_matrix's; () without it
     driver_name: str = ""  # the driver's own name and version text (Vulkan 1.2's driverName, driverInfo), e.g.
     driver_info: str = ""  # "llvmpipe", "Mesa 22.3.6 (LLVM 15.0.6)"
+    # A buffer past the largest allocation is one VkBuffer bound to several allocations (memory/sparse.py): the device
+    # has sparseBinding and the queue family in use binds sparse memory
+    sparse_binding: bool = False
+    sparse_address_space_size: int = 0  # the bytes all sparse buffers together may span (sparseAddressSpaceSize)
 
 
 def _text(chars) -> str:
@@ -297,6 +301,7 @@ class PhysicalDevice:
     index: int
     handle: object
     queue_family: int
+    queue_flags: int         # the VkQueueFlags of queue_family
     timestamp_bits: int
     properties: object       # VkPhysicalDeviceProperties2 (cdata, kept alive here)
     vulkan11: object
@@ -351,7 +356,8 @@ def query_physical_devices() -> list[PhysicalDevice]:
         lib.vkGetPhysicalDeviceMemoryProperties2(raw, mem)
         mp = mem.memoryProperties
         found.append(PhysicalDevice(
-            index=len(found), handle=raw, queue_family=family, timestamp_bits=families[family].timestampValidBits,
+            index=len(found), handle=raw, queue_family=family, queue_flags=families[family].queueFlags,
+            timestamp_bits=families[family].timestampValidBits,
             properties=props, vulkan11=v11, vulkan12=v12, push_props=push if "VK_KHR_push_descriptor" in exts else None,
             features=feats, feature_groups=groups, extensions=exts,
             memory_types=[(mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex) for i in range(mp.memoryTypeCount)],
@@ -486,6 +492,10 @@ def create_device(physical: PhysicalDevice, config: VulkanConfig) -> DeviceHandl
     if per_pipeline:
         groups["VK_EXT_pipeline_robustness"].pipelineRobustness = 1
         enabled.add("pipelineRobustness")
+    # Buffers past the largest allocation bind their memory on the one queue we create, so its family must do it too.
+    if physical.offers("features", "sparseBinding") and physical.queue_flags & lib.VK_QUEUE_SPARSE_BINDING_BIT:
+        feats.features.sparseBinding = 1
+        enabled.add("sparseBinding")
     priority = ffi.new("float*", 1.0)
     queue_info = ffi.new("VkDeviceQueueCreateInfo*", {
         "sType": lib.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": physical.queue_family,
@@ -544,4 +554,6 @@ def describe(physical: PhysicalDevice, exts: frozenset[str], features: frozenset
         subgroup_operations=(physical.vulkan11.subgroupSupportedOperations
                              if physical.vulkan11.subgroupSupportedStages & lib.VK_SHADER_STAGE_COMPUTE_BIT else 0),
         max_subgroup_size=physical.max_subgroup_size,
-        cooperative_matrix_shapes=physical.cooperative_matrix_shapes if "cooperativeMatrix" in features else ())
+        cooperative_matrix_shapes=physical.cooperative_matrix_shapes if "cooperativeMatrix" in features else (),
+        sparse_binding="sparseBinding" in features,
+        sparse_address_space_size=limits.sparseAddressSpaceSize if "sparseBinding" in features else 0)

@@ -57,7 +57,8 @@ class SupportsDLPack(Protocol):
 
 
 class PoolStats(TypedDict):
-    """``MemoryPool.stats()``: live buffer ids (views included), VkDeviceMemory objects held, their bytes, chunks."""
+    """``MemoryPool.stats()``: live buffer ids (views included), VkDeviceMemory objects held, their bytes, chunks. A
+    buffer past the largest allocation is one live buffer holding several memory objects."""
 
     live_buffers: int
     memory_objects: int

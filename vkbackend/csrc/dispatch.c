@@ -31,6 +31,7 @@ enum {
     VKB_FN_vkDestroyBuffer,
     VKB_FN_vkGetBufferMemoryRequirements,
     VKB_FN_vkBindBufferMemory,
+    VKB_FN_vkQueueBindSparse,
     VKB_FN_vkGetBufferDeviceAddress,
     VKB_FN_vkGetPhysicalDeviceExternalBufferProperties,
     VKB_FN_vkGetMemoryFdKHR,
@@ -108,6 +109,7 @@ static const struct { const char *name; unsigned char global, optional, result; 
     {"vkDestroyBuffer", 0, 0, 0},
     {"vkGetBufferMemoryRequirements", 0, 0, 0},
     {"vkBindBufferMemory", 0, 0, 1},
+    {"vkQueueBindSparse", 0, 0, 1},
     {"vkGetBufferDeviceAddress", 0, 0, 0},
     {"vkGetPhysicalDeviceExternalBufferProperties", 0, 0, 0},
     {"vkGetMemoryFdKHR", 0, 1, 1},
@@ -342,6 +344,15 @@ static VkResult vkBindBufferMemory(VkDevice device, VkBuffer buffer, VkDeviceMem
     if (!vkb_fn_table[VKB_FN_vkBindBufferMemory]) return VK_ERROR_EXTENSION_NOT_PRESENT;
     r = ((PFN_vkBindBufferMemory)vkb_fn_table[VKB_FN_vkBindBufferMemory])(device, buffer, memory, memoryOffset);
     if (r >= 0) vkb_count_success(VKB_FN_vkBindBufferMemory);
+    return r;
+}
+
+static VkResult vkQueueBindSparse(VkQueue queue, uint32_t bindInfoCount, const VkBindSparseInfo *pBindInfo, VkFence fence) {
+    VkResult r;
+    if (vkb_fault_fires(VKB_FN_vkQueueBindSparse, &r)) return r;
+    if (!vkb_fn_table[VKB_FN_vkQueueBindSparse]) return VK_ERROR_EXTENSION_NOT_PRESENT;
+    r = ((PFN_vkQueueBindSparse)vkb_fn_table[VKB_FN_vkQueueBindSparse])(queue, bindInfoCount, pBindInfo, fence);
+    if (r >= 0) vkb_count_success(VKB_FN_vkQueueBindSparse);
     return r;
 }
 

@@ -14,6 +14,7 @@ typedef struct {
     VkBool32 shaderFloat64;
     VkBool32 shaderInt64;
     VkBool32 shaderInt16;
+    VkBool32 sparseBinding;
     ...;
 } VkPhysicalDeviceFeatures;
 typedef struct { VkStructureType sType; void *pNext; VkPhysicalDeviceFeatures features; } VkPhysicalDeviceFeatures2;

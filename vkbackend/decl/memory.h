@@ -16,6 +16,10 @@
 #define VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO ...
 #define VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT ...
 #define VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO ...
+/* Sparse binding (memory/sparse.py): one VkBuffer larger than maxMemoryAllocationSize, bound to several allocations on
+ * the queue. */
+#define VK_BUFFER_CREATE_SPARSE_BINDING_BIT ...
+#define VK_STRUCTURE_TYPE_BIND_SPARSE_INFO ...
 /* External memory (memory/external.py): buffers whose memory another API (CUDA) or process imports by an opaque fd. */
 #define VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO ...
 #define VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO ...
@@ -37,6 +41,16 @@ typedef struct {
 typedef struct { VkDeviceSize size; VkDeviceSize alignment; uint32_t memoryTypeBits; } VkMemoryRequirements;
 typedef struct { VkStructureType sType; const void *pNext; VkFlags flags; uint32_t deviceMask; } VkMemoryAllocateFlagsInfo;
 typedef struct { VkStructureType sType; const void *pNext; VkBuffer buffer; } VkBufferDeviceAddressInfo;
+
+typedef struct {
+    VkDeviceSize resourceOffset; VkDeviceSize size; VkDeviceMemory memory; VkDeviceSize memoryOffset; VkFlags flags;
+} VkSparseMemoryBind;
+typedef struct { VkBuffer buffer; uint32_t bindCount; const VkSparseMemoryBind *pBinds; } VkSparseBufferMemoryBindInfo;
+/* Its image binds and signal semaphores stay empty: only buffers are bound, and the host waits on a fence. */
+typedef struct {
+    VkStructureType sType; const void *pNext; uint32_t waitSemaphoreCount; const VkSemaphore *pWaitSemaphores;
+    uint32_t bufferBindCount; const VkSparseBufferMemoryBindInfo *pBufferBinds; ...;
+} VkBindSparseInfo;
 
 typedef int... VkExternalMemoryHandleTypeFlagBits;
 typedef struct { VkStructureType sType; const void *pNext; VkFlags handleTypes; } VkExternalMemoryBufferCreateInfo;
@@ -61,6 +75,7 @@ VkResult vkCreateBuffer(VkDevice device, const VkBufferCreateInfo *pCreateInfo, 
 void vkDestroyBuffer(VkDevice device, VkBuffer buffer, const VkAllocationCallbacks *pAllocator);
 void vkGetBufferMemoryRequirements(VkDevice device, VkBuffer buffer, VkMemoryRequirements *pMemoryRequirements);
 VkResult vkBindBufferMemory(VkDevice device, VkBuffer buffer, VkDeviceMemory memory, VkDeviceSize memoryOffset);
+VkResult vkQueueBindSparse(VkQueue queue, uint32_t bindInfoCount, const VkBindSparseInfo *pBindInfo, VkFence fence);
 VkDeviceAddress vkGetBufferDeviceAddress(VkDevice device, const VkBufferDeviceAddressInfo *pInfo);
 void vkGetPhysicalDeviceExternalBufferProperties(VkPhysicalDevice physicalDevice, const VkPhysicalDeviceExternalBufferInfo *pExternalBufferInfo, VkExternalBufferProperties *pExternalBufferProperties);
 VkResult vkGetMemoryFdKHR(VkDevice device, const VkMemoryGetFdInfoKHR *pGetFdInfo, int *pFd);

@@ -1,4 +1,5 @@
-"""DeviceMemory: memory types, raw allocations (one VkDeviceMemory bound to one VkBuffer) and what they hold.
+"""DeviceMemory: memory types, raw allocations (one VkDeviceMemory bound to one VkBuffer, or memory alone for a
+sparse buffer's pieces), the largest allocation the pool makes, and what they hold.
 
 Buffers live in DEVICE_LOCAL memory, the type with the fewest other properties: plain VRAM on a discrete GPU. On the
 H200 the first HOST_VISIBLE|HOST_COHERENT type is system memory, and kernels reading it ran 21x slower. Staging
@@ -9,6 +10,8 @@ Creating memory objects is thread-safe in Vulkan (only queues and command pools 
 made in the caller's thread; the counters here are kept under the memory pool's lock.
 """
 from __future__ import annotations
+
+from typing import Any
 
 from ..discovery import memory_budget
 from ..errors import BackendError, ErrorStatus, check
@@ -31,6 +34,10 @@ class DeviceMemory:
         self.heap_size = ctx.handles.physical.heaps[self.heap_index][0]
         self._budget_ext = "VK_EXT_memory_budget" in ctx.handles.extensions
         self.addressable = ctx.info.buffer_device_address   # every buffer gets a device address
+        # The largest single allocation made here: the device's, or the configured cap where that is lower.
+        cap = ctx.allocation_cap
+        self.max_allocation = min(ctx.info.max_memory_allocation_size, cap or ctx.info.max_memory_allocation_size)
+        self.capped = cap is not None and cap < ctx.info.max_memory_allocation_size
         # What every buffer is for (external.py's exported and imported ones too).
         self.usage = (lib.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | lib.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
                       | lib.VK_BUFFER_USAGE_TRANSFER_DST_BIT
@@ -51,6 +58,13 @@ class DeviceMemory:
             raise BackendError(ErrorStatus.Initialization, f"{self.ctx.info.name} has no memory type with flags {required:#x}")
         return best
 
+    def limit_text(self) -> str:
+        """Where ``max_allocation`` comes from, for error messages."""
+        if self.capped:
+            return (f"{self.max_allocation} bytes, the cap VKBACKEND_MAX_ALLOCATION_BYTES or "
+                    "VulkanConfig.max_allocation_bytes sets")
+        return f"{self.max_allocation} bytes, maxMemoryAllocationSize of {self.ctx.info.name}"
+
     @property
     def free_bytes(self) -> int:
         """Bytes this process can still allocate on the device heap: the driver's budget (VK_EXT_memory_budget) less
@@ -63,15 +77,11 @@ class DeviceMemory:
         and the buffer's device address (0 where the device has none)."""
         ctx = self.ctx
         ffi, lib = ctx.ffi, ctx.lib
-        info = ctx.info
-        if size > info.max_memory_allocation_size:
+        if size > self.max_allocation:
             raise BackendError(ErrorStatus.MemoryAllocation,
-                               f"{what}: {size} bytes exceed maxMemoryAllocationSize ({info.max_memory_allocation_size}) of "
-                               f"{info.name}; split the data into smaller buffers")
-        if self.allocations >= info.max_memory_allocation_count:
-            raise BackendError(ErrorStatus.MemoryAllocation,
-                               f"{what}: {info.name} allows {info.max_memory_allocation_count} memory allocations "
-                               "(maxMemoryAllocationCount) and all are in use; release buffers")
+                               f"{what}: {size} bytes exceed the largest allocation ({self.limit_text()}); split the "
+                               "data into smaller buffers")
+        self._check_count(what)
         binfo = ffi.new("VkBufferCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": size,
                                                 "usage": self.usage, "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE})
         buf = ffi.new("VkBuffer*")
@@ -103,6 +113,39 @@ class DeviceMemory:
         self._sizes[key] = held
         return mem[0], buf[0], address
 
+    def _check_count(self, what: str) -> None:
+        """``MemoryAllocation`` when every allocation the device allows is in use."""
+        info = self.ctx.info
+        if self.allocations >= info.max_memory_allocation_count:
+            raise BackendError(ErrorStatus.MemoryAllocation,
+                               f"{what}: {info.name} allows {info.max_memory_allocation_count} memory allocations "
+                               "(maxMemoryAllocationCount) and all are in use; release buffers")
+
+    def allocate(self, size: int, type_index: int, what: str) -> Any:
+        """One VkDeviceMemory of ``size`` bytes (at most ``max_allocation``) of memory type ``type_index``, bound to
+        nothing yet, with the device-address flag where buffers have addresses; counted until :meth:`free`."""
+        ctx = self.ctx
+        ffi, lib = ctx.ffi, ctx.lib
+        if size > self.max_allocation:
+            raise BackendError(ErrorStatus.MemoryAllocation,
+                               f"{what}: {size} bytes exceed the largest allocation ({self.limit_text()})")
+        self._check_count(what)
+        flags = self.address_flags()  # kept in a local: the struct must live until the allocation is made
+        ainfo = ffi.new("VkMemoryAllocateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, "pNext": flags,
+                                                  "allocationSize": size, "memoryTypeIndex": type_index})
+        mem = ffi.new("VkDeviceMemory*")
+        check(lib.vkAllocateMemory(ctx.device, ainfo, ffi.NULL, mem),
+              f"vkAllocateMemory ({what}, {size} bytes; {self.free_bytes} bytes free)", ErrorStatus.MemoryAllocation)
+        self.count(mem[0], size)
+        return mem[0]
+
+    def free(self, memory: Any) -> None:
+        """Free an :meth:`allocate`'s memory (no submitted work may use it, and whatever it is bound to is gone)."""
+        ffi = self.ctx.ffi
+        self.ctx.lib.vkFreeMemory(self.ctx.device, memory, ffi.NULL)
+        self.allocations -= 1
+        self.held -= self._sizes.pop(int(ffi.cast("uintptr_t", memory)))
+
     def address_flags(self) -> object:
         """The end of a VkMemoryAllocateInfo's pNext chain: device-address allocation flags where buffers have device
         addresses, else NULL (the cdata must live until the allocation is made)."""
@@ -122,8 +165,8 @@ class DeviceMemory:
         return int(lib.vkGetBufferDeviceAddress(self.ctx.device, info))
 
     def count(self, memory, size: int) -> None:
-        """Count a memory object made outside ``create`` (external.py's exported and imported memory), so that
-        ``destroy`` frees it like one of ours."""
+        """Count a memory object made outside ``create`` (external.py's exported and imported memory, and
+        ``allocate``'s), so that ``destroy`` or ``free`` frees it like one of ours."""
         self.allocations += 1
         self.held += size
         self._sizes[int(self.ctx.ffi.cast("uintptr_t", memory))] = size

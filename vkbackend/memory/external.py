@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._ffi import vulkan
 from ..errors import BackendError, ErrorStatus, check, index_argument
+from .device_memory import DeviceMemory
 
-if TYPE_CHECKING:
-    from .pool import MemoryPool
-
-__all__ = ["ExportedMemory", "export_buffer", "import_buffer"]
+__all__ = ["BufferOwner", "Export", "ExportedMemory", "Import"]
 
 EXTENSION = "VK_KHR_external_memory_fd"
 
@@ -50,7 +48,7 @@ class ExportedMemory:
     __slots__ = ("pool", "buffer", "nbytes", "size", "memory_type_index", "memory_type_flags", "device_uuid",
                  "_fd", "_finalizer", "__weakref__")
 
-    def __init__(self, pool: MemoryPool, buffer: int, nbytes: int, size: int, memory_type_index: int,
+    def __init__(self, pool: BufferOwner, buffer: int, nbytes: int, size: int, memory_type_index: int,
                  memory_type_flags: int, device_uuid: bytes, fd: int) -> None:
         """What ``allocate_exportable`` made; the new object owns ``fd``."""
         self.pool = pool
@@ -92,92 +90,122 @@ class ExportedMemory:
         return f"<vkbackend.ExportedMemory of buffer {self.buffer}: {self.size} bytes, {state}>"
 
 
-def export_buffer(pool: MemoryPool, nbytes: int) -> ExportedMemory:
-    """A new buffer of ``nbytes`` bytes in exportable memory of its own, and its opaque file descriptor
-    (``MemoryPool.allocate_exportable``)."""
-    ctx = pool.ctx
-    ffi, lib = vulkan()
-    nbytes = _check_request(pool, nbytes, "allocate_exportable")
-    if not _features(pool) & lib.VK_EXTERNAL_MEMORY_FEATURE_EXPORTABLE_BIT:
-        raise BackendError(ErrorStatus.Initialization,
-                           f"{ctx.info.name} cannot export storage buffers as opaque file descriptors; share them "
-                           "through host copies (pool_to_host, host_to_pool) instead")
-    fd = ffi.new("int*", -1)            # written by the driver; closed here unless an ExportedMemory owns it
-    made: list[tuple[int, int]] = []    # (size, memory type) of what create() made
+Made = tuple[Any, Any, int]   # (memory, buffer, device address) of a buffer made here, as the pool adopts it
 
-    def create() -> tuple[Any, Any, int]:
-        memory, buffer, address, size, type_index = _make(pool, nbytes, None)
+
+class BufferOwner(Protocol):
+    """What users of an ExportedMemory (interop/cuda.py) need of the pool its buffer belongs to: a MemoryPool."""
+
+    def retain(self, buf: int) -> None: ...
+
+    def release(self, buf: int) -> None: ...
+
+    def is_live(self, buf: object) -> bool: ...
+
+
+class Export:
+    """An export in the making (``MemoryPool.allocate_exportable``): the request, checked when made; :meth:`create`,
+    which the pool calls under its lock, makes the memory and its file descriptor; :meth:`wrap` hands the result over
+    in an ExportedMemory, and :meth:`abandon` closes a descriptor that the pool could not take."""
+
+    def __init__(self, ctx: Any, memory: DeviceMemory, nbytes: int) -> None:
+        """Check the request (``InvalidArgument``, ``MemoryAllocation``, ``Initialization`` saying what is wrong)."""
+        _, lib = vulkan()
+        self.ctx, self.memory = ctx, memory
+        self.nbytes = _check_request(ctx, memory, nbytes, "allocate_exportable")
+        if not _features(ctx, memory) & lib.VK_EXTERNAL_MEMORY_FEATURE_EXPORTABLE_BIT:
+            raise BackendError(ErrorStatus.Initialization,
+                               f"{ctx.info.name} cannot export storage buffers as opaque file descriptors; share them "
+                               "through host copies (pool_to_host, host_to_pool) instead")
+        self._fd = ctx.ffi.new("int*", -1)   # written by the driver; closed by abandon unless an ExportedMemory owns it
+        self._made: tuple[int, int] | None = None   # (size, memory type) of what create() made
+
+    def create(self) -> Made:
+        """The exportable memory, its buffer and address, and (kept here) its file descriptor."""
+        ctx, ffi, lib = self.ctx, self.ctx.ffi, self.ctx.lib
+        memory, buffer, address, size, type_index = _make(ctx, self.memory, self.nbytes, None)
         try:
             info = ffi.new("VkMemoryGetFdInfoKHR*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR,
                                                       "memory": memory, "handleType": _handle_type(lib)})
-            check(lib.vkGetMemoryFdKHR(ctx.device, info, fd), f"vkGetMemoryFdKHR ({nbytes} bytes)",
+            check(lib.vkGetMemoryFdKHR(ctx.device, info, self._fd), f"vkGetMemoryFdKHR ({self.nbytes} bytes)",
                   ErrorStatus.MemoryAllocation)
         except BaseException:
-            pool.memory.destroy(memory, buffer, size)
+            self.memory.destroy(memory, buffer, size)
             raise
-        made.append((size, type_index))
+        self._made = (size, type_index)
         return memory, buffer, address
 
-    try:
-        buf_id = pool._adopt_dedicated(nbytes, create)
-    except BaseException:
-        if fd[0] >= 0:  # exported, but the pool could not take the buffer (and freed it): nobody has the descriptor
-            os.close(fd[0])
-        raise
-    (size, type_index), = made
-    vulkan11: Any = ctx.handles.physical.vulkan11   # VkPhysicalDeviceVulkan11Properties (cdata)
-    return ExportedMemory(pool, buf_id, nbytes, size, type_index, ctx.handles.physical.memory_types[type_index][0],
-                          bytes(vulkan11.deviceUUID), fd[0])
+    def abandon(self) -> None:
+        """The pool could not take the buffer (and freed it): close the descriptor, which nobody else has."""
+        if self._fd[0] >= 0:
+            os.close(self._fd[0])
+            self._fd[0] = -1
+
+    def wrap(self, owner: BufferOwner, buf_id: int) -> ExportedMemory:
+        """The ExportedMemory of buffer ``buf_id`` of ``owner``, which takes the descriptor."""
+        assert self._made is not None, "wrap() before create()"
+        size, type_index = self._made
+        physical = self.ctx.handles.physical
+        vulkan11: Any = physical.vulkan11   # VkPhysicalDeviceVulkan11Properties (cdata)
+        return ExportedMemory(owner, buf_id, self.nbytes, size, type_index, physical.memory_types[type_index][0],
+                              bytes(vulkan11.deviceUUID), self._fd[0])
 
 
-def import_buffer(pool: MemoryPool, fd: int, size: int, nbytes: int | None, memory_type_index: int | None,
-                  dedicated: bool) -> int:
-    """A new buffer id for memory imported from an opaque file descriptor (``MemoryPool.import_memory``)."""
-    _, lib = vulkan()
-    fd = index_argument(fd, "import_memory: the file descriptor")
-    if fd < 0:
-        raise BackendError(ErrorStatus.InvalidArgument, f"import_memory needs an open file descriptor, got {fd}")
-    size = _check_request(pool, size, "import_memory")
-    nbytes = size if nbytes is None else index_argument(nbytes, "import_memory: nbytes")
-    if memory_type_index is not None:
-        memory_type_index = index_argument(memory_type_index, "import_memory: memory_type_index")
-    if not 0 < nbytes <= size:
-        raise BackendError(ErrorStatus.InvalidArgument,
-                           f"import_memory: nbytes {nbytes!r} must be a byte count in 1..{size} (the memory's size)")
-    features = _features(pool)
-    if not features & lib.VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT:
-        raise BackendError(ErrorStatus.Initialization,
-                           f"{pool.ctx.info.name} cannot import storage buffers from opaque file descriptors")
-    if not dedicated and features & lib.VK_EXTERNAL_MEMORY_FEATURE_DEDICATED_ONLY_BIT:
-        raise BackendError(ErrorStatus.InvalidArgument,
-                           f"import_memory: {pool.ctx.info.name} imports opaque file descriptors only as dedicated "
-                           "allocations; pass dedicated=True")
-    try:
-        owned = os.dup(fd)  # a successful import takes the descriptor it is given: the caller's stays the caller's
-    except OSError as error:
-        raise BackendError(ErrorStatus.InvalidArgument, f"import_memory: file descriptor {fd}: {error}") from None
-    consumed = False
+class Import:
+    """An import in the making (``MemoryPool.import_memory``): the request, checked when made, with a duplicate of
+    the caller's descriptor; :meth:`create`, which the pool calls under its lock, imports it; :meth:`abandon` closes
+    the duplicate when the pool gave up before ``create`` took it."""
 
-    def create() -> tuple[Any, Any, int]:
-        nonlocal consumed
-        consumed = True  # from here on _make closes the duplicate or hands it to the driver, whatever happens
-        memory, buffer, address, _, _ = _make(pool, nbytes, (owned, size, memory_type_index, dedicated))
+    def __init__(self, ctx: Any, memory: DeviceMemory, fd: int, size: int, nbytes: int | None,
+                 memory_type_index: int | None, dedicated: bool) -> None:
+        """Check the request (``InvalidArgument``, ``MemoryAllocation``, ``Initialization`` saying what is wrong)."""
+        _, lib = vulkan()
+        self.ctx, self.memory = ctx, memory
+        fd = index_argument(fd, "import_memory: the file descriptor")
+        if fd < 0:
+            raise BackendError(ErrorStatus.InvalidArgument, f"import_memory needs an open file descriptor, got {fd}")
+        self.size = size = _check_request(ctx, memory, size, "import_memory")
+        self.nbytes = size if nbytes is None else index_argument(nbytes, "import_memory: nbytes")
+        if memory_type_index is not None:
+            memory_type_index = index_argument(memory_type_index, "import_memory: memory_type_index")
+        self.memory_type_index, self.dedicated = memory_type_index, dedicated
+        if not 0 < self.nbytes <= size:
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"import_memory: nbytes {self.nbytes!r} must be a byte count in 1..{size} (the memory's "
+                               "size)")
+        features = _features(ctx, memory)
+        if not features & lib.VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT:
+            raise BackendError(ErrorStatus.Initialization,
+                               f"{ctx.info.name} cannot import storage buffers from opaque file descriptors")
+        if not dedicated and features & lib.VK_EXTERNAL_MEMORY_FEATURE_DEDICATED_ONLY_BIT:
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"import_memory: {ctx.info.name} imports opaque file descriptors only as dedicated "
+                               "allocations; pass dedicated=True")
+        try:
+            self._owned = os.dup(fd)  # a successful import takes the descriptor it is given: the caller's stays theirs
+        except OSError as error:
+            raise BackendError(ErrorStatus.InvalidArgument, f"import_memory: file descriptor {fd}: {error}") from None
+        self._consumed = False
+
+    def create(self) -> Made:
+        """The imported memory, its buffer and address."""
+        self._consumed = True  # from here on _make closes the duplicate or hands it to the driver, whatever happens
+        memory, buffer, address, _, _ = _make(self.ctx, self.memory, self.nbytes,
+                                              (self._owned, self.size, self.memory_type_index, self.dedicated))
         return memory, buffer, address
 
-    try:
-        return pool._adopt_dedicated(nbytes, create)
-    except BaseException:
-        if not consumed:
-            os.close(owned)
-        raise
+    def abandon(self) -> None:
+        """The pool gave up: close the duplicate unless ``create`` already took it."""
+        if not self._consumed:
+            self._consumed = True
+            os.close(self._owned)
 
 
 def _handle_type(lib: Any) -> int:
     return int(lib.VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT)
 
 
-def _check_request(pool: MemoryPool, nbytes: int, what: str) -> int:
-    ctx = pool.ctx
+def _check_request(ctx: Any, memory: DeviceMemory, nbytes: int, what: str) -> int:
     ctx.ensure_usable()
     info = ctx.info
     if EXTENSION not in ctx.handles.extensions:
@@ -188,60 +216,59 @@ def _check_request(pool: MemoryPool, nbytes: int, what: str) -> int:
     nbytes = index_argument(nbytes, f"{what}: the byte count")
     if nbytes <= 0:
         raise BackendError(ErrorStatus.InvalidArgument, f"{what} needs a positive byte count, got {nbytes}")
-    if nbytes > info.max_memory_allocation_size:
+    if nbytes > memory.max_allocation:  # its memory is one allocation, which an importer maps whole
         raise BackendError(ErrorStatus.MemoryAllocation,
-                           f"{what}: {nbytes} bytes exceed maxMemoryAllocationSize ({info.max_memory_allocation_size}) "
-                           f"of {info.name}; share smaller buffers")
+                           f"{what}: {nbytes} bytes exceed the largest allocation ({memory.limit_text()}); share "
+                           "smaller buffers")
     return nbytes
 
 
-def _features(pool: MemoryPool) -> int:
+def _features(ctx: Any, memory: DeviceMemory) -> int:
     """What the device can do with opaque-fd memory of the pool's buffers (VkExternalMemoryFeatureFlags)."""
     ffi, lib = vulkan()
     query = ffi.new("VkPhysicalDeviceExternalBufferInfo*", {
-        "sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO, "usage": pool.memory.usage,
+        "sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO, "usage": memory.usage,
         "handleType": _handle_type(lib)})
     props = ffi.new("VkExternalBufferProperties*", {"sType": lib.VK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES})
-    lib.vkGetPhysicalDeviceExternalBufferProperties(pool.ctx.handles.physical.handle, query, props)
+    lib.vkGetPhysicalDeviceExternalBufferProperties(ctx.handles.physical.handle, query, props)
     return int(props.externalMemoryProperties.externalMemoryFeatures)
 
 
-def _memory_type(pool: MemoryPool, allowed: int, wanted: int | None) -> int:
+def _memory_type(ctx: Any, memory: DeviceMemory, allowed: int, wanted: int | None) -> int:
     """The memory type of an external buffer: ``wanted`` (an import's), else the pool's device-local type, else the
     first device-local type that ``allowed`` (the buffer's memoryTypeBits) has."""
     _, lib = vulkan()
-    types = pool.ctx.handles.physical.memory_types
+    types = ctx.handles.physical.memory_types
     if wanted is not None:
         if isinstance(wanted, bool) or not isinstance(wanted, int) or not 0 <= wanted < len(types) \
                 or not allowed >> wanted & 1:
             raise BackendError(ErrorStatus.InvalidArgument,
                                f"import_memory: memory type {wanted!r} cannot hold a storage buffer of "
-                               f"{pool.ctx.info.name} (allowed: mask {allowed:#x}); pass the exporter's "
+                               f"{ctx.info.name} (allowed: mask {allowed:#x}); pass the exporter's "
                                "memory_type_index")
         return wanted
-    if allowed >> pool.memory.device_type & 1:
-        return pool.memory.device_type
+    if allowed >> memory.device_type & 1:
+        return memory.device_type
     local = [i for i, (flags, _) in enumerate(types)
              if allowed >> i & 1 and flags & lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT]
     if not local:
         raise BackendError(ErrorStatus.Initialization,
-                           f"{pool.ctx.info.name} offers no device-local memory for external storage buffers")
+                           f"{ctx.info.name} offers no device-local memory for external storage buffers")
     return local[0]
 
 
-def _make(pool: MemoryPool, nbytes: int,
+def _make(ctx: Any, memory: DeviceMemory, nbytes: int,
           imported: tuple[int, int, int | None, bool] | None) -> tuple[Any, Any, int, int, int]:
     """``(memory, buffer, device address, size, memory type)``: a VkBuffer of ``nbytes`` bytes bound to memory of its
     own, exportable as an opaque fd, or imported from ``imported = (fd, size, memory type or None, dedicated)``. An
     imported fd is the driver's once the allocation succeeded and closed here when it failed. Counted in
-    ``pool.memory``."""
-    ctx = pool.ctx
+    ``memory``."""
     ffi, lib = vulkan()
     handle_type = _handle_type(lib)
     external = ffi.new("VkExternalMemoryBufferCreateInfo*", {
         "sType": lib.VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, "handleTypes": handle_type})
     binfo = ffi.new("VkBufferCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "pNext": external,
-                                            "size": nbytes, "usage": pool.memory.usage,
+                                            "size": nbytes, "usage": memory.usage,
                                             "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE})
     buf = ffi.new("VkBuffer*")
     mem = ffi.new("VkDeviceMemory*")
@@ -251,11 +278,11 @@ def _make(pool: MemoryPool, nbytes: int,
               ErrorStatus.MemoryAllocation)
         req = ffi.new("VkMemoryRequirements*")
         lib.vkGetBufferMemoryRequirements(ctx.device, buf[0], req)
-        tail = pool.memory.address_flags()   # device addresses, as every buffer of the pool has
+        tail = memory.address_flags()   # device addresses, as every buffer of the pool has
         dedicated = ffi.new("VkMemoryDedicatedAllocateInfo*", {
             "sType": lib.VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO, "pNext": tail, "buffer": buf[0]})
         if imported is None:
-            size, type_index = req.size, _memory_type(pool, req.memoryTypeBits, None)
+            size, type_index = req.size, _memory_type(ctx, memory, req.memoryTypeBits, None)
             head = ffi.new("VkExportMemoryAllocateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO,
                                                            "pNext": dedicated, "handleTypes": handle_type})
         else:
@@ -264,7 +291,7 @@ def _make(pool: MemoryPool, nbytes: int,
                 raise BackendError(ErrorStatus.InvalidArgument,
                                    f"import_memory: a buffer of {nbytes} bytes needs memory of {req.size} bytes, "
                                    f"and the memory to import has {size}")
-            type_index = _memory_type(pool, req.memoryTypeBits, wanted)
+            type_index = _memory_type(ctx, memory, req.memoryTypeBits, wanted)
             head = ffi.new("VkImportMemoryFdInfoKHR*", {"sType": lib.VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR,
                                                          "pNext": dedicated if is_dedicated else tail,
                                                          "handleType": handle_type, "fd": fd})
@@ -274,7 +301,7 @@ def _make(pool: MemoryPool, nbytes: int,
               f"vkAllocateMemory ({what}, {size} bytes, memory type {type_index})", ErrorStatus.MemoryAllocation)
         check(lib.vkBindBufferMemory(ctx.device, buf[0], mem[0], 0), f"vkBindBufferMemory ({what})",
               ErrorStatus.MemoryAllocation)
-        address = pool.memory.address(buf[0])
+        address = memory.address(buf[0])
     except BaseException:
         if mem[0] != ffi.NULL:
             lib.vkFreeMemory(ctx.device, mem[0], ffi.NULL)  # an imported fd goes with the memory that took it
@@ -283,5 +310,5 @@ def _make(pool: MemoryPool, nbytes: int,
         if buf[0] != ffi.NULL:
             lib.vkDestroyBuffer(ctx.device, buf[0], ffi.NULL)
         raise
-    pool.memory.count(mem[0], size)
+    memory.count(mem[0], size)
     return mem[0], buf[0], address, size, type_index

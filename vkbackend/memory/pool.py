@@ -1,7 +1,9 @@
 """MemoryPool: device buffers named by integer ids, with reference counts and views; their slots and blocks.
 
 Buffers up to SUBALLOC_MAX are buddy blocks of shared chunks (buddy.py); larger ones get memory of their own
-(device_memory.py). Allocation happens in the caller's thread under the pool's lock. Freeing waits for the GPU: a
+(device_memory.py), and those past the largest allocation are one sparse buffer bound to several allocations
+(sparse.py). Allocation happens in the caller's thread under the pool's lock; a sparse buffer's bind, on the worker,
+which owns the queue. Freeing waits for the GPU: a
 released buffer's id is gone at once, but its memory and slot are freed on the worker once every batch queued before
 the release has completed; while nothing is queued, recorded or in flight, views and blocks are freed at once.
 
@@ -23,9 +25,10 @@ from ..errors import BackendError, ErrorStatus, InvalidArgumentTypeError, index_
 from ..finalizers import collecting
 from ..ids import next_id
 from ..types import HostBuffer, PoolStats
+from . import sparse
 from .buddy import MIN_BLOCK, Chunk, order_of
 from .device_memory import DeviceMemory
-from .external import ExportedMemory, export_buffer, import_buffer
+from .external import Export, ExportedMemory, Import
 from .staging import StagingRing
 from .transfers import Transfers
 
@@ -58,7 +61,7 @@ class _Buffer:
         self.offset = offset               # of the buffer's bytes inside vk_buffer
         self.root = root if root is not None else self  # a view's parent (hazards and lifetime follow the root)
         self.chunk, self.order = chunk, order   # sub-allocated: its chunk and order; dedicated: None
-        self.memory = memory               # dedicated VkDeviceMemory
+        self.memory = memory               # dedicated: its VkDeviceMemory; past the largest allocation: a LargeBuffer
         self.refcount = 1
         self.views = 0                     # live views of this root: each holds one of its references
         self.address = address             # its device address (0 where the device has none)
@@ -88,10 +91,11 @@ class MemoryPool:
         self._dying: deque[tuple[int, _Buffer]] = deque()
         self._released = 0
         self._orphans: deque[int] = deque()     # releases a finalizer asked for during a garbage collection
+        self._binding: list[sparse.LargeBuffer] = []   # large buffers made, not yet bound and handed out
         self._destroyed = False
         self.alignment = max(MIN_BLOCK, info.min_storage_buffer_offset_alignment)
         self.memory = DeviceMemory(ctx)
-        size = min(CHUNK_BYTES, info.max_memory_allocation_size, max(self.memory.heap_size // 16, 1 << 20))
+        size = min(CHUNK_BYTES, self.memory.max_allocation, max(self.memory.heap_size // 16, 1 << 20))
         self.chunk_bytes = 1 << (size.bit_length() - 1)
         cfg = ctx.config
         kind = "gpu" if info.device_type in ("discrete_gpu", "integrated_gpu") else "other"
@@ -124,7 +128,10 @@ class MemoryPool:
         return self.memory.free_bytes
 
     def allocate(self, nbytes: int) -> int:
-        """A new device buffer of ``nbytes`` bytes, with reference count 1. Its contents are undefined."""
+        """A new device buffer of ``nbytes`` bytes, with reference count 1. Its contents are undefined.
+
+        Past :attr:`allocation_limit` the buffer is one buffer bound to several allocations where the device has
+        sparse binding (``info.sparse_binding``); elsewhere that is ``MemoryAllocation``, saying what to do."""
         ctx = self.ctx
         if not ctx.usable:  # (usable implies open, not lost, not forked)
             ctx.ensure_usable()
@@ -135,10 +142,8 @@ class MemoryPool:
         if nbytes <= 0:
             raise BackendError(ErrorStatus.InvalidArgument, f"allocate needs a positive byte count, got {nbytes}")
         info = self._info
-        if nbytes > info.max_memory_allocation_size:
-            raise BackendError(ErrorStatus.MemoryAllocation,
-                               f"a buffer of {nbytes} bytes exceeds maxMemoryAllocationSize ({info.max_memory_allocation_size}) "
-                               f"of {info.name}; split the data into smaller buffers")
+        if nbytes > self.memory.max_allocation:
+            return self._allocate_large(nbytes)
         for attempt in (0, 1):
             try:
                 with self._lock:
@@ -173,6 +178,86 @@ class MemoryPool:
                 if attempt or error.status is not ErrorStatus.MemoryAllocation or not self._reclaim():
                     raise
         return buf_id
+
+    @property
+    def allocation_limit(self) -> int:
+        """The largest single memory allocation the pool makes: the device's ``maxMemoryAllocationSize``, or the cap
+        ``VKBACKEND_MAX_ALLOCATION_BYTES`` (``VulkanConfig.max_allocation_bytes``) sets where that is lower. A larger
+        buffer is one buffer bound to several allocations where the device has sparse binding
+        (``info.sparse_binding``), and refused elsewhere."""
+        return self.memory.max_allocation
+
+    def _allocate_large(self, nbytes: int) -> int:
+        """A buffer past the largest allocation: one sparse VkBuffer bound to several allocations (sparse.py), or the
+        error saying why there can be none."""
+        info, memory = self._info, self.memory
+        if not info.sparse_binding:
+            raise BackendError(ErrorStatus.MemoryAllocation,
+                               f"a buffer of {nbytes} bytes exceeds the largest allocation ({memory.limit_text()}), "
+                               f"and {info.name} has no sparse binding (sparseBinding on its compute queue), which a "
+                               f"buffer past it needs; split the data into buffers of at most {memory.max_allocation} "
+                               "bytes" + (", or raise or unset VKBACKEND_MAX_ALLOCATION_BYTES "
+                                          "(VulkanConfig.max_allocation_bytes)" if memory.capped else ""))
+        if nbytes > info.sparse_address_space_size:
+            raise BackendError(ErrorStatus.MemoryAllocation,
+                               f"a buffer of {nbytes} bytes exceeds the sparse address space of {info.name} "
+                               f"({info.sparse_address_space_size} bytes, sparseAddressSpaceSize); split the data into "
+                               "smaller buffers")
+        try:
+            return self._make_large(nbytes)
+        except BackendError as error:  # out of memory while released buffers wait for the GPU: wait, retry once
+            if error.status is not ErrorStatus.MemoryAllocation or not self._reclaim():
+                raise
+        return self._make_large(nbytes)
+
+    def _make_large(self, nbytes: int) -> int:
+        """Make a large buffer under the lock (like a dedicated one), bind it on the worker (the queue's only user),
+        then give it an id."""
+        with self._lock:
+            if self.ctx.closed:  # close() destroys the pool under this lock: nothing may be made after it
+                raise self.ctx.closed_error()
+            free = self.memory.free_bytes
+            if nbytes > free:
+                raise BackendError(ErrorStatus.MemoryAllocation,
+                                   f"a buffer of {nbytes} bytes does not fit: {free} bytes of device memory are free "
+                                   f"on {self._info.name}; release buffers or use a smaller size")
+            large = sparse.make(self.memory, nbytes)
+            self._binding.append(large)  # listed at once: close() frees it, bound or not
+        try:
+            self._worker.call(sparse.bind, self.memory, large)
+        except BaseException:
+            # Freed on the worker, after the bind call (which an interrupt here may not have stopped) has run.
+            self._worker.defer(functools.partial(self._discard_large, large))
+            raise
+        with self._lock:
+            if large not in self._binding:  # close() freed it meanwhile
+                raise self.ctx.closed_error()
+            self._binding.remove(large)
+            try:
+                entry = _Buffer(next_id(), 0, nbytes, large.buffer, 0, None, memory=large, address=large.address)
+                entry.slot = self._new_slot(large.buffer, 0, nbytes, None)
+                self._entries[entry.id] = entry
+            except BaseException:  # out of slots, or interrupted: the memory goes back (no GPU work uses it yet)
+                sparse.destroy(self.memory, large)
+                raise
+            if nbytes <= self._info.max_storage_buffer_range:
+                self.slot_of[entry.id] = entry.slot
+        return entry.id
+
+    def _discard_large(self, large: sparse.LargeBuffer) -> None:
+        """Free a large buffer whose making failed, unless close() did, or its bind may still run (then close()
+        frees it once the device is idle)."""
+        with self._lock:
+            if large in self._binding and not large.pending:
+                self._binding.remove(large)
+                sparse.destroy(self.memory, large)
+
+    def _free_memory(self, entry: _Buffer) -> None:
+        """Free the memory a dedicated or large buffer owns (no submitted work may use it)."""
+        if isinstance(entry.memory, sparse.LargeBuffer):
+            sparse.destroy(self.memory, entry.memory)
+        else:
+            self.memory.destroy(entry.memory, entry.vk_buffer, entry.size)
 
     def _reclaim(self) -> bool:
         """Wait (within the sync deadline) for the GPU work that holds back released buffers, so that their memory is
@@ -379,7 +464,7 @@ class MemoryPool:
                     else:
                         entry.chunk.give(entry.offset, entry.order)
                 else:
-                    self.memory.destroy(entry.memory, entry.vk_buffer, entry.size)
+                    self._free_memory(entry)
 
     def view(self, buf: int, offset: int, nbytes: int) -> int:
         """A new buffer id for ``nbytes`` bytes of ``buf`` starting at ``offset``; it holds a reference to ``buf``.
@@ -418,7 +503,13 @@ class MemoryPool:
         the opaque file descriptor that shares it, in an :class:`ExportedMemory`. The buffer (``.buffer``, count 1)
         is used and released like any other; the ExportedMemory owns the descriptor and closes it. The memory is a
         dedicated allocation of its own (needs VK_KHR_external_memory_fd)."""
-        return export_buffer(self, nbytes)
+        export = Export(self.ctx, self.memory, nbytes)
+        try:
+            buf_id = self._adopt_dedicated(export.nbytes, export.create)
+        except BaseException:
+            export.abandon()
+            raise
+        return export.wrap(self, buf_id)
 
     def import_memory(self, fd: int, size: int, *, nbytes: int | None = None, memory_type_index: int | None = None,
                       dedicated: bool = True) -> int:
@@ -426,7 +517,12 @@ class MemoryPool:
         driver exported for this device as an opaque file descriptor (``allocate_exportable`` in another process, say).
         ``fd`` stays the caller's: a duplicate is imported. For a Vulkan export pass its ``size`` and
         ``memory_type_index``, and ``dedicated`` as it was (True for an ExportedMemory). Released like any buffer."""
-        return import_buffer(self, fd, size, nbytes, memory_type_index, dedicated)
+        made = Import(self.ctx, self.memory, fd, size, nbytes, memory_type_index, dedicated)
+        try:
+            return self._adopt_dedicated(made.nbytes, made.create)
+        except BaseException:
+            made.abandon()
+            raise
 
     def _adopt_dedicated(self, nbytes: int, create: Callable[[], tuple[Any, Any, int]]) -> int:
         """A new buffer id (count 1) for the ``(memory, buffer, address)`` that ``create`` makes under the pool's
@@ -543,7 +639,10 @@ class MemoryPool:
             self._destroyed = True
             for entry in [*self._entries.values(), *(e for _, e in self._dying)]:
                 if entry.root is entry and entry.chunk is None and entry.memory is not None:
-                    self.memory.destroy(entry.memory, entry.vk_buffer, entry.size)
+                    self._free_memory(entry)
+            for large in self._binding:  # the device is idle: a bind that may not have completed has
+                sparse.destroy(self.memory, large)
+            self._binding.clear()
             self._entries.clear()
             self._dying.clear()
             self.slot_of.clear()
