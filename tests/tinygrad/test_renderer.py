@@ -436,6 +436,17 @@ def test_arguments_of_2_31_elements_or_more_use_64_bit_addresses():
     _both_variants(lib)
 
 
+def test_arguments_of_2_gib_or_more_use_64_bit_addresses():
+    """An array index into a buffer reference is 32-bit, and so is the byte offset NVIDIA computes from it (the H200
+    read and wrote the wrong words past 4 GiB): 2 GiB and more of float32 (fewer than 2**31 elements) is reached by
+    64-bit address arithmetic; just under 2 GiB by the array."""
+    def source(numel):
+        libs = kernels(lambda: (Tensor.empty(numel, device="VKADDRESS") * 2).sum().realize())
+        return next(lib.source for lib in libs if any(b["address"] for b in lib.meta["bindings"]))
+    assert "#define VK_E1(i) (VKE1(uint64_t(vk_ref1) + uint64_t(i) *" in source(2**29)
+    assert "VK_E1" not in source(2**29 - 1024)
+
+
 # ----- IEEE special values: SignedZeroInfNanPreserve where the kernel relies on them -------------------------------
 
 PRESERVE = FULL.__class__(**{**FULL.__dict__, "preserve_widths": (16, 32, 64)})

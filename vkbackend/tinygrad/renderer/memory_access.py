@@ -25,7 +25,7 @@ __all__ = ["GlobalArg", "KernelMemory", "RenderContext", "plan_vector_widths", "
 @dataclass(frozen=True)
 class GlobalArg:
     """How a kernel reaches one global argument: bound as a storage buffer, or by device address (a buffer past the
-    device's maxStorageBufferRange), and for 2**31 elements or more with 64-bit indices."""
+    device's maxStorageBufferRange), and for 2 GiB or more by 64-bit address arithmetic (wide)."""
 
     name: str
     slot: int

@@ -334,10 +334,13 @@ class VKRenderer(CStyleLanguage):
                 name = f"data{u.arg.slot}_" + "_".join(str(x) for x in u.shape)
                 size = storage_dtype(u.dtype).itemsize
                 numel = math.prod(u.shape)
-                # past the storage range a buffer cannot be bound, and past 2**31 elements no 32-bit index reaches it
+                # Past the storage range a buffer cannot be bound, and past 2**31 elements no 32-bit index reaches it.
+                # Reached by address, an array index is 32-bit and so is the offset a driver may compute from it
+                # (NVIDIA's wraps: the H200 read and wrote the wrong words past 4 GiB), so a buffer of 2 GiB or more
+                # is reached by 64-bit address arithmetic instead (wide).
                 by_address = self.caps.addresses and (numel * size > self.caps.storage_range or numel >= 2**31)
                 arguments[name] = GlobalArg(name, u.arg.slot, f"{u.arg.slot}_{size}", by_address,
-                                            wide=by_address and numel >= 2**31)
+                                            wide=by_address and numel * size >= 2**31)
         self.memory = KernelMemory(arguments, plan_vector_widths(uops))
         self._special_widths = set()
         name, kernel, bufs = self._render(uops)
