@@ -6,6 +6,7 @@ the handles and error state of a DeviceContext (context.py). The worker is hande
 """
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 import sys
@@ -354,16 +355,11 @@ class Device:
         self.close()
 
     def _forget(self) -> None:
-        """Leave the registries of open devices, so that devices() opens a new one; the last to leave gives the
+        """Leave the instance's open devices, so that devices() opens a new one; the last to leave gives the
         interpreter its switch interval back."""
         instance = Instance._current
-        if instance is not None and self in instance.devices:
-            instance.devices.remove(self)
-        with _open_lock:
-            if _open_devices.get(self.index) is self:
-                del _open_devices[self.index]
-            if not _open_devices:
-                _restore_switch_interval()
+        if instance is not None:
+            instance.forget_device(self.index, self, _restore_switch_interval)
 
 
 def _is_sequence(value) -> bool:
@@ -379,8 +375,6 @@ def _has(mapping, key) -> bool:
         return False
 
 
-_open_devices: dict[int, Device] = {}
-_open_lock = threading.Lock()
 # (the interpreter's switch interval before the first open device lowered it, the interval it was lowered to)
 _switch_interval: tuple[float, float] | None = None
 
@@ -421,17 +415,12 @@ def devices(config: VulkanConfig | None = None) -> list[Device]:
     vulkan()
     physicals = query_physical_devices()
     wanted = range(len(physicals)) if config.device_ids is None else config.device_ids
-    with _open_lock:
-        out = []  # before the loop: a with block that opens with a loop can lose its lock to Ctrl-C (memory/pool.py)
-        for index in wanted:
-            if not isinstance(index, int) or not 0 <= index < len(physicals):
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"device id {index!r} does not exist: {len(physicals)} Vulkan device(s) found"
-                                   + ("" if physicals else f"; {NO_DEVICE_HINT}"))
-            device = _open_devices.get(index)
-            if device is None:
-                device = Device(physicals[index], config)
-                _open_devices[index] = device
-                Instance.get().devices.append(device)
-            out.append(device)
+    instance = Instance.get()
+    out = []
+    for index in wanted:
+        if not isinstance(index, int) or not 0 <= index < len(physicals):
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"device id {index!r} does not exist: {len(physicals)} Vulkan device(s) found"
+                               + ("" if physicals else f"; {NO_DEVICE_HINT}"))
+        out.append(instance.open_device(index, functools.partial(Device, physicals[index], config)))
     return out
