@@ -385,7 +385,7 @@ for function, code in {cases!r}:
     testing.inject(function, code)
     status, _ = outcome(vkbackend.devices)
     opened[function] = [status, not testing.pending(), live() == baseline,
-                        len(vkbackend.device._open_devices) == 0, __import__("threading").active_count()]
+                        not vkbackend.discovery.Instance._current._devices, __import__("threading").active_count()]
     testing.clear()
 result["opened"] = opened
 dev = vkbackend.devices()[0]

@@ -428,7 +428,7 @@ n = 30000
 dev.launch(spin, [busy], [SPIN_INNER], json.loads(os.environ["SPIN_GRIDS"])[0])  # the GPU is busy: the queue grows
 for i in range(n):
     dev.launch(prog, [buf], [4096, 1, 1], (64, 1, 1))
-    most_queued = max(most_queued, len(dev._queue))
+    most_queued = max(most_queued, len(dev._worker.queue))
     most_in_flight = max(most_in_flight, dev._submitter.in_flight)
 stop.set()
 compiler.join()

@@ -1,37 +1,35 @@
 """Device: the public face of one GPU (info, memory pool, compile, launch, timed launch, graphs, sync, close).
 
 A device is made of units that each own their state (docs/architecture.md): the program table and cache
-(programs.py), the submitter (submit.py), the worker thread (worker.py) and the memory pool (memory/), which share
-the handles and error state of a DeviceContext (context.py). The worker is handed to the units that queue work.
+(programs.py), the submitter (submit.py), the worker thread (worker.py), the memory pool (memory/) and the launcher
+(launch.py), which share the handles and error state of a DeviceContext (context.py). The worker is handed to the
+units that queue work.
 """
 from __future__ import annotations
 
+import functools
 import logging
-import struct
 import sys
 import threading
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from . import records, trace
 from ._ffi import success_counts, vulkan
 from .config import VulkanConfig
 from .context import DeviceContext
 from .discovery import DeviceInfo, Instance, PhysicalDevice, create_device, query_physical_devices
-from .errors import NO_DEVICE_HINT, BackendError, ErrorStatus, index_argument
-from .finalizers import collecting
+from .errors import NO_DEVICE_HINT, BackendError, ErrorStatus
 from .graph import Launch, LaunchGraph
 from .interop.cuda_clocks import hold_compute_clocks
+from .launch import Launcher
 from .memory import MemoryPool
-from .programs import Program, ProgramCache, ProgramTable
+from .programs import ProgramCache, ProgramTable
 from .spirv import ProgramInfo
 from .submit import BatchSubmitter
-from .types import DeviceStats, Grid, GridArg, Scalar
+from .types import DeviceStats, Grid, Scalar
 from .worker import Worker
 
 log = logging.getLogger("vkbackend")
-_U32_MAX = 0xFFFFFFFF
 LIVE_OBJECT_CALLS = {
     "device_memory": ("vkAllocateMemory", "vkFreeMemory"), "buffers": ("vkCreateBuffer", "vkDestroyBuffer"),
     "pipelines": ("vkCreateComputePipelines", "vkDestroyPipeline"),
@@ -67,6 +65,7 @@ class Device:
             self._programs = ProgramCache(ctx, self._worker, table)
             made.insert(len(made) - 1, self._programs.destroy)  # undone once the worker has stopped
             self._pool = MemoryPool(ctx, self._worker)
+            self._launcher = Launcher(ctx, self._worker, self._programs, self._pool)
         except BaseException:
             for undo in reversed(made):
                 undo()
@@ -74,14 +73,9 @@ class Device:
             lib.vkb_slots_delete(slots)
             raise
         self._close_lock = threading.Lock()
-        # The launch fast path reads these directly: a few attribute lookups and an append.
-        self._launchable = self._programs.programs
-        self._packers: dict = {}
-        self._orphan_programs: deque[int] = deque()   # release_program during a garbage collection (finalizers.py)
-        self._graph_packers: dict = {}   # the same, returning the record instead of queueing it
-        self._slot_of = self._pool.slot_of
-        self._queue = self._worker.queue
-        self._max_grid = handles.info.max_global_work_dims
+        # The launch fast path: the launcher's own method, without a call of this class's in front (a launch costs a
+        # few hundred nanoseconds, a call some tens).
+        self.launch = self._launcher.launch
         _lower_switch_interval(interval)
         vulkan11: Any = physical.vulkan11   # VkPhysicalDeviceVulkan11Properties (cdata)
         self._clocks = hold_compute_clocks(handles.info.vendor_id, bytes(vulkan11.deviceUUID)) if cuda_clocks else None
@@ -114,18 +108,9 @@ class Device:
         choose per program (``info.pipeline_robustness``) they run without the checks, which can cost several times
         the kernel's time (docs/reliability.md); on other devices the device-wide setting holds.
         """
-        if self._orphan_programs:
-            self._release_orphan_programs()
         prog = self._programs.compile(spirv, entry_point, robust)
-        if prog not in self._packers:
-            program = self._programs.get(prog)
-            self._graph_packers[prog] = self._packer(program, None)
-            self._packers[prog] = self._packer(program, self._queue.append)
+        self._launcher.add(self._programs.get(prog))
         return prog
-
-    def _packer(self, program: Program, append):
-        return records.dispatch_packer(program.name, program.index, program.info, program.record_format,
-                                       self._slot_of, self._pool.entries, self._max_grid, self._ctx, append)
 
     def program_info(self, prog: int) -> ProgramInfo:
         """The interface reflected from the program's SPIR-V (local size, storage buffers, push constants)."""
@@ -137,31 +122,7 @@ class Device:
         device's next compile or release_program (the collector may have stopped this thread inside the cache's lock)."""
         if self._ctx.forked:
             return
-        if collecting():  # a finalizer (tinygrad's programs'): the cache's lock may be held by this very thread
-            self._orphan_programs.append(prog)
-            return
-        if self._orphan_programs:
-            self._release_orphan_programs()
-        self._release_program(prog)
-
-    def _release_orphan_programs(self) -> None:
-        """The releases finalizers asked for during a garbage collection; their errors are logged (no caller's)."""
-        while self._orphan_programs:
-            try:
-                prog = self._orphan_programs.popleft()
-            except IndexError:  # another thread took the last one
-                return
-            try:
-                self._release_program(prog)
-            except BackendError as error:
-                log.warning("a finalizer's release of program %r failed: %s", prog, error)
-
-    def _release_program(self, prog: int) -> None:
-        name = self._programs.get(prog).name
-        if self._programs.release(prog):
-            self._packers.pop(prog, None)
-            self._graph_packers.pop(prog, None)
-            records.forget_packer(name)
+        self._programs.release(prog)
 
     # ----- launches -----------------------------------------------------------------------------------------------
     def launch(self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar] = (), grid: Grid = (1, 1, 1)) -> None:
@@ -170,131 +131,17 @@ class Device:
         ``buffers`` bind to the program's storage buffers in binding order, ``scalars`` fill its push-constant members
         in order. Errors found now raise ``InvalidArgument``; errors found on the worker surface at the next sync point.
         """
-        try:
-            self._packers[prog](buffers, scalars, grid)  # checks, packs and queues the record
-        except (KeyError, ValueError, TypeError, OverflowError, struct.error):
-            # Explains the problem, or handles GridArg and short grids; waits while the worker is far behind.
-            self._queue.append(self._pack(prog, buffers, scalars, grid))
-        if self._worker.idle:  # only the first launch of a burst pays for the wake-up
-            self._worker.wake_up()
+        # Only reached as Device.launch(device, ...): __init__ binds each device's launch to its launcher's.
+        self._launcher.launch(prog, buffers, scalars, grid)
 
     def graph(self, launches: Sequence[Launch | None]) -> LaunchGraph:
         """A :class:`LaunchGraph` of ``(program, buffers, scalars, grid)`` launches, each checked as ``launch`` checks
         it, that ``graph.launch()`` queues again in one call (for a framework's JIT replay)."""
-        return LaunchGraph(self._record, self._enqueue, self._run_timed, self._pool, lambda: self._ctx.closed, launches)
-
-    def _record(self, prog: int, buffers: Sequence[int], scalars: Sequence, grid: Sequence) -> bytes:
-        """One launch checked and packed, not queued (a graph packs once and queues many times)."""
-        try:
-            return self._graph_packers[prog](buffers, scalars, grid)
-        except (KeyError, ValueError, TypeError, OverflowError, struct.error):
-            return self._pack(prog, buffers, scalars, grid)
-
-    def _enqueue(self, window: bytes) -> None:
-        """Queue packed records for the worker; returns at once."""
-        if not self._ctx.usable:  # closed, lost, forked, or the worker far behind: explain, or wait for room
-            self._worker.admit()
-        if trace.enabled:
-            trace.event("enqueue")
-        self._worker.put(window)
-
-    def _pack(self, prog, buffers, scalars, grid) -> bytes:
-        """The launch slow path: check a launch, explaining what is wrong, and pack its record."""
-        for name, seq in (("buffers", buffers), ("scalars", scalars)):
-            if not _is_sequence(seq):  # a set would bind in hash order
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"launch: {name} must be a list or tuple (in binding order), got {type(seq).__name__}")
-        try:
-            p = self._launchable[prog]
-            slots = [self._slot_of[b] for b in buffers[:p.n_buffers]]
-            addressed = [self._pool.entries[b] for b in buffers[p.n_buffers:]]
-        except (KeyError, TypeError):
-            raise self._launch_error(prog, buffers) from None
-        if len(buffers) != p.n_buffers + p.n_addresses or len(scalars) != p.n_scalars:
-            raise self._count_error(p, buffers, scalars)
-        grid = self._resolve_grid(grid, scalars)
-        try:
-            record = records.dispatch(p.record_format, p.push_items, p.index, grid, slots, addressed, scalars)
-        except (struct.error, OverflowError) as error:
-            # numpy scalars without __index__/__float__ of the right kind (np.bool_ for a bool member): their .item()
-            plain = [s.item() if hasattr(s, "item") else s for s in scalars]
-            try:
-                record = records.dispatch(p.record_format, p.push_items, p.index, grid, slots, addressed, plain)
-            except (struct.error, OverflowError):
-                raise self._scalar_error(p, scalars, error) from None
-        if not self._ctx.usable:  # closed, lost, forked, or the worker far behind: explain, or wait for room
-            self._worker.admit()
-        return record
+        return LaunchGraph(self._launcher, self._pool, launches)
 
     def launch_timed(self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar] = (), grid: Grid = (1, 1, 1)) -> int:
         """Run one launch alone and return its GPU time in nanoseconds (a sync point)."""
-        return self._run_timed(self._pack(prog, buffers, scalars, grid))
-
-    def _run_timed(self, window: bytes) -> int:
-        """Run packed records alone between two timestamps; GPU nanoseconds (a sync point)."""
-        self._ctx.ensure_usable()
-        ns = self._worker.timed(window)
-        self._ctx.raise_pending()
-        return ns
-
-    def _resolve_grid(self, grid, scalars) -> tuple[int, int, int]:
-        """The general grid path: 1 to 3 entries, ints or GridArg (whose range the worker checks)."""
-        if not _is_sequence(grid):
-            raise BackendError(ErrorStatus.InvalidArgument, f"grid must be a list or tuple of 1 to 3 entries, got {grid!r}")
-        entries = list(grid)
-        if not 1 <= len(entries) <= 3:
-            raise BackendError(ErrorStatus.InvalidArgument, f"grid must have 1 to 3 entries, got {len(entries)}")
-        entries += [1] * (3 - len(entries))
-        out = []
-        for axis, entry in enumerate(entries):
-            if isinstance(entry, GridArg):
-                if not 0 <= entry.index < len(scalars):
-                    raise BackendError(ErrorStatus.InvalidArgument,
-                                       f"{entry!r} names scalar {entry.index} but the launch has {len(scalars)} scalars")
-                value = index_argument(scalars[entry.index], f"the scalar that {entry!r} names")
-                out.append(value if 0 <= value <= _U32_MAX else 0)  # 0: the recorder reports it at the next sync
-                continue
-            entry = index_argument(entry, f"grid entry {axis}")
-            if not 0 < entry <= self._max_grid[axis]:
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"grid entry {entry} on axis {'xyz'[axis]} is outside 1..{self._max_grid[axis]}")
-            out.append(entry)
-        return out[0], out[1], out[2]
-
-    def _launch_error(self, prog, buffers) -> BackendError:
-        if not _has(self._launchable, prog):
-            return BackendError(ErrorStatus.InvalidArgument,
-                                f"launch: program {prog!r} is not a live program of {self.info.name} (never compiled, or released)")
-        n_bound = self._launchable[prog].n_buffers
-        for i, b in enumerate(buffers if isinstance(buffers, Sequence) else ()):
-            if not self._pool.is_live(b):
-                return BackendError(ErrorStatus.InvalidArgument,
-                                    f"launch: buffer {b!r} is not a live buffer of {self.info.name} (never allocated, or released)")
-            if i < n_bound and not _has(self._slot_of, b):
-                way = ("reach it by device address (a buffer_reference member of the push constants) or bind views "
-                       "of it" if self.info.buffer_device_address else "bind views of it")
-                return BackendError(ErrorStatus.InvalidArgument,
-                                    f"launch: buffer {b} is larger than maxStorageBufferRange "
-                                    f"({self.info.max_storage_buffer_range}), so it cannot be bound; {way}")
-        return BackendError(ErrorStatus.InvalidArgument, f"launch: buffers must be a sequence of buffer ids, got {buffers!r}")
-
-    def _count_error(self, p, buffers, scalars) -> BackendError:
-        addressed = (f" ({p.n_buffers} bound, then {p.n_addresses} by address: "
-                     f"{', '.join(a.name for a in p.info.addresses)})" if p.n_addresses else "")
-        return BackendError(ErrorStatus.InvalidArgument,
-                            f"launch of {p.name}: it takes {p.n_buffers + p.n_addresses} buffers{addressed} and "
-                            f"{p.n_scalars} scalars ({', '.join(m.name for m in p.info.push_constants) or 'none'}), "
-                            f"got {len(buffers)} and {len(scalars)}")
-
-    def _scalar_error(self, p, scalars, error) -> BackendError:
-        for member, value in zip(p.info.push_constants, scalars):
-            try:
-                struct.pack("<" + member.format, value.item() if hasattr(value, "item") else value)
-            except (struct.error, OverflowError) as e:
-                return BackendError(ErrorStatus.InvalidArgument,
-                                    f"launch of {p.name}: scalar {member.name}={value!r} does not fit its type "
-                                    f"('{member.format}' in struct notation): {e}")
-        return BackendError(ErrorStatus.InvalidArgument, f"launch of {p.name}: grid or scalars do not fit: {error}")
+        return self._launcher.launch_timed(prog, buffers, scalars, grid)
 
     # ----- sync and lifetime --------------------------------------------------------------------------------------
     def sync(self) -> None:
@@ -362,33 +209,13 @@ class Device:
         self.close()
 
     def _forget(self) -> None:
-        """Leave the registries of open devices, so that devices() opens a new one; the last to leave gives the
+        """Leave the instance's open devices, so that devices() opens a new one; the last to leave gives the
         interpreter its switch interval back."""
         instance = Instance._current
-        if instance is not None and self in instance.devices:
-            instance.devices.remove(self)
-        with _open_lock:
-            if _open_devices.get(self.index) is self:
-                del _open_devices[self.index]
-            if not _open_devices:
-                _restore_switch_interval()
+        if instance is not None:
+            instance.forget_device(self.index, self, _restore_switch_interval)
 
 
-def _is_sequence(value) -> bool:
-    """A list, tuple or other ordered sequence (a numpy array included); not a set, a dict, an iterator or a string."""
-    return (isinstance(value, Sequence) or hasattr(value, "__array__")) and not isinstance(value, (str, bytes))
-
-
-def _has(mapping, key) -> bool:
-    """``key in mapping``, and False for a key that cannot be one (unhashable junk from a caller)."""
-    try:
-        return key in mapping
-    except TypeError:
-        return False
-
-
-_open_devices: dict[int, Device] = {}
-_open_lock = threading.Lock()
 # (the interpreter's switch interval before the first open device lowered it, the interval it was lowered to)
 _switch_interval: tuple[float, float] | None = None
 
@@ -429,17 +256,12 @@ def devices(config: VulkanConfig | None = None) -> list[Device]:
     vulkan()
     physicals = query_physical_devices()
     wanted = range(len(physicals)) if config.device_ids is None else config.device_ids
-    with _open_lock:
-        out = []  # before the loop: a with block that opens with a loop can lose its lock to Ctrl-C (memory/pool.py)
-        for index in wanted:
-            if not isinstance(index, int) or not 0 <= index < len(physicals):
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"device id {index!r} does not exist: {len(physicals)} Vulkan device(s) found"
-                                   + ("" if physicals else f"; {NO_DEVICE_HINT}"))
-            device = _open_devices.get(index)
-            if device is None:
-                device = Device(physicals[index], config)
-                _open_devices[index] = device
-                Instance.get().devices.append(device)
-            out.append(device)
+    instance = Instance.get()
+    out = []
+    for index in wanted:
+        if not isinstance(index, int) or not 0 <= index < len(physicals):
+            raise BackendError(ErrorStatus.InvalidArgument,
+                               f"device id {index!r} does not exist: {len(physicals)} Vulkan device(s) found"
+                               + ("" if physicals else f"; {NO_DEVICE_HINT}"))
+        out.append(instance.open_device(index, functools.partial(Device, physicals[index], config)))
     return out

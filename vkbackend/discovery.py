@@ -6,7 +6,9 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from . import trace
 from ._ffi import vulkan
@@ -16,6 +18,7 @@ from .dtypes import DType, dtype_capabilities
 from .errors import BackendError, ErrorStatus, check
 
 log = logging.getLogger("vkbackend")
+_D = TypeVar("_D")  # whatever open_device opens (a Device: device.py imports this module)
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 # Device extensions the backend uses when the device lists them.
@@ -212,18 +215,39 @@ class Instance:
                   ErrorStatus.Initialization)
             self.messenger = messenger[0]
         self.pid = os.getpid()  # the exit handler of a forked child must leave the parent's instance alone
-        self.devices: list = []  # open Device objects, closed before the instance goes
+        self._devices: dict[int, Any] = {}  # the open Device of each index, closed before the instance goes
+        self._devices_lock = threading.Lock()
         self.abandoned: list = []  # devices closed while their GPU work still ran (see Device.close)
 
     def physical_devices(self) -> list:
         ffi, lib = vulkan()
         return _enumerate(lib.vkEnumeratePhysicalDevices, "VkPhysicalDevice", self.handle)
 
+    def open_device(self, index: int, open_device: Callable[[], _D]) -> _D:
+        """The device open at ``index``; else the one ``open_device()`` opens, handed out from now on until
+        :meth:`forget_device`. Opening holds the lock that forgetting takes, so neither sees the other half done."""
+        with self._devices_lock:
+            device = self._devices.get(index)
+            if device is None:
+                device = self._devices[index] = open_device()
+            return device
+
+    def forget_device(self, index: int, device: object, if_none_left: Callable[[], None]) -> None:
+        """Stop handing out ``device`` (it is closing: the next :meth:`open_device` opens a new one); then, when no
+        device is left open, ``if_none_left()``, under the lock that opening holds."""
+        with self._devices_lock:
+            if self._devices.get(index) is device:
+                del self._devices[index]
+            if not self._devices:
+                if_none_left()
+
     def destroy(self) -> None:
         if os.getpid() != self.pid:  # the exit of a forked child: these objects are the parent's
             return
         ffi, lib = vulkan()
-        for device in list(self.devices):
+        with self._devices_lock:
+            still_open = list(self._devices.values())
+        for device in still_open:
             device.close()
         if self.handle is None:
             return

@@ -11,13 +11,14 @@ is skipped and reported as ``KernelLaunch`` at the next sync point.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .errors import BackendError, ErrorStatus
 from .types import Grid, Scalar
 
 if TYPE_CHECKING:
+    from .launch import Launcher
     from .memory import MemoryPool
 
 Launch = tuple[int, Sequence[int], Sequence[Scalar], Grid]   # (program, buffers, scalars, grid), as Device.launch takes
@@ -30,12 +31,9 @@ class LaunchGraph:
     kernel whose grid is empty until a variable is bound).
     """
 
-    def __init__(self, pack_launch: Callable[..., bytes], enqueue: Callable[[bytes], None], run_timed: Callable[[bytes], int],
-                 pool: "MemoryPool", closed: Callable[[], bool], launches: Sequence[Launch | None]) -> None:
-        # What the device lends its graphs: its launch checker and packer, its queue, its timed runs, its buffers, and
-        # whether it is closed.
-        self._pack_launch, self._enqueue, self._run_timed = pack_launch, enqueue, run_timed
-        self._pool, self._device_closed = pool, closed
+    def __init__(self, launcher: Launcher, pool: MemoryPool, launches: Sequence[Launch | None]) -> None:
+        # The device's launcher packs, queues and times the records; its pool holds the buffers the graph binds.
+        self._launcher, self._pool = launcher, pool
         self._records: list[bytes] | None = []
         self._held: list[tuple[int, ...]] = []   # per launch, the buffer ids it holds a reference on
         # The joined records and where each starts: an update of the same length is written in place.
@@ -63,7 +61,7 @@ class LaunchGraph:
         except (TypeError, ValueError):
             raise BackendError(ErrorStatus.InvalidArgument,
                                f"a LaunchGraph launch is (program, buffers, scalars, grid) or None, got {launch!r}") from None
-        record = self._pack_launch(prog, buffers, scalars, grid)
+        record = self._launcher.record(prog, buffers, scalars, grid)
         if held and tuple(buffers) == held:
             return record, held
         return record, self._hold(buffers)
@@ -119,11 +117,11 @@ class LaunchGraph:
         """Queue every launch of the graph, in order; returns at once (errors surface at the next sync point)."""
         records = self._joined()
         if records:  # a graph of placeholders only queues nothing (an empty item would submit an empty batch)
-            self._enqueue(records)
+            self._launcher.enqueue(records)
 
     def launch_timed(self) -> int:
         """Run the graph alone and return its GPU time in nanoseconds (a sync point)."""
-        return self._run_timed(self._joined())
+        return self._launcher.run_timed(self._joined())
 
     def _release(self, buffers: tuple[int, ...]) -> None:
         for buf in buffers:
@@ -144,7 +142,7 @@ class LaunchGraph:
 
     def _take_held(self) -> list[tuple[int, ...]]:
         held, self._held, self._records, self._blob = self._held, [], None, None
-        return [] if self._device_closed() else held
+        return [] if self._launcher.closed else held
 
     def __del__(self) -> None:
         # A finalizer: the garbage collector may run it inside the pool's own locked code (finalizers.py).

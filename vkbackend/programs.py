@@ -11,10 +11,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections import deque
+from collections.abc import Callable
 
 from . import records
 from .context import DeviceContext
 from .errors import BackendError, ErrorStatus, InvalidArgumentTypeError, check
+from .finalizers import collecting
 from .ids import next_id
 from .pipeline_cache import PipelineCache
 from .spirv import ProgramInfo, reflect
@@ -92,7 +95,11 @@ class ProgramTable:
 
 
 class ProgramCache:
-    """Programs of one device by id; the same SPIR-V and entry point give the same program (reference counted)."""
+    """Programs of one device by id; the same SPIR-V and entry point give the same program (reference counted).
+
+    A release from a finalizer run by a garbage collection waits for the next compile or release: the collector may
+    have stopped this very thread inside the cache's lock (finalizers.py).
+    """
 
     def __init__(self, ctx: DeviceContext, worker, table: ProgramTable) -> None:
         self.ctx = ctx
@@ -101,8 +108,10 @@ class ProgramCache:
         self._lock = threading.Lock()
         self._create_lock = threading.Lock()
         self._by_key: dict[bytes, Program] = {}
-        self.programs: dict[int, Program] = {}   # live programs by id; Device.launch reads this directly
+        self.programs: dict[int, Program] = {}   # live programs by id; the Launcher's slow path reads this directly
         self._next_index = 0
+        self._orphans: deque[int] = deque()   # releases asked for during a garbage collection
+        self._released: Callable[[Program], None] | None = None
         self.pipeline_cache = PipelineCache(ctx)
         worker.call(self.pipeline_cache.open)
 
@@ -113,6 +122,8 @@ class ProgramCache:
         pipeline (``DeviceInfo.pipeline_robustness``); elsewhere the device-wide setting holds.
         """
         self.ctx.ensure_usable()
+        if self._orphans:
+            self._release_orphans()
         if not isinstance(spirv, (bytes, bytearray, memoryview)):
             raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument, f"compile needs SPIR-V bytes, got {type(spirv).__name__}")
         if not isinstance(entry_point, str):
@@ -246,17 +257,43 @@ class ProgramCache:
                                f"program {prog_id!r} is not a live program of {self.ctx.info.name} (never compiled, or "
                                "released)") from None
 
-    def release(self, prog_id: int) -> bool:
-        """Drop one reference; at zero the pipeline is destroyed once no queued launch uses it. True at zero."""
+    def on_release(self, released: Callable[[Program], None]) -> None:
+        """Have ``released(program)`` called whenever a program's last reference goes (the launcher drops its packer)."""
+        self._released = released
+
+    def release(self, prog_id: int) -> None:
+        """Drop one reference; at zero the pipeline is destroyed once no queued launch uses it. From a finalizer run
+        by a garbage collection, the release waits for the next compile or release."""
+        if collecting():  # a finalizer (tinygrad's programs'): the cache's lock may be held by this very thread
+            self._orphans.append(prog_id)  # a deque's append takes no lock
+            return
+        if self._orphans:
+            self._release_orphans()
+        self._release(prog_id)
+
+    def _release_orphans(self) -> None:
+        """The releases finalizers asked for during a garbage collection; their errors are logged (no caller's)."""
+        while self._orphans:
+            try:
+                prog_id = self._orphans.popleft()
+            except IndexError:  # another thread took the last one
+                return
+            try:
+                self._release(prog_id)
+            except BackendError as error:
+                log.warning("a finalizer's release of program %r failed: %s", prog_id, error)
+
+    def _release(self, prog_id: int) -> None:
         with self._lock:
             prog = self.get(prog_id)
             prog.refcount -= 1
             if prog.refcount > 0:
-                return False
+                return
             del self.programs[prog_id]
             del self._by_key[prog.key]
         self._worker.defer(lambda: self._destroy(prog))
-        return True
+        if self._released is not None:
+            self._released(prog)
 
     def _destroy(self, prog: Program) -> None:
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device

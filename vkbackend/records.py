@@ -82,8 +82,8 @@ def reset_queries(first: int, count: int) -> bytes:
 # The launch fast path, specialised per program with its argument counts unrolled: unpacking fixed-size sequences,
 # a few comparisons, one struct.pack and one append. It is the whole per-launch cost in the caller's thread.
 # Anything unusual (a wrong count, an unknown buffer, a GridArg, a short grid, a scalar out of range, a device that is
-# not ctx.usable) raises KeyError/ValueError/TypeError/struct.error before queueing anything, and Device.launch then
-# takes the slow path, which explains the problem, handles the case or waits for room. Strictness costs little here
+# not ctx.usable) raises KeyError/ValueError/TypeError/struct.error before queueing anything, and the Launcher
+# (launch.py) then takes the slow path, which explains the problem, handles the case or waits for room. Strictness costs little here
 # (about 20 ns a launch on lavapipe, measured): no float or bool equals a buffer id (ids.py), struct refuses floats
 # for integers, of the bools only True could pass the grid's range check and it is looked for, buffers are indexed
 # once, which a set (bound in its hash order), a dict's keys or a generator cannot be, and scalars must be a list or a

@@ -92,6 +92,12 @@ class Worker:
         if self.idle:  # the waker clears idle, so a burst of callers sets the signal once
             self.wake_up()
 
+    def quiet(self) -> bool:
+        """Nothing queued, recorded or running: everything queued so far has completed. The queue is read first: the
+        worker sets idle before it looks at the queue one last time, so idle read first could be followed by an item
+        the worker then takes and submits."""
+        return not self.queue and self.idle
+
     def wake_up(self) -> None:
         """Wake the worker, which is idle (the caller saw ``idle`` set after queueing something)."""
         self.idle = False
@@ -169,7 +175,7 @@ class Worker:
         """
         if trace.enabled:
             trace.event("sync")
-        if not self.queue and self.idle:  # the queue first: see MemoryPool.release
+        if self.quiet():
             if trace.enabled:
                 trace.event("sync_done")
             self.raise_errors()

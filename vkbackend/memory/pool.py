@@ -381,9 +381,7 @@ class MemoryPool:
                 self._dying += ((self._released, entry),)
             upto = self._released
             worker = self._worker
-            # Nothing queued, recorded or running. The queue first: the worker sets idle before it looks at the queue
-            # one last time, so idle read first could be followed by a record the worker then takes and submits.
-            if not worker.queue and worker.idle and self._free_dying_here():
+            if worker.quiet() and self._free_dying_here():
                 return
         # A release should not cost a wake-up of the worker (a thread switch): frees wait for its next wake, unless
         # they hold back much memory or many buffers.
