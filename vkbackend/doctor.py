@@ -68,6 +68,11 @@ def _seconds(read: Callable[[VulkanConfig], float]) -> Callable[[str], str]:
     return lambda name: f"{read(VulkanConfig()):g} s"
 
 
+def _allocation_cap(name: str) -> str:
+    cap = VulkanConfig().resolved_max_allocation_bytes()
+    return "the device's largest allocation" if cap is None else f"at most {cap} bytes per allocation"
+
+
 def _text(what: str) -> Callable[[str], str]:
     return lambda name: f"{what}: {os.environ[name]}"
 
@@ -85,6 +90,8 @@ SETTINGS: dict[str, Callable[[str], str]] = {
     "VKBACKEND_CACHE_DIR": lambda name: str(cache_dir()),
     "VKBACKEND_SYNC_TIMEOUT_S": _seconds(VulkanConfig.resolved_sync_timeout_s),
     "VKBACKEND_SWITCH_INTERVAL_S": _seconds(VulkanConfig.resolved_switch_interval_s),
+    "VKBACKEND_CUDA_CLOCKS": _switch(True),
+    "VKBACKEND_MAX_ALLOCATION_BYTES": _allocation_cap,
     "VKBACKEND_TRACE": _text("a Chrome trace is written at exit to"),
     "VKBACKEND_TINYGRAD_GRAPH": _switch(True),
     "VKBACKEND_TINYGRAD_ROBUST": _switch(False),
