@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian/Ubuntu machine for vkbackend, safe to run again: the system packages (Vulkan headers and
-# loader, Mesa's lavapipe software device, glslang, SPIR-V tools, the validation layers, vulkaninfo, clang for
-# tinygrad's CPU device), then this package in editable mode with the extras named by $1 (default: none; the tests
+# loader, Mesa's lavapipe software device, glslang, SPIR-V tools, the validation layers, vulkaninfo, gcc for the
+# native module (Debian's Python builds extensions with x86_64-linux-gnu-gcc by name), clang for tinygrad's CPU
+# device), then this package in editable mode with the extras named by $1 (default: none; the tests
 # need `test,tinygrad`).
 #
 # Where python3 is the system's own and externally managed (PEP 668: Debian 12, Ubuntu 24.04), pip may not install
@@ -11,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
-packages="libvulkan-dev mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers vulkan-tools clang"
+packages="libvulkan-dev mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers vulkan-tools gcc libc6-dev clang"
 python=python3
 if python3 scripts/externally_managed.py; then
   packages="$packages python3-venv python3-dev"
