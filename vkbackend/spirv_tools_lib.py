@@ -11,7 +11,7 @@ import importlib.metadata
 import logging
 import threading
 
-__all__ = ["LIBRARY", "find_library", "load", "validate"]
+__all__ = ["LIBRARY", "find_library", "load", "status", "validate"]
 
 log = logging.getLogger("vkbackend")
 
@@ -19,6 +19,7 @@ LIBRARY = "libSPIRV-Tools-shared.so"
 _VULKAN_MINOR = {"vulkan1.2": 2, "vulkan1.3": 3}
 _lock = threading.Lock()
 _state: dict[str, bool] = {}
+_why: list[str] = []  # the path tried and why it did not open
 
 
 def find_library() -> str:
@@ -43,10 +44,19 @@ def load() -> bool:
             err = ffi.new("char[1024]")
             path = find_library()
             _state["ok"] = lib.vkb_spirv_tools_open(path.encode(), err, len(err)) == 0
+            _why[:] = [path, ffi.string(err).decode(errors="replace")]
             if not _state["ok"]:
                 log.info("SPIR-V is validated by the spirv-val program, not in this process: %s could not be "
-                         "opened (%s)", path, ffi.string(err).decode(errors="replace"))
+                         "opened (%s)", *_why)
     return _state["ok"]
+
+
+def status() -> str:
+    """One line for ``vkbackend doctor``: the library opened, or why not (opens it on first use)."""
+    path, why = _why or [LIBRARY, "not opened"]
+    if load():
+        return f"in-process ({path})"
+    return f"not in-process, the spirv-val program validates instead: {path} could not be opened ({why})"
 
 
 def validate(spirv: bytes, target_env: str) -> str | None:
