@@ -116,14 +116,18 @@ def test_threads_compile_concurrently():
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
 def test_a_forked_child_compiles_while_the_parent_keeps_compiling():
-    """fork waits for compiles in flight on other threads, so the child's glslang is never caught mid-compile."""
+    """fork waits for compiles and validations in flight on other threads, so the child's libraries are never caught
+    in the middle of one."""
     expected = in_process(SCALE, {"WG": 4, "SCALE": 3})
+    validates = spirv_tools_lib.load()
     stop = threading.Event()
 
     def busy() -> None:
         i = 0
         while not stop.is_set():
-            in_process(SCALE.replace("*= SCALE", f"*= SCALE + {i % 7}.0"), {"WG": 4, "SCALE": 1})
+            words = in_process(SCALE.replace("*= SCALE", f"*= SCALE + {i % 7}.0"), {"WG": 4, "SCALE": 1})
+            if validates:
+                assert spirv_tools_lib.validate(words, "vulkan1.2") is None
             i += 1
 
     threads = [threading.Thread(target=busy) for _ in range(3)]
@@ -135,6 +139,7 @@ def test_a_forked_child_compiles_while_the_parent_keeps_compiling():
             pid = os.fork()
             if pid == 0:  # the child: compile, report, leave without running the parent's exit handlers
                 ok = in_process(SCALE, {"WG": 4, "SCALE": 3}) == expected
+                ok = ok and (not validates or spirv_tools_lib.validate(expected, "vulkan1.2") is None)
                 os.write(write, b"1" if ok else b"0")
                 os._exit(0)
             os.close(write)

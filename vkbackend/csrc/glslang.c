@@ -10,10 +10,8 @@
  * `#define NAME VALUE` lines and SPIR-V options (all off), so both produce the same words.
  *
  * Threads: glslang_initialize_process runs once; compiles then run concurrently (glslang keeps its pools per thread
- * and guards its shared symbol tables itself), with the GIL released by cffi. Fork: a child could inherit glslang's
- * internal locks held by a compile on another thread, so fork waits for compiles in flight (pthread_atfork takes the
- * write side of a lock each compile holds for reading); the child inherits an initialized, idle glslang and a fresh
- * lock. */
+ * and guards its shared symbol tables itself), with the GIL released by cffi. Fork: each compile runs inside
+ * fork.c's guard, so a forked child inherits an initialized, idle glslang, never one caught holding its locks. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -42,13 +40,6 @@ static struct { VKB_GLSLANG_FUNCTIONS(VKB_GLSLANG_FIELD) } gl;
 #endif
 
 static pthread_mutex_t gl_open_lock = PTHREAD_MUTEX_INITIALIZER;
-/* Writers first: with glibc's default (readers first) threads that keep compiling would hold fork off forever. */
-#ifdef PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP
-#define VKB_FORK_LOCK_INITIALIZER PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP
-#else
-#define VKB_FORK_LOCK_INITIALIZER PTHREAD_RWLOCK_INITIALIZER
-#endif
-static pthread_rwlock_t gl_fork_lock = VKB_FORK_LOCK_INITIALIZER;
 static volatile int gl_ready;
 
 int vkb_glslang_major(void) {
@@ -62,15 +53,6 @@ int vkb_glslang_major(void) {
 int vkb_glslang_loaded(void) { return gl_ready; }
 
 #ifdef VKB_HAVE_GLSLANG
-static void gl_fork_prepare(void) { pthread_rwlock_wrlock(&gl_fork_lock); }
-static void gl_fork_parent(void) { pthread_rwlock_unlock(&gl_fork_lock); }
-/* The child gets a fresh lock: the inherited one still counts the parent's threads that queued on it, which would
- * block the child's first compile for good. */
-static void gl_fork_child(void) {
-    pthread_rwlock_t fresh = VKB_FORK_LOCK_INITIALIZER;
-    memcpy(&gl_fork_lock, &fresh, sizeof fresh);
-}
-
 /* dir/name, or name alone (the dynamic linker's search) when dir is empty. */
 static void *gl_open(const char *dir, const char *name, int global, char *err, size_t errlen) {
     char path[4096];
@@ -118,7 +100,7 @@ int vkb_glslang_open(const char *dir, char *err, size_t errlen) {
         snprintf(err, errlen, "glslang_initialize_process failed");
         ok = 0;
     }
-    if (ok && pthread_atfork(gl_fork_prepare, gl_fork_parent, gl_fork_child) != 0) {
+    if (ok && vkb_fork_guard_install() != 0) {
         snprintf(err, errlen, "pthread_atfork failed");
         ok = 0;
     }
@@ -175,7 +157,7 @@ int vkb_glsl_compile(const char *source, const char *preamble, int vulkan_minor,
     input.messages = GLSLANG_MSG_SPV_RULES_BIT | GLSLANG_MSG_VULKAN_RULES_BIT;
     input.resource = gl.glslang_default_resource();
 
-    pthread_rwlock_rdlock(&gl_fork_lock);
+    vkb_fork_guard_enter();
     int status = 0;
     glslang_program_t *program = NULL;
     glslang_shader_t *shader = gl.glslang_shader_create(&input);
@@ -228,7 +210,7 @@ done:
         gl.glslang_program_delete(program);
     if (shader)
         gl.glslang_shader_delete(shader);
-    pthread_rwlock_unlock(&gl_fork_lock);
+    vkb_fork_guard_leave();
     return status;
 #endif
 }

@@ -3,7 +3,7 @@
  * <spirv-tools/libspirv.h>; that API passes only opaque handles, enums and two long-stable structs (the binary and
  * the diagnostic). It does what `spirv-val --target-env vulkan1.x` does: default validator options, and the message
  * in spirv-val's words ("error: line N: ..."). One context per target environment, made once: validating takes a
- * const context, so threads share it. */
+ * const context, so threads share it. Each validation runs inside fork.c's fork guard, as compiles do. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -55,6 +55,9 @@ int vkb_spirv_tools_open(const char *path, char *err, size_t errlen) {
         if (!st_contexts[0] || !st_contexts[1] || !st_options) {
             snprintf(err, errlen, "SPIRV-Tools could not create a validation context");
             ok = 0;
+        } else if (vkb_fork_guard_install() != 0) {
+            snprintf(err, errlen, "pthread_atfork failed");
+            ok = 0;
         }
     }
     if (!ok)
@@ -75,7 +78,9 @@ int vkb_spirv_validate(const uint32_t *words, size_t word_count, int vulkan_mino
         return -1;
     spv_const_binary_t binary = {words, word_count};
     spv_diagnostic diagnostic = NULL;
+    vkb_fork_guard_enter();
     spv_result_t result = st.spvValidateWithOptions(st_contexts[vulkan_minor - 2], st_options, &binary, &diagnostic);
+    vkb_fork_guard_leave();
     if (result == SPV_SUCCESS) {
         st.spvDiagnosticDestroy(diagnostic);
         return 0;
