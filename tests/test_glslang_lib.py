@@ -97,6 +97,34 @@ def test_an_entry_point_that_names_another_function_is_left_to_the_program():
     assert ours.value.context == theirs.value.context
 
 
+def test_includes_are_left_to_the_program(tmp_path, monkeypatch):
+    """An #include resolves as glslangValidator resolves it (in its empty working folder), not against this
+    process's working directory, which the library's C interface would search."""
+    (tmp_path / "inc.h").write_text("#define INC_VALUE 7\n")
+    monkeypatch.chdir(tmp_path)
+    source = ('#version 450\n#extension GL_GOOGLE_include_directive : require\n#include "inc.h"\n'
+              "layout(local_size_x = INC_VALUE) in;\nvoid main() {}\n")
+    assert glslang_lib.compile_source(source, (), "main", "vulkan1.2", "kernel.comp") is None
+    with pytest.raises(BackendError) as ours:
+        glsl._compile_cached.__wrapped__(source, (), "main", "vulkan1.2")
+    assert "Could not process include directive" in ours.value.context
+    with pytest.raises(BackendError) as theirs:
+        program(source)
+    assert ours.value.context == theirs.value.context
+
+
+def test_file_names_are_left_to_the_program():
+    """__FILE__ is a file name to glslangValidator (which names the source kernel.comp), a string number to the
+    library: such a source goes to the program."""
+    source = "#version 450\nlayout(local_size_x = __FILE__ + 1) in;\nvoid main() {}\n"
+    assert glslang_lib.compile_source(source, (), "main", "vulkan1.2", "kernel.comp") is None
+    with pytest.raises(BackendError) as ours:
+        glsl._compile_cached.__wrapped__(source, (), "main", "vulkan1.2")
+    with pytest.raises(BackendError) as theirs:
+        program(source)
+    assert ours.value.context == theirs.value.context
+
+
 def test_threads_compile_concurrently():
     sources = [SCALE.replace("*= SCALE", f"*= SCALE + {i}.0") for i in range(16)]
     expected = [in_process(s, {"WG": 8, "SCALE": 1}) for s in sources]

@@ -26,6 +26,10 @@ _lock = threading.Lock()
 _state: dict[str, object] = {}  # "ok": bool, once tried; "error": why not; "where": the folder opened from
 # The library names the source string "0" in its messages where glslangValidator names the file it compiled.
 _STRING_NAME = re.compile(r"^(ERROR|WARNING): 0:", re.M)
+# What depends on the source having a file name and a working folder, which glslangValidator gives it (kernel.comp
+# in an empty temporary folder) and the C interface does not: #include (resolved against this process's working
+# directory) and __FILE__ (a file name there, string number 0 here). A source with either is left to the program.
+_NEEDS_FILE = re.compile(r"^\s*#\s*include\b|__FILE__", re.M)
 
 
 class CompileFailed(Exception):
@@ -97,9 +101,9 @@ def compile_source(source: str, defines: Sequence[Tuple[str, Optional[str]]], en
                    target_env: str, file_name: str) -> bytes | None:
     """SPIR-V of the compute shader ``source``, as ``glslangValidator -V --target-env target_env -S comp -D...`` with
     ``-e entry_point --source-entrypoint main`` writes it; None where only the program can (glslang is not open, the
-    source holds a NUL, or it already has a function named ``entry_point``). Raises :class:`CompileFailed` with
+    source holds a NUL, an ``#include`` or ``__FILE__``, or it already has something named ``entry_point``). Raises :class:`CompileFailed` with
     glslang's output, the source named ``file_name`` in it, when the source does not compile."""
-    if "\0" in source or not load():
+    if "\0" in source or _NEEDS_FILE.search(source) or not load():
         return None
     from ._ffi import ffi, lib  # noqa: PLC0415
 
