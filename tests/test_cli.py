@@ -129,8 +129,9 @@ def test_demo_on_a_device_that_does_not_exist(device):
 
 
 def test_demo_without_glslang_says_how_to_install_it(device):
-    """No glslangValidator on PATH or from the glsl extra: one line saying what to install, no traceback."""
-    code = ("import sys, vkbackend.glsl as glsl\nglsl._compilers = lambda: []\n"
+    """No libglslang and no glslangValidator on PATH or from the glsl extra: one line saying what to install, no
+    traceback."""
+    code = ("import sys, vkbackend.glsl as glsl\nglsl._compilers = lambda: []\nglsl.glslang_lib.load = lambda: False\n"
             "from vkbackend.__main__ import main\nsys.exit(main(['demo']))")
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)

