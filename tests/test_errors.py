@@ -66,6 +66,9 @@ def test_out_of_memory_on_the_device_is_a_memory_error(device, pool):
     with pytest.raises(MemoryError) as caught:
         pool.allocate(pool.free_bytes + (1 << 30))
     assert caught.value.status is ErrorStatus.MemoryAllocation
+    # Buffers earlier tests released are freed at this sync point: with frees pending, a failed allocation waits for
+    # them and tries again (MemoryPool._reclaim), and the one injected failure would not be seen.
+    device.sync()
     testing.inject("vkAllocateMemory", "VK_ERROR_OUT_OF_DEVICE_MEMORY")
     try:
         with pytest.raises(MemoryAllocationError, match="VK_ERROR_OUT_OF_DEVICE_MEMORY"):
