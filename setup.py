@@ -9,6 +9,7 @@ The native module uses only CPython's stable ABI of 3.10 (build_vulkan.py define
 ``_vulkan.abi3.so`` and the wheel is tagged ``cp310-abi3``: one wheel for every CPython from 3.10 on. Debug and
 free-threaded interpreters have no stable ABI; there both get the interpreter's own tag.
 """
+
 import base64
 import hashlib
 import os
@@ -74,6 +75,8 @@ def _add_to_wheel(wheel: Path, name: str, data: bytes) -> None:
     os.replace(tmp, wheel)
 
 
-setup(cffi_modules=["build_vulkan.py:make_builder"],
-      cmdclass={"build_py": BuildPyWithPth, "editable_wheel": EditableWheelWithPth},
-      options={"bdist_wheel": {"py_limited_api": LIMITED_API}} if limited_api_supported() else {})
+setup(
+    cffi_modules=["build_vulkan.py:make_builder"],
+    cmdclass={"build_py": BuildPyWithPth, "editable_wheel": EditableWheelWithPth},
+    options={"bdist_wheel": {"py_limited_api": LIMITED_API}} if limited_api_supported() else {},
+)

@@ -7,6 +7,7 @@ classes with their constructor (unless it takes objects that are not public: the
 fields (with their trailing ``#`` comments from the source), enum members, public methods and properties, and
 special methods that have a docstring of their own (``__dlpack__``). The output depends on nothing but the source.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -48,7 +49,7 @@ def _markdown(doc: str | None) -> str:
 def _signature(function: Callable[..., Any], name: str, bound: bool) -> str:
     """``name(parameters) -> return``, annotations as written; ``bound`` drops the first parameter (self or cls)."""
     sig = inspect.signature(function)
-    params = list(sig.parameters.values())[1 if bound else 0:]
+    params = list(sig.parameters.values())[1 if bound else 0 :]
     params = [p.replace(annotation=_Source(p.annotation)) if isinstance(p.annotation, str) else p for p in params]
     ret = sig.return_annotation
     sig = sig.replace(parameters=params, return_annotation=_Source(ret) if isinstance(ret, str) else ret)
@@ -78,14 +79,18 @@ def _own_doc(member: Any) -> str | None:
 def undocumented() -> list[str]:
     """Public functions, methods and properties (by name) without a docstring of their own."""
     import vkbackend
+
     missing = []
     for name in vkbackend.__all__:
         obj = getattr(vkbackend, name)
         if inspect.isfunction(obj) and not obj.__doc__:
             missing.append(name)
         elif inspect.isclass(obj):
-            missing += [f"{name}.{attr}" for attr, member in _public_members(obj)
-                        if not attr.startswith("_") and not _own_doc(member)]
+            missing += [
+                f"{name}.{attr}"
+                for attr, member in _public_members(obj)
+                if not attr.startswith("_") and not _own_doc(member)
+            ]
     return missing
 
 
@@ -144,17 +149,25 @@ def _class(name: str, cls: type) -> list[str]:
 def render() -> str:
     """The page, as this source documents it."""
     import vkbackend
+
     objects = [(name, getattr(vkbackend, name)) for name in vkbackend.__all__]
     groups: dict[str, list[str]] = {"Functions": [], "Classes": [], "Enums": [], "Errors": []}
     body: dict[str, list[str]] = {group: [] for group in groups}
     for name, obj in objects:
         if inspect.isfunction(obj):
             group = "Functions"
-            lines = [f"### {name}", "", "```python", _signature(obj, name, bound=False), "```", "",
-                     _markdown(obj.__doc__), ""]
+            lines = [
+                f"### {name}",
+                "",
+                "```python",
+                _signature(obj, name, bound=False),
+                "```",
+                "",
+                _markdown(obj.__doc__),
+                "",
+            ]
         else:
-            group = ("Errors" if issubclass(obj, BaseException) else "Enums" if issubclass(obj, enum.Enum)
-                     else "Classes")
+            group = "Errors" if issubclass(obj, BaseException) else "Enums" if issubclass(obj, enum.Enum) else "Classes"
             lines = _class(name, obj)
         groups[group].append(f"[{name}](#{name.lower()})")
         body[group] += lines

@@ -7,6 +7,7 @@ It checks that the package and its native module import (libvulkan is opened onl
 the module is the stable-ABI build the wheel's tag promises, that the native layer answers, and that asking for
 devices without a Vulkan loader raises DyLibNotFoundError with its hint. It refuses to check a source tree's import.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,11 @@ def main() -> int:
     source = Path(__file__).resolve().parents[1]
     package = Path(vkbackend.__file__).resolve().parent
     if package.is_relative_to(source):
-        print(f"check-wheel.py: imported vkbackend from the source tree ({package}); run it against an installed "
-              "wheel, from outside the checkout", file=sys.stderr)
+        print(
+            f"check-wheel.py: imported vkbackend from the source tree ({package}); run it against an installed "
+            "wheel, from outside the checkout",
+            file=sys.stderr,
+        )
         return 1
     module = Path(str(_vulkan.__file__)).name
     stable_abi = not hasattr(sys, "gettotalrefcount") and not sysconfig.get_config_var("Py_GIL_DISABLED")
@@ -43,8 +47,10 @@ def main() -> int:
     else:
         print("check-wheel.py: devices() found a Vulkan loader at a path that does not exist", file=sys.stderr)
         return 1
-    print(f"check-wheel.py: vkbackend {vkbackend.__version__} from {package} ({module}, {functions} Vulkan functions "
-          "declared) imports without a driver and says what to install")
+    print(
+        f"check-wheel.py: vkbackend {vkbackend.__version__} from {package} ({module}, {functions} Vulkan functions "
+        "declared) imports without a driver and says what to install"
+    )
     return 0
 
 

@@ -10,6 +10,7 @@ GPU; PyTorch multiplies it by 3 in place; a vkbackend kernel counts the x[i] tha
 share the memory: a copy on either side would leave the other's unchanged); and, for scale, a ``clone()`` of the
 tensor (what one copy of the bytes costs). Prints one JSON line; exits 1 when a check fails.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,7 @@ from typing import Any
 import vkbackend
 
 LOCAL = 256
-GROUPS_X = 1024   # the grid is (GROUPS_X, rows): maxComputeWorkGroupCount[0] can be as small as 65535
+GROUPS_X = 1024  # the grid is (GROUPS_X, rows): maxComputeWorkGroupCount[0] can be as small as 65535
 SOURCE = """#version 450
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer X { int x[]; };
@@ -94,7 +95,7 @@ def main(argv: list[str]) -> int:
     tensor = cuda.as_torch(exported, "int32", (n,))
     timed("import_to_torch", start)
     buf = exported.buffer
-    pool.release(buf)   # the tensor's mapping holds the buffer now
+    pool.release(buf)  # the tensor's mapping holds the buffer now
     exported.close()
     start = time.perf_counter()
     result["torch_sees_vulkan"] = bool(torch.equal(tensor, torch.arange(n, dtype=torch.int32, device=tensor.device)))

@@ -11,6 +11,7 @@ with the most time of their own and the most time under them.
 From Python 3.12 cProfile sees every thread, vkbackend's worker included; a profiled token is slower than a plain
 one. Run it from a checkout (tinygrad 0.14.0 installed); a CUDA run needs nvrtc on the loader's path.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,16 +49,20 @@ def main(argv: list[str] | None = None) -> int:
     profiled = (time.perf_counter() - start) / sizes.gpt2_tokens
     profile.disable()
     tokens = sizes.gpt2_tokens
-    print(f"{args.device}: {plain * 1e3:.2f} ms a token ({1 / plain:.1f} tokens/s) over {tokens} tokens; "
-          f"{profiled * 1e3:.2f} ms a token while profiled")
+    print(
+        f"{args.device}: {plain * 1e3:.2f} ms a token ({1 / plain:.1f} tokens/s) over {tokens} tokens; "
+        f"{profiled * 1e3:.2f} ms a token while profiled"
+    )
     stats = pstats.Stats(profile)
     for key, title in (("tottime", "own time"), ("cumulative", "time under the function")):
         print(f"\nus per token, by {title}:")
         rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2 if key == "tottime" else 3], reverse=True)
-        for (file, line, name), (_, calls, own, under, _) in rows[:args.top]:
+        for (file, line, name), (_, calls, own, under, _) in rows[: args.top]:
             where = f"{Path(file).name}:{line}({name})" if file != "~" else name
-            print(f"  {own / tokens * 1e6:9.1f} own {under / tokens * 1e6:9.1f} under {calls / tokens:7.1f} calls  "
-                  f"{where}")
+            print(
+                f"  {own / tokens * 1e6:9.1f} own {under / tokens * 1e6:9.1f} under {calls / tokens:7.1f} calls  "
+                f"{where}"
+            )
     return 0
 
 

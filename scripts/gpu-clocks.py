@@ -11,6 +11,7 @@ timing, which runs each graph alone) and the SM clock ``nvidia-smi`` saw meanwhi
 timed right after a token; on VK the graph replayed back to back and 4 ms apart (``LaunchGraph.launch_timed``).
 Run it from a checkout with tinygrad 0.14.0 installed; a CUDA run needs nvrtc on the loader's path.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,11 @@ class Clocks:
 
     def __init__(self) -> None:
         self.file = tempfile.NamedTemporaryFile("w+", suffix=".csv")
-        self.proc = subprocess.Popen(["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits",
-                                      "-lms", "20"], stdout=self.file, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            ["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits", "-lms", "20"],
+            stdout=self.file,
+            stderr=subprocess.DEVNULL,
+        )
 
     def between(self, t0: datetime.datetime, t1: datetime.datetime) -> str:
         self.file.flush()
@@ -98,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         def phase(name: str, unit: str, run) -> None:
             t0 = datetime.datetime.now()
             values = run()
-            print(f"{args.device} {name}: {summary(values)} {unit}; {clocks.between(t0, datetime.datetime.now())}",
-                  flush=True)
+            print(
+                f"{args.device} {name}: {summary(values)} {unit}; {clocks.between(t0, datetime.datetime.now())}",
+                flush=True,
+            )
 
         def walls() -> list[float]:
             out = []
@@ -118,16 +124,22 @@ def main(argv: list[str] | None = None) -> int:
                 for line in text.getvalue().splitlines():
                     m = re.search(r"batched (\d+).* tm\s+([\d.]+)(us|ms)", re.sub("\x1b\\[[0-9;]*m", "", line))
                     if m:
-                        times.setdefault(int(m.group(1)), []).append(float(m.group(2)) * (1e3 if m.group(3) == "ms" else 1))
+                        times.setdefault(int(m.group(1)), []).append(
+                            float(m.group(2)) * (1e3 if m.group(3) == "ms" else 1)
+                        )
             return times[max(times)] if times else [0.0]
 
         phase("decode, wall per token", "ms", walls)
         phase("largest graph after each token (DEBUG=2)", "us GPU", debug_graphs)
         if args.device == "VK":
             from vkbackend.tinygrad.runtime.graph import VKGraph
+
             graph = max((g for g in list(graph_cache.values()) if isinstance(g, VKGraph)), key=lambda g: len(g.calls))
-            phase(f"graph of {len(graph.calls)} back to back", "us GPU",
-                  lambda: [graph.graph.launch_timed() / 1e3 for _ in range(40)])
+            phase(
+                f"graph of {len(graph.calls)} back to back",
+                "us GPU",
+                lambda: [graph.graph.launch_timed() / 1e3 for _ in range(40)],
+            )
 
             def apart() -> list[float]:
                 out = []
@@ -135,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(0.004)
                     out.append(graph.graph.launch_timed() / 1e3)
                 return out
+
             phase(f"graph of {len(graph.calls)} 4 ms apart", "us GPU", apart)
     finally:
         clocks.close()

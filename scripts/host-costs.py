@@ -13,6 +13,7 @@ with ``--json``.
 
 Compare two trees by alternating them in one session: the figures move with the machine's load.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-
 
 INC = """
 #version 450
@@ -54,6 +54,7 @@ def alloc_release(pool, repeat: int, n: int = 20000) -> list[float]:
 def read_back(pool, repeat: int, n: int = 500) -> list[float]:
     """Microseconds per read-back of 8 bytes (a sync point)."""
     import numpy as np
+
     buf = pool.allocate(256)
     pool.host_to_pool(np.zeros(64, np.float32), buf)
     out_array = np.empty(2, np.float32)
@@ -70,7 +71,9 @@ def read_back(pool, repeat: int, n: int = 500) -> list[float]:
 def round_trips(dev, count: int) -> dict[str, list[float]]:
     """Microseconds of each of ``count`` round trips of each kind, after as many unmeasured ones."""
     import numpy as np
+
     import vkbackend
+
     pool = dev.memory_pool
     prog = dev.compile(vkbackend.compile_glsl(INC))
     buf = pool.allocate(256)
@@ -91,7 +94,11 @@ def round_trips(dev, count: int) -> dict[str, list[float]]:
         pool.pool_to_host(buf, word)
 
     out = {}
-    for name, fn in (("sync_idle_us", sync_idle), ("launch_sync_us", launch_sync), ("readback_small_us", readback_small)):
+    for name, fn in (
+        ("sync_idle_us", sync_idle),
+        ("launch_sync_us", launch_sync),
+        ("readback_small_us", readback_small),
+    ):
         samples = []
         for i in range(2 * count):
             t = clock()
@@ -110,7 +117,9 @@ def launches(dev, repeat: int, n: int = 10000) -> dict[str, list[float]]:
     """Microseconds per launch of ``n`` tiny launches then one sync: dependent (one buffer) and independent (64
     buffers round robin), as ``bench``'s launch_chain and launch_independent."""
     import numpy as np
+
     import vkbackend
+
     pool = dev.memory_pool
     prog = dev.compile(vkbackend.compile_glsl(INC))
     bufs = [pool.allocate(256) for _ in range(64)]
@@ -136,12 +145,14 @@ def launches(dev, repeat: int, n: int = 10000) -> dict[str, list[float]]:
 def graph_replay(repeat: int, tokens: int = 16) -> list[float]:
     """Microseconds per token spent in ``VKGraph.__call__`` while decoding a 12-layer, 64-wide GPT-2-shaped model."""
     import numpy as np
-    import vkbackend.tinygrad  # noqa: F401 - the VK device
-    import vkbackend.tinygrad.runtime.graph as graph
     from tinygrad import Tensor, TinyJit, dtypes
     from tinygrad.helpers import DEV
     from tinygrad.uop.ops import UOp
+
+    import vkbackend.tinygrad  # noqa: F401 - the VK device
+    import vkbackend.tinygrad.runtime.graph as graph
     from vkbackend.bench.tinygrad.models import GPT2Decoder, load_seeded
+
     DEV.value = "VK"
     steps = 8 + repeat * tokens
     model = GPT2Decoder(12, 64, 2, 512, 64, steps)
@@ -174,8 +185,12 @@ def graph_replay(repeat: int, tokens: int = 16) -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parent.parent,
-                        help="the vkbackend checkout to import (its native module built)")
+    parser.add_argument(
+        "--tree",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent,
+        help="the vkbackend checkout to import (its native module built)",
+    )
     parser.add_argument("--repeat", type=int, default=7, help="repetitions of each timing")
     parser.add_argument("--round-trips", type=int, default=2000, help="timed round trips of each kind")
     parser.add_argument("--only-round-trips", action="store_true", help="time the round trips alone")
@@ -183,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(args.tree))
     import vkbackend
+
     if not Path(vkbackend.__file__).resolve().is_relative_to(args.tree.resolve()):
         sys.exit(f"vkbackend came from {vkbackend.__file__}, not from {args.tree}")
     dev = vkbackend.devices()[0]

@@ -9,6 +9,7 @@ up, times ``--steps`` steps, each followed by a sync, and prints one line of min
 
 Run it from a checkout (tinygrad 0.14.0 installed); a CUDA run needs nvrtc on the loader's path.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,14 @@ def one_process(device: str, steps: int, pipelined: bool, quick: bool) -> dict:
             work.sync()
             ms.append((time.perf_counter() - start) * 1e3)
     ms.sort()
-    return {"device": device, "pipelined": pipelined, "min": round(ms[0], 3), "median": round(statistics.median(ms), 3),
-            "p90": round(ms[int(0.9 * len(ms))], 3), "max": round(ms[-1], 3)}
+    return {
+        "device": device,
+        "pipelined": pipelined,
+        "min": round(ms[0], 3),
+        "median": round(statistics.median(ms), 3),
+        "p90": round(ms[int(0.9 * len(ms))], 3),
+        "max": round(ms[-1], 3),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

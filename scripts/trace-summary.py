@@ -16,6 +16,7 @@ batch whose serial the worker published for them, and their time splits into pha
 and ``complete``, when the worker saw the batch's fence, relative to gpu_end. ``wake`` is how long the worker took
 to wake after a caller woke it. Each row gives min / median / p90 / p99 / max in microseconds and the count.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -97,13 +98,22 @@ def main(argv: list[str] | None = None) -> int:
         values = samples.get(phase)
         if not values:
             continue
-        row = {"phase": phase, "min": min(values), "median": statistics.median(values), "p90": quantile(values, 0.9),
-               "p99": quantile(values, 0.99), "max": max(values), "count": len(values)}
+        row = {
+            "phase": phase,
+            "min": min(values),
+            "median": statistics.median(values),
+            "p90": quantile(values, 0.9),
+            "p99": quantile(values, 0.99),
+            "max": max(values),
+            "count": len(values),
+        }
         if args.json:
             print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}))
         else:
-            print(f"{phase:18s} min {row['min']:9.1f}  median {row['median']:9.1f}  p90 {row['p90']:9.1f}  "
-                  f"p99 {row['p99']:9.1f}  max {row['max']:9.1f}  n={len(values)}")
+            print(
+                f"{phase:18s} min {row['min']:9.1f}  median {row['median']:9.1f}  p90 {row['p90']:9.1f}  "
+                f"p99 {row['p99']:9.1f}  max {row['max']:9.1f}  n={len(values)}"
+            )
     return 0
 
 

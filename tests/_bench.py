@@ -1,5 +1,6 @@
 """Shared by the bench tests: ``python -m vkbackend bench ...`` in a fresh process, with its JSON records, and the
 skip for a machine that cannot build the C reference."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,15 @@ def run_bench(args: list[str], json_path: Path, timeout_s: float) -> tuple[subpr
     """``python -m vkbackend bench *args --json json_path`` from the checkout (inheriting the suite's validation
     settings): the finished process and the records it wrote (None when it wrote none)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-m", "vkbackend", "bench", *args, "--json", str(json_path)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vkbackend", "bench", *args, "--json", str(json_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
     return proc, json.loads(json_path.read_text()) if json_path.exists() else None
 
 

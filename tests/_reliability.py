@@ -4,6 +4,7 @@ runner for scenarios that must happen in a fresh process (a lost device, a faile
 ``VKBACKEND_FULL=1`` runs the stress and soak tests at full size (8 threads x 10,000 launches; a million
 launches and 100,000 allocate/release cycles); the default sizes fit CI's time under the validation layer.
 """
+
 from __future__ import annotations
 
 import json
@@ -87,6 +88,7 @@ def spin_grids(dev, *seconds: float) -> list[tuple[int, int, int]]:
     in the environment (``SPIN_GRIDS``, JSON).
     """
     import time
+
     prog = dev.compile(compile_glsl(SPIN))
     buf = dev.memory_pool.allocate(1024)
     try:
@@ -165,9 +167,12 @@ def run_isolated(body: str, timeout: float = 60, env: dict | None = None) -> dic
     script += textwrap.dedent(body) + EPILOGUE
     child_env = dict(os.environ)
     child_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout,
-                          env=child_env, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=child_env, cwd=REPO
+    )
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    raise AssertionError(f"the child process failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+            return json.loads(line[len("RESULT ") :])
+    raise AssertionError(
+        f"the child process failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    )

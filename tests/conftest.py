@@ -1,5 +1,6 @@
 """Test set-up: every test runs under the Khronos validation layer with synchronization validation, and any message
 it prints fails the test. Tests that need a device skip with a reason when no Vulkan driver is present."""
+
 from __future__ import annotations
 
 import os
@@ -20,6 +21,7 @@ def validation_layer_version() -> tuple[int, int, int] | None:
     """The Khronos validation layer's version, as the loader lists it (no instance is created); None without one."""
     from vkbackend._ffi import vulkan
     from vkbackend.discovery import VALIDATION_LAYER, _enumerate
+
     try:
         ffi, lib = vulkan()
         layers = _enumerate(lib.vkEnumerateInstanceLayerProperties, "VkLayerProperties")
@@ -80,9 +82,11 @@ def pool(device):
 @pytest.fixture
 def kernel(device):
     """kernel(name, **defines) -> program id, compiling tests/kernels/<name>.comp with glslang."""
+
     def build(name: str, **defines) -> int:
         with open(os.path.join(KERNELS, name + ".comp")) as f:
             return device.compile(vkbackend.compile_glsl(f.read(), defines or None))
+
     return build
 
 
@@ -90,6 +94,7 @@ def kernel(device):
 def no_validation_messages(request):
     """Fail any test during which the validation layer said anything."""
     from vkbackend import discovery
+
     yield
     if discovery.Instance._current is not None:
         messages = discovery.validation_messages()

@@ -3,20 +3,19 @@
 Nothing here is about speed: the figures only have to exist, be positive and carry their case's unit (and, for the
 round-trip cases, be ordered min <= median <= p99 <= max).
 """
-from __future__ import annotations
 
-import os
+from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import sys
 from pathlib import Path
 
 import pytest
 from _bench import require_c_reference, run_bench
 
-from vkbackend.bench import vulkan_ref
-from vkbackend.bench import child
+from vkbackend.bench import child, vulkan_ref
 from vkbackend.bench.report import bar_labels, plot, table
 from vkbackend.bench.spec import CASE_BY_NAME, CASES, IMPLS, OURS, ROUND_TRIPS, Record, Sizes, select, spread
 from vkbackend.bench.units import binary, quantity, rescale
@@ -84,8 +83,9 @@ def test_the_c_reference_ran_beside_ours(quick_run):
 @pytest.fixture(scope="module")
 def round_trip_run(device, tmp_path_factory):
     """``--quick --cases`` with the three round-trip cases, comma-separated."""
-    return run_bench(["--quick", "--cases", ",".join(ROUND_TRIPS)], tmp_path_factory.mktemp("bench") / "rt.json",
-                     timeout_s=300)
+    return run_bench(
+        ["--quick", "--cases", ",".join(ROUND_TRIPS)], tmp_path_factory.mktemp("bench") / "rt.json", timeout_s=300
+    )
 
 
 def test_cases_runs_only_the_round_trips(round_trip_run):
@@ -124,21 +124,41 @@ def test_spread_by_nearest_rank():
     assert spread(samples) == (1.0, 100.0, 198.0, 200.0)
     rec = Record.of_round_trips("launch_sync", OURS, samples, True)
     assert (rec.min, rec.value, rec.p99, rec.max) == (1.0, 100.0, 198.0, 200.0)
-    assert rec.to_json() == {"case": "launch_sync", "impl": OURS, "value": 100.0, "unit": "us", "correct": True,
-                             "min": 1.0, "p99": 198.0, "max": 200.0}
+    assert rec.to_json() == {
+        "case": "launch_sync",
+        "impl": OURS,
+        "value": 100.0,
+        "unit": "us",
+        "correct": True,
+        "min": 1.0,
+        "p99": 198.0,
+        "max": 200.0,
+    }
     assert Record.from_json(rec.to_json()) == rec
     failed = Record.of_round_trips("sync_idle", OURS, [], True)
-    assert failed.to_json() == {"case": "sync_idle", "impl": OURS, "value": None, "unit": "us", "correct": False,
-                                "min": None, "p99": None, "max": None}
+    assert failed.to_json() == {
+        "case": "sync_idle",
+        "impl": OURS,
+        "value": None,
+        "unit": "us",
+        "correct": False,
+        "min": None,
+        "p99": None,
+        "max": None,
+    }
 
 
 def test_table_and_plot_from_records(tmp_path):
     """The report handles missing peers, a failed case, a peer figure and a round-trip case, without a device."""
-    records = [Record.of("launch_chain", OURS, 3.0, True), Record.of("launch_chain", "torch", 9.0, True),
-               Record.of("add_bw", OURS, 3500.0, True), Record.of("add_bw", "torch", 4200.0, True),
-               Record.of_spread("launch_sync", OURS, (10.0, 20.0, 40.0, 80.0), True),
-               Record.of_spread("launch_sync", "torch", (5.0, 10.0, 80.0, 90.0), True),
-               Record.of("upload", OURS, None, False)]
+    records = [
+        Record.of("launch_chain", OURS, 3.0, True),
+        Record.of("launch_chain", "torch", 9.0, True),
+        Record.of("add_bw", OURS, 3500.0, True),
+        Record.of("add_bw", "torch", 4200.0, True),
+        Record.of_spread("launch_sync", OURS, (10.0, 20.0, 40.0, 80.0), True),
+        Record.of_spread("launch_sync", "torch", (5.0, 10.0, 80.0, 90.0), True),
+        Record.of("upload", OURS, None, False),
+    ]
     text = table(records)
     assert "0.333 (3x faster)" in text and "0.833 (1.2x slower)" in text and "FAILED" in text
     assert any(line.split()[:2] == ["launch_sync", "median"] and "2 (2x slower)" in line for line in text.splitlines())
@@ -153,19 +173,24 @@ def test_table_and_plot_from_records(tmp_path):
 
 def test_the_plot_labels_carry_the_tables_ratios():
     """A peer a little ahead: the table's 0.969 and the plot's label agree (not "1x worse")."""
-    records = [Record.of("add_bw", OURS, 969.0, True), Record.of("add_bw", "vulkan-c", 1000.0, True),
-               Record.of("launch_chain", OURS, 3.0, True), Record.of("launch_chain", "torch", 9.0, True)]
+    records = [
+        Record.of("add_bw", OURS, 969.0, True),
+        Record.of("add_bw", "vulkan-c", 1000.0, True),
+        Record.of("launch_chain", OURS, 3.0, True),
+        Record.of("launch_chain", "torch", 9.0, True),
+    ]
     text = table(records)
     assert "0.969 (1.03x slower)" in text and "0.333 (3x faster)" in text
     (_, _, ours), (_, _, peer) = bar_labels(records, CASE_BY_NAME["add_bw"])
     assert ours == OURS and peer.splitlines() == ["vulkan-c", "ours/vulkan-c 0.969", "1.03x slower"]
-    (_, _, torch), = bar_labels(records, CASE_BY_NAME["launch_chain"])[1:]
+    ((_, _, torch),) = bar_labels(records, CASE_BY_NAME["launch_chain"])[1:]
     assert torch.splitlines()[1:] == ["ours/torch 0.333", "3x faster"]
 
 
 def test_the_plot_draws_figures_on_linear_axes_and_the_speedups_on_one_axis():
     pytest.importorskip("matplotlib")
     from vkbackend.bench.report import figure
+
     records = [Record.of("add_bw", OURS, 969.0, True), Record.of("add_bw", "vulkan-c", 1000.0, True)]
     fig = figure(records, "test", cases=[CASE_BY_NAME["add_bw"]])
     panel, speedups = fig.axes
@@ -178,7 +203,7 @@ def test_units_are_chosen_per_figure():
     assert quantity(0.001276, "TFLOP/s") == "1.28 GFLOP/s"
     assert quantity(0.1452, "GFLOP/s") == "145 MFLOP/s"
     assert quantity(4292.0, "GB/s") == "4292 GB/s" and quantity(43_600, "us") == "43.6 ms"
-    assert quantity(0.5, "images/s") == "0.5 images/s"       # no ladder: as it is
+    assert quantity(0.5, "images/s") == "0.5 images/s"  # no ladder: as it is
     assert rescale([0.313, 0.02], "us") == (1000.0, "ns")
     assert binary(64 << 10, " floats") == "64 Ki floats" and binary(128 << 20, "B") == "128 MiB"
     assert binary(512, "B") == "512 B" and binary(256, " floats") == "256 floats"
@@ -214,7 +239,7 @@ def test_a_child_inherits_the_environment_as_it_is(tmp_path, monkeypatch):
         monkeypatch.setenv("PYTHONPATH", inherited)
     else:
         monkeypatch.delenv("PYTHONPATH")
-    (line,) = child.run_module("envprobe", []).lines   # found in the working folder, as by python -m
+    (line,) = child.run_module("envprobe", []).lines  # found in the working folder, as by python -m
     assert line["pythonpath"] == inherited
 
 
@@ -224,8 +249,9 @@ def vkbackend_root() -> Path:
 
 def test_a_long_child_reports_progress():
     seen: list[float] = []
-    result = child.run_command([sys.executable, "-c", "import time; time.sleep(1.0)"], progress=seen.append,
-                               every_s=0.3)
+    result = child.run_command(
+        [sys.executable, "-c", "import time; time.sleep(1.0)"], progress=seen.append, every_s=0.3
+    )
     assert result.ok and len(seen) >= 2 and seen == sorted(seen) and 0 < seen[0] < 1.0
     late = child.run_command([sys.executable, "-c", "import time; time.sleep(30)"], timeout_s=0.5)
     assert late.returncode == -1 and "did not finish within 0.5 s" in late.error

@@ -4,6 +4,7 @@ It runs through the bench's own path (``run_peer``: a child process that builds 
 it brought back), at tiny sizes, under the suite's validation settings, which the program inherits. Nothing here is
 about speed. Skipped where no C compiler or no Vulkan headers are found, with the reason.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,17 @@ from vkbackend.bench.spec import CASE_BY_NAME, IMPLS, ROUND_TRIPS, Sizes
 from vkbackend.config import validation_enabled
 
 # 100 launches over 8 buffers: 4 of them get one launch more, so the shares' check sees both counts.
-TINY = Sizes(launches=100, elems=1 << 12, allocs=1, reps=2, kernel_reps=2, warmup_s=0.0, buffers=8, roundtrips=20,
-             roundtrip_warmup=3)
+TINY = Sizes(
+    launches=100,
+    elems=1 << 12,
+    allocs=1,
+    reps=2,
+    kernel_reps=2,
+    warmup_s=0.0,
+    buffers=8,
+    roundtrips=20,
+    roundtrip_warmup=3,
+)
 
 
 @pytest.fixture(scope="module")
@@ -97,19 +107,36 @@ def test_a_failed_build_fails_every_case_and_says_why(monkeypatch):
 
 def test_the_source_builds_without_warnings():
     compiler, include = require_c_reference()
-    proc = subprocess.run([*compiler, "-fsyntax-only", "-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror",
-                           f"-I{include}", str(vulkan_ref.SOURCE)], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [
+            *compiler,
+            "-fsyntax-only",
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Wpedantic",
+            "-Werror",
+            f"-I{include}",
+            str(vulkan_ref.SOURCE),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 def _lines(n: int) -> list[dict]:
-    return [{"arrays": n}, {"case": "launch_chain", "seconds": 1e-3, "correct": True},
-            {"case": "launch_independent", "seconds": 2e-3, "correct": False},
-            {"case": "sync_idle", "min_us": 1.5, "median_us": 2.25, "p99_us": 9.125, "max_us": 30.0, "correct": True},
-            {"case": "launch_sync", "min_us": 10.0, "median_us": 20.0, "p99_us": 40.0, "max_us": 80.0,
-             "correct": False},
-            {"case": "upload", "seconds": 0.5, "correct": True}, {"case": "add_bw", "seconds": 0.25},
-            {"case": "download", "seconds": 0.5}]
+    return [
+        {"arrays": n},
+        {"case": "launch_chain", "seconds": 1e-3, "correct": True},
+        {"case": "launch_independent", "seconds": 2e-3, "correct": False},
+        {"case": "sync_idle", "min_us": 1.5, "median_us": 2.25, "p99_us": 9.125, "max_us": 30.0, "correct": True},
+        {"case": "launch_sync", "min_us": 10.0, "median_us": 20.0, "p99_us": 40.0, "max_us": 80.0, "correct": False},
+        {"case": "upload", "seconds": 0.5, "correct": True},
+        {"case": "add_bw", "seconds": 0.25},
+        {"case": "download", "seconds": 0.5},
+    ]
 
 
 def test_records_from_checks_the_sum_and_keeps_the_programs_checks():

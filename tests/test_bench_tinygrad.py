@@ -4,6 +4,7 @@ Nothing here is about speed.
 
 Skipped without tinygrad 0.14.0, without a Vulkan device, and without clang (tinygrad's CPU device compiles with it).
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -15,9 +16,7 @@ from _bench import run_bench
 
 from vkbackend.bench.report import plot, table
 from vkbackend.bench.tinygrad import runner
-from vkbackend.bench.tinygrad.spec import (CASE_BY_NAME, CASES, IMPLS, KERNEL_CASE, WORKLOADS, TgRecord, TgSizes,
-                                           close)
-
+from vkbackend.bench.tinygrad.spec import CASE_BY_NAME, CASES, IMPLS, KERNEL_CASE, WORKLOADS, TgRecord, TgSizes, close
 
 
 def devices(records: list[dict]) -> tuple[str, str]:
@@ -34,8 +33,9 @@ def _tinygrad_version() -> str | None:
         return None
 
 
-needs_tinygrad = pytest.mark.skipif(_tinygrad_version() != "0.14.0", reason="needs tinygrad 0.14.0 "
-                                    "(pip install 'vkbackend[tinygrad]')")
+needs_tinygrad = pytest.mark.skipif(
+    _tinygrad_version() != "0.14.0", reason="needs tinygrad 0.14.0 (pip install 'vkbackend[tinygrad]')"
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +45,7 @@ def quick_run(device, tmp_path_factory):
         pytest.skip("needs tinygrad 0.14.0 (pip install 'vkbackend[tinygrad]')")
     if shutil.which("clang") is None:
         pytest.skip("tinygrad's CPU device needs clang (apt-get install clang)")
-    return run_bench(["--tinygrad", "--quick"], tmp_path_factory.mktemp("bench-tinygrad") / "bench.json",
-                     timeout_s=900)
+    return run_bench(["--tinygrad", "--quick"], tmp_path_factory.mktemp("bench-tinygrad") / "bench.json", timeout_s=900)
 
 
 def test_quick_run_exits_cleanly(quick_run):
@@ -57,7 +56,7 @@ def test_quick_run_exits_cleanly(quick_run):
         assert case.name in proc.stdout
     assert "checksum mismatch" not in proc.stdout
     (resnet,) = [line for line in proc.stdout.splitlines() if line.startswith("resnet50")]
-    assert resnet.startswith("resnet50 as 1-1-1-1, 32 px"), resnet   # --quick's ResNet is not ResNet-50
+    assert resnet.startswith("resnet50 as 1-1-1-1, 32 px"), resnet  # --quick's ResNet is not ResNet-50
     assert "64 Ki floats" in proc.stdout and "ResNet 1-1-1-1 (width 16, not ResNet-50)" in proc.stdout
 
 
@@ -93,8 +92,12 @@ def test_checksums_agree_across_implementations(quick_run):
 
 def test_mlp_kernels_timed_on_both_devices(quick_run):
     _, records = quick_run
-    kernels = {impl: sorted((r for r in records if r["case"] == KERNEL_CASE.name and r["impl"] == impl),
-                            key=lambda r: r["index"]) for impl in devices(records)}
+    kernels = {
+        impl: sorted(
+            (r for r in records if r["case"] == KERNEL_CASE.name and r["impl"] == impl), key=lambda r: r["index"]
+        )
+        for impl in devices(records)
+    }
     vk, peer = devices(records)
     assert kernels[vk] and len(kernels[vk]) == len(kernels[peer])
     for impl, recs in kernels.items():
@@ -115,9 +118,12 @@ def test_records_have_the_documented_shape(quick_run):
 @needs_tinygrad
 def test_a_disagreeing_checksum_is_reported():
     from vkbackend.bench.tinygrad.runner import check_agreement
+
     case = CASE_BY_NAME["matmul_f16"]
-    records = [TgRecord.of_samples(case, impl, [1.0, 2.0, 3.0], check)
-               for impl, check in (("VK", 100.0), ("CUDA", 100.5), ("torch", 120.0))]
+    records = [
+        TgRecord.of_samples(case, impl, [1.0, 2.0, 3.0], check)
+        for impl, check in (("VK", 100.0), ("CUDA", 100.5), ("torch", 120.0))
+    ]
     problems = check_agreement(records)
     assert [r.correct for r in records] == [True, True, False]  # within float16's 1e-2 of CUDA; torch is not
     assert len(problems) == 1 and "torch" in problems[0] and "matmul_f16" in problems[0]
@@ -126,6 +132,7 @@ def test_a_disagreeing_checksum_is_reported():
 @needs_tinygrad
 def test_kernel_table_and_selection():
     from vkbackend.bench.tinygrad.runner import kernel_table, select
+
     recs = []
     for impl, times in (("VK", [10.0, 40.0]), ("CUDA", [5.0, 10.0])):
         for i, t in enumerate(times):
@@ -161,10 +168,15 @@ def test_quick_sizes_say_what_the_resnet_is():
 
 
 def test_the_table_picks_a_unit_per_row():
-    recs = [TgRecord.of_samples(CASE_BY_NAME["matmul_f32"], impl, [v], 1.0)
-            for impl, v in (("VK", 0.001276), ("CPU", 0.002))]
-    (row,) = [line.split() for line in table(recs, cases=[CASE_BY_NAME["matmul_f32"]], impls=IMPLS,
-                                               ours_label="VK").splitlines() if line.startswith("matmul_f32")]
+    recs = [
+        TgRecord.of_samples(CASE_BY_NAME["matmul_f32"], impl, [v], 1.0)
+        for impl, v in (("VK", 0.001276), ("CPU", 0.002))
+    ]
+    (row,) = [
+        line.split()
+        for line in table(recs, cases=[CASE_BY_NAME["matmul_f32"]], impls=IMPLS, ours_label="VK").splitlines()
+        if line.startswith("matmul_f32")
+    ]
     assert row[1] == "GFLOP/s" and row[3] == "1.276" and row[4] == "2"
     assert recs[0].to_json()["unit"] == "TFLOP/s"
 
@@ -178,6 +190,7 @@ def test_device_reaches_the_vk_child_only():
 def test_without_tinygrad_one_line_says_how_to_install_it(monkeypatch, capsys):
     def no_child(*args, **kwargs):
         raise AssertionError("no child should start")
+
     monkeypatch.setattr(runner, "importable", lambda module: module != "tinygrad")
     monkeypatch.setattr(runner, "run_module", no_child)
     assert runner.run(quick=True) == 2
@@ -191,6 +204,7 @@ def test_progress_goes_to_stderr_as_each_run_starts_and_ends(monkeypatch, capsys
     def workload(impl, workload, sizes, quick, timeout_s, device=None, progress=None):
         progress(31.0)
         return []
+
     monkeypatch.setattr(runner, "run_workload", workload)
     assert runner.run_all(["VK", "CPU"], ["mlp", "resnet50"], TgSizes.quick(), True, 10.0) == []
     out, err = capsys.readouterr()

@@ -1,4 +1,5 @@
 """Buffer, the owning handle on a buffer id, and DLPack for host data (on lavapipe)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -8,8 +9,7 @@ import numpy as np
 import pytest
 from _reliability import REPO, run_isolated
 
-from vkbackend import (Buffer, DLPackExportError, DType, ErrorStatus, InvalidArgumentError,
-                       InvalidArgumentTypeError)
+from vkbackend import Buffer, DLPackExportError, DType, ErrorStatus, InvalidArgumentError, InvalidArgumentTypeError
 from vkbackend.interop.dlpack import _DLTensorHead, _get_pointer  # to make a producer claim a type numpy lacks
 
 SHAPES = [(1,), (7,), (3, 5), (2, 3, 4)]
@@ -45,9 +45,9 @@ def test_non_contiguous_arrays_are_laid_out_in_c_order(device):
 def test_to_numpy_defaults_offsets_and_dtypes(device):
     data = np.arange(16, dtype=np.uint32)
     with Buffer.from_numpy(device, data) as buf:
-        assert np.array_equal(buf.to_numpy(), data)                        # its own dtype and shape
+        assert np.array_equal(buf.to_numpy(), data)  # its own dtype and shape
         assert np.array_equal(buf.to_numpy(np.uint8), data.view(np.uint8))  # every byte, as uint8
-        assert np.array_equal(buf.to_numpy(np.uint32), data)               # every element, 1-D
+        assert np.array_equal(buf.to_numpy(np.uint32), data)  # every element, 1-D
         assert np.array_equal(buf.to_numpy("uint32", offset=8), data[2:])  # the rest from a byte offset
         assert np.array_equal(buf.to_numpy(DType.uint32, 3, offset=4), data[1:4])
         assert np.array_equal(buf.to_numpy(np.uint16, (2, 2)), data.view(np.uint16)[:4].reshape(2, 2))
@@ -57,7 +57,7 @@ def test_write_at_offsets(device):
     with Buffer(device, 64) as buf:
         buf.write(np.zeros(16, np.float32))
         buf.write(np.array([1.5, 2.5], np.float32), offset=8)
-        buf.write(bytes([0, 0, 128, 63]))                                  # any buffer-protocol object: 1.0
+        buf.write(bytes([0, 0, 128, 63]))  # any buffer-protocol object: 1.0
         buf.write(np.arange(8, dtype=np.float32).reshape(2, 4)[:, ::2], offset=32)  # laid out in C order first
         expected = np.zeros(16, np.float32)
         expected[[0, 2, 3]] = [1.0, 1.5, 2.5]
@@ -79,13 +79,13 @@ def test_views(device, pool):
     before = live(pool)
     parent = Buffer.from_numpy(device, data)
     view = parent.view(align, 2 * align)
-    inner = view.view(align, align)                                        # a view of a view
+    inner = view.view(align, align)  # a view of a view
     assert view.nbytes == 2 * align and live(pool) == before + 3
-    assert np.array_equal(view.to_numpy(), data[align:3 * align])
-    parent.close()                                                         # the views keep its memory
+    assert np.array_equal(view.to_numpy(), data[align : 3 * align])
+    parent.close()  # the views keep its memory
     view.write(np.full(align, 7, np.uint8))
     assert np.array_equal(view.to_numpy()[:align], np.full(align, 7, np.uint8))
-    assert np.array_equal(inner.to_numpy(), data[2 * align:3 * align])
+    assert np.array_equal(inner.to_numpy(), data[2 * align : 3 * align])
     view.close()
     inner.close()
     assert live(pool) == before
@@ -110,14 +110,14 @@ def test_use_after_close_raises(device, pool):
     buf = Buffer(device, 64)
     buf_id = buf.id
     buf.close()
-    buf.close()                                                            # idempotent
+    buf.close()  # idempotent
     assert buf.closed and "(closed)" in repr(buf)
     for use in (lambda: buf.id, lambda: buf.nbytes, buf.to_numpy, lambda: buf.write(b"x"), lambda: buf.view(0, 16)):
         with pytest.raises(InvalidArgumentError, match="is closed") as caught:
             use()
         assert isinstance(caught.value, ValueError) and caught.value.status is ErrorStatus.InvalidArgument
     with pytest.raises(InvalidArgumentError, match="not a live buffer"):
-        pool.size_of(buf_id)                                               # the id itself was released
+        pool.size_of(buf_id)  # the id itself was released
 
 
 def test_finalizer_releases(device, pool):
@@ -125,7 +125,7 @@ def test_finalizer_releases(device, pool):
     buf = Buffer(device, 128)
     view = buf.view(0, 64)
     assert live(pool) == before + 2
-    del buf, view                                                          # refcounting: released at once
+    del buf, view  # refcounting: released at once
     assert live(pool) == before
 
 
@@ -163,17 +163,19 @@ def test_buffers_of_a_closed_device_and_of_a_forked_parent():
 
 def test_buffers_left_open_at_exit():
     """No finalizer runs at exit (closing the devices frees every buffer); nothing is raised or printed."""
-    script = ("import numpy as np, vkbackend\n"
-              "dev = vkbackend.devices()[0]\n"
-              "bufs = [vkbackend.Buffer.from_numpy(dev, np.ones(1000)) for _ in range(3)]\n"
-              "views = [b.view(0, 256) for b in bufs]\n"
-              "cycle = {'buf': vkbackend.Buffer(dev, 64)}; cycle['self'] = cycle\n")
+    script = (
+        "import numpy as np, vkbackend\n"
+        "dev = vkbackend.devices()[0]\n"
+        "bufs = [vkbackend.Buffer.from_numpy(dev, np.ones(1000)) for _ in range(3)]\n"
+        "views = [b.view(0, 256) for b in bufs]\n"
+        "cycle = {'buf': vkbackend.Buffer(dev, 64)}; cycle['self'] = cycle\n"
+    )
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stderr) == (0, "")
 
 
 NUMPY_VERSION = tuple(int(part) for part in np.__version__.split(".")[:2])
-NUMPY_2_1 = NUMPY_VERSION >= (2, 1)   # from_dlpack's device= and copy=
+NUMPY_2_1 = NUMPY_VERSION >= (2, 1)  # from_dlpack's device= and copy=
 
 
 class Asker:
@@ -211,7 +213,7 @@ def test_from_dlpack_numpy(device, dtype):
     for source, expected in ((data, data), (data.T, data.T), (Producer((1, 0), data), data)):
         if isinstance(source, Producer) and dtype is np.bool_ and NUMPY_VERSION < (1, 25):
             with pytest.raises(InvalidArgumentError, match="numpy cannot import the Producer"):
-                Buffer.from_dlpack(device, source)                         # numpy's DLPack has bool from 1.25
+                Buffer.from_dlpack(device, source)  # numpy's DLPack has bool from 1.25
             continue
         with Buffer.from_dlpack(device, source) as buf:
             assert np.array_equal(buf.to_numpy(expected.dtype, expected.shape), expected)
@@ -233,29 +235,30 @@ def test_from_dlpack_refuses_what_is_not_on_the_host(device, pool):
 def test_dlpack_export_is_a_host_copy_on_request_only(device):
     data = np.arange(8, dtype=np.float32)
     with Buffer.from_numpy(device, data) as buf:
-        assert buf.__dlpack_device__() == (7, device.index)               # kDLVulkan: where the bytes are
+        assert buf.__dlpack_device__() == (7, device.index)  # kDLVulkan: where the bytes are
         with pytest.raises(DLPackExportError, match="no host pointer") as caught:
-            np.from_dlpack(buf)                                           # in place: not possible
+            np.from_dlpack(buf)  # in place: not possible
         assert isinstance(caught.value, BufferError) and caught.value.status is ErrorStatus.InvalidArgument
-        assert "numpy.asarray(buf)" in str(caught.value)                  # what works on every numpy
+        assert "numpy.asarray(buf)" in str(caught.value)  # what works on every numpy
         if NUMPY_2_1:
-            host = np.from_dlpack(buf, device="cpu")                      # dl_device=(kDLCPU, 0): a host copy
+            host = np.from_dlpack(buf, device="cpu")  # dl_device=(kDLCPU, 0): a host copy
             assert host.dtype == np.float32 and np.array_equal(host, data)
             with pytest.raises(DLPackExportError, match="copy=False"):
                 np.from_dlpack(buf, device="cpu", copy=False)
-        host = np.from_dlpack(Asker(buf))                                 # any numpy: a consumer that asks
+        host = np.from_dlpack(Asker(buf))  # any numpy: a consumer that asks
         assert host.dtype == np.float32 and np.array_equal(host, data)
         with pytest.raises(DLPackExportError, match="takes no stream"):
             buf.__dlpack__(stream=1, dl_device=(1, 0))
         with pytest.raises(DLPackExportError, match=r"to DLPack device \(2, 0\)"):
             buf.__dlpack__(dl_device=(2, 0))
-        typed = buf.to_numpy(np.float32, (2, 4))                          # the typed host copy exports itself
+        typed = buf.to_numpy(np.float32, (2, 4))  # the typed host copy exports itself
         assert np.array_equal(np.from_dlpack(typed), data.reshape(2, 4))
 
 
 def test_torch_cpu_tensors():
     torch = pytest.importorskip("torch", reason="PyTorch is not installed (it is not a test dependency)")
     from vkbackend import devices
+
     device = devices()[0]
     tensor = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     with Buffer.from_dlpack(device, tensor) as buf:
@@ -291,7 +294,7 @@ def test_bad_input(device, pool):
         with pytest.raises(InvalidArgumentTypeError, match="not plain data"):
             buf.to_numpy(object)
         with pytest.raises(InvalidArgumentTypeError, match="bfloat16"):
-            buf.to_numpy(DType.bfloat16)                                 # numpy has none
+            buf.to_numpy(DType.bfloat16)  # numpy has none
         with pytest.raises(InvalidArgumentError, match="do not fit"):
             buf.write(np.zeros(4, np.uint16))
         with pytest.raises(InvalidArgumentTypeError, match="buffer-protocol"):
@@ -313,8 +316,8 @@ def test_buffers_keep_dtype_and_shape(device, dtype, shape):
         assert (buf.dtype, buf.shape, buf.nbytes) == (data.dtype, data.shape, data.nbytes)
         for host in (buf.to_numpy(), np.asarray(buf), np.array(buf), np.from_dlpack(Asker(buf))):
             assert host.dtype == data.dtype and host.shape == data.shape and np.array_equal(host, data)
-        assert np.asarray(buf, dtype=np.float64).dtype == np.float64                  # numpy's conversion
-        assert np.array_equal(buf.to_numpy(np.uint8), data.view(np.uint8).ravel())    # bytes, on request
+        assert np.asarray(buf, dtype=np.float64).dtype == np.float64  # numpy's conversion
+        assert np.array_equal(buf.to_numpy(np.uint8), data.view(np.uint8).ravel())  # bytes, on request
         assert f"{data.dtype} {data.shape}" in repr(buf)
     with Buffer.from_dlpack(device, data) as buf:
         assert (buf.dtype, buf.shape) == (data.dtype, data.shape)
@@ -325,11 +328,11 @@ def test_typed_buffers_from_a_shape(device, pool):
         assert (buf.dtype, buf.shape, buf.nbytes) == (np.float32, (3, 4), 48)
         buf.write(np.arange(12, dtype=np.float32))
         assert np.array_equal(np.asarray(buf), np.arange(12, dtype=np.float32).reshape(3, 4))
-    with Buffer(device, 12, dtype=DType.int16) as buf:                              # a size: 1-D
+    with Buffer(device, 12, dtype=DType.int16) as buf:  # a size: 1-D
         assert (buf.dtype, buf.shape) == (np.int16, (6,))
-    with Buffer(device, 8, dtype="int16", shape=np.int64(4)) as buf:                # both, agreeing
+    with Buffer(device, 8, dtype="int16", shape=np.int64(4)) as buf:  # both, agreeing
         assert buf.shape == (4,)
-    with Buffer(device, 5) as buf:                                                  # bytes by default
+    with Buffer(device, 5) as buf:  # bytes by default
         assert (buf.dtype, buf.shape) == (np.uint8, (5,)) and np.asarray(buf).shape == (5,)
     before = live(pool)
     with pytest.raises(InvalidArgumentError, match="not whole float32 elements"):
@@ -349,12 +352,12 @@ def test_views_have_a_dtype_and_shape(device):
     align = device.info.min_storage_buffer_offset_alignment
     data = np.arange(4 * align, dtype=np.float32)
     with Buffer.from_numpy(device, data) as buf:
-        with buf.view(align, 8 * align) as view:                                   # whole float32s: float32
+        with buf.view(align, 8 * align) as view:  # whole float32s: float32
             assert (view.dtype, view.shape) == (np.float32, (2 * align,))
-            assert np.array_equal(np.asarray(view), data[align // 4:align // 4 + 2 * align])
+            assert np.array_equal(np.asarray(view), data[align // 4 : align // 4 + 2 * align])
         with buf.view(0, 8 * align, dtype=np.int32, shape=(2, align)) as view:
-            assert np.array_equal(np.asarray(view), data[:2 * align].view(np.int32).reshape(2, align))
-        with buf.view(0, 6) as view:                                               # not whole float32s: bytes
+            assert np.array_equal(np.asarray(view), data[: 2 * align].view(np.int32).reshape(2, align))
+        with buf.view(0, 6) as view:  # not whole float32s: bytes
             assert (view.dtype, view.shape) == (np.uint8, (6,))
         with pytest.raises(InvalidArgumentError, match="not the 8 given"):
             buf.view(0, 8, dtype=np.float32, shape=3)
@@ -369,7 +372,7 @@ def test_a_numpy_array_of_a_buffer_is_always_a_copy(device):
             with pytest.raises(ValueError, match="always a copy"):
                 np.array(buf, copy=False)
         host = np.asarray(buf)
-        host[0] = 5                                                                # the buffer is not changed
+        host[0] = 5  # the buffer is not changed
         assert buf.to_numpy()[0] == 1
     with pytest.raises(InvalidArgumentError, match="is closed"):
         np.asarray(buf)
@@ -395,20 +398,26 @@ class Retyped:
 def test_types_numpy_lacks_say_what_to_do(device, pool):
     before = live(pool)
     bf16 = Retyped(np.arange(6, dtype=np.int16), 4, 16)
-    with pytest.raises(InvalidArgumentTypeError, match=r"holds bfloat16: numpy has no bfloat16, so move its bytes as "
-                                                        r"int16.*tensor\.view\(torch\.int16\)") as caught:
+    with pytest.raises(
+        InvalidArgumentTypeError,
+        match=r"holds bfloat16: numpy has no bfloat16, so move its bytes as "
+        r"int16.*tensor\.view\(torch\.int16\)",
+    ) as caught:
         Buffer.from_dlpack(device, bf16)
-    assert caught.value.__cause__ is not None                                      # numpy's own refusal
+    assert caught.value.__cause__ is not None  # numpy's own refusal
     with pytest.raises(InvalidArgumentTypeError, match="holds float8_e4m3fn: .* as int8"):
         Buffer.from_dlpack(device, Retyped(np.zeros(4, np.uint8), 10, 8))
     with pytest.raises(InvalidArgumentError, match=r"its elements: float16x4"):
         Buffer.from_dlpack(device, LanesOf4())
-    with Buffer.from_dlpack(device, np.arange(6, dtype=np.int16)) as buf:           # the way round it
+    with Buffer.from_dlpack(device, np.arange(6, dtype=np.int16)) as buf:  # the way round it
         assert np.array_equal(np.asarray(buf), np.arange(6, dtype=np.int16))
     with Buffer(device, 8) as buf:
         for dtype in (DType.bfloat16, "bfloat16", "float8_e5m2", TorchLike("bfloat16")):
-            with pytest.raises(InvalidArgumentTypeError, match=r"dtype (bfloat16|float8_e5m2) is not a numpy dtype; "
-                                                               r"numpy has no"):
+            with pytest.raises(
+                InvalidArgumentTypeError,
+                match=r"dtype (bfloat16|float8_e5m2) is not a numpy dtype; "
+                r"numpy has no",
+            ):
                 buf.to_numpy(dtype)
         with pytest.raises(InvalidArgumentTypeError, match="numpy has no bfloat16"):
             Buffer(device, 8, dtype=DType.bfloat16)
@@ -419,11 +428,12 @@ def test_types_numpy_lacks_say_what_to_do(device, pool):
 
 def test_the_dtype_of_a_dlpack_capsule():
     from vkbackend.interop.dlpack import capsule_dtype
+
     assert capsule_dtype(np.zeros(2, np.float32).__dlpack__()) == "float32"
     assert capsule_dtype(Retyped(np.zeros(2, np.uint16), 4, 16).__dlpack__()) == "bfloat16"
     assert capsule_dtype(LanesOf4().__dlpack__()) == "float16x4"
     assert capsule_dtype(Retyped(np.zeros(2, np.uint8), 99, 8).__dlpack__()) == "DLPack type code 99 of 8 bits"
-    if NUMPY_2_1:                                                                   # the versioned capsule
+    if NUMPY_2_1:  # the versioned capsule
         assert capsule_dtype(np.zeros(2, np.complex64).__dlpack__(max_version=(1, 0))) == "complex64"
     assert capsule_dtype(object()) is None
 

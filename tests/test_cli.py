@@ -3,6 +3,7 @@ program's name as it was run (``-m`` or the console script), a clean message and
 not exist or an output that cannot be written, usage errors on one line with status 2, units that fit the figures,
 ``--json -`` on stdout, and no traceback when the reader of stdout goes away (``| head``). Most run the command in a
 fresh process."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **env}
-    return subprocess.run([sys.executable, "-m", "vkbackend", *args], capture_output=True, text=True, env=full,
-                          cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "vkbackend", *args], capture_output=True, text=True, env=full, cwd=ROOT, timeout=300
+    )
 
 
 def test_version():
@@ -71,8 +73,10 @@ def test_info_piped_into_head_ends_cleanly(device):
     line = f"set -o pipefail; {shlex.quote(sys.executable)} -m vkbackend info | head -1"
     result = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert result.returncode in (0, 1), result.stderr
-    assert result.stdout == f"device {device.index}: {device.info.name} ({device.info.device_type}, vendor " \
-                            f"{device.info.vendor_id:#06x}, device {device.info.device_id:#06x})\n"
+    assert (
+        result.stdout == f"device {device.index}: {device.info.name} ({device.info.device_type}, vendor "
+        f"{device.info.vendor_id:#06x}, device {device.info.device_id:#06x})\n"
+    )
     assert "Traceback" not in result.stderr and "BrokenPipeError" not in result.stderr, result.stderr
 
 
@@ -96,12 +100,15 @@ def _parser() -> argparse.ArgumentParser:
 def test_every_command_and_option_has_help():
     parser = _parser()
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    assert {c.dest for c in commands._choices_actions if c.help} == set(commands.choices) == {"info", "demo", "bench",
-                                                                                              "doctor"}
+    assert (
+        {c.dest for c in commands._choices_actions if c.help}
+        == set(commands.choices)
+        == {"info", "demo", "bench", "doctor"}
+    )
     for name, sub in [("", parser), *commands.choices.items()]:
         bare = [a.option_strings for a in sub._actions if a.option_strings and not a.help]
         assert not bare, f"options of '{name}' without help: {bare}"
-    for name in commands.choices:   # and --help itself works
+    for name in commands.choices:  # and --help itself works
         result = run(name, "--help")
         assert result.returncode == 0 and "usage:" in result.stdout, result.stderr
 
@@ -112,7 +119,7 @@ def test_info_json(device):
     (first, *_) = json.loads(result.stdout)
     fields = {f.name for f in dataclasses.fields(vkbackend.DeviceInfo)}
     assert set(first) == fields | {"index", "free_bytes", "driver_version_text", "vkbackend_version"}
-    assert first["driver_version"] == device.info.driver_version   # the raw number, which scripts read
+    assert first["driver_version"] == device.info.driver_version  # the raw number, which scripts read
     assert first["driver_version_text"] == cli.driver_version(device.info.vendor_id, device.info.driver_version)
     assert first["vkbackend_version"] == vkbackend.__version__
     assert first["index"] == device.index and first["name"] == device.info.name
@@ -131,10 +138,14 @@ def test_demo_on_a_device_that_does_not_exist(device):
 def test_demo_without_glslang_says_how_to_install_it(device):
     """No libglslang and no glslangValidator on PATH or from the glsl extra: one line saying what to install, no
     traceback."""
-    code = ("import sys, vkbackend.glsl as glsl\nglsl._compilers = lambda: []\nglsl.glslang_lib.load = lambda: False\n"
-            "from vkbackend.__main__ import main\nsys.exit(main(['demo']))")
+    code = (
+        "import sys, vkbackend.glsl as glsl\nglsl._compilers = lambda: []\nglsl.glslang_lib.load = lambda: False\n"
+        "from vkbackend.__main__ import main\nsys.exit(main(['demo']))"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("vkbackend demo: glslangValidator was not found")
     assert "apt-get install glslang-tools" in result.stderr and "pip install 'vkbackend[glsl]'" in result.stderr
@@ -160,8 +171,13 @@ def test_bench_plot_without_matplotlib_fails_before_it_runs(tmp_path):
     fake = tmp_path / "site" / "matplotlib"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('no matplotlib in this test')\n")
-    result = run("bench", "--quick", "--plot", str(tmp_path / "bench.png"),
-                 PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    result = run(
+        "bench",
+        "--quick",
+        "--plot",
+        str(tmp_path / "bench.png"),
+        PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "pip install 'vkbackend[bench]'" in result.stderr
     assert not (tmp_path / "bench.png").exists()
@@ -175,7 +191,8 @@ def test_an_output_the_run_did_not_write_is_reported(tmp_path):
     written.write_text("[]")
     assert cli.unwritten_outputs(outputs, before) == [f"--plot {stale} was not written"]
     assert cli.unwritten_outputs({"--plot": str(missing)}, cli.output_stamps({"--plot": str(missing)})) == [
-        f"--plot {missing} was not written"]
+        f"--plot {missing} was not written"
+    ]
     assert cli.unwritten_outputs({"--json": None}, {}) == []
 
 
@@ -184,8 +201,9 @@ def test_no_traceback_when_the_reader_goes_away(device, args):
     """Like ``python -m vkbackend info | head -1``: the pipe is closed before anything is written, so every write
     fails; the command ends quietly with status 1."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, "-m", "vkbackend", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vkbackend", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT
+    )
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()
     stderr = proc.stderr.read().decode()
@@ -193,16 +211,27 @@ def test_no_traceback_when_the_reader_goes_away(device, args):
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
 
 
-@pytest.mark.parametrize("args", [["bench", "--tinygrad", "--timeout", "-5"], ["bench", "--tinygrad", "--timeout", "0"],
-                                  ["bench", "--tinygrad", "--timeout", "soon"], ["bench", "--timeout", "5"],
-                                  ["bench", "--plot", "-"], ["bench", "--no-such-option"], ["nope"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bench", "--tinygrad", "--timeout", "-5"],
+        ["bench", "--tinygrad", "--timeout", "0"],
+        ["bench", "--tinygrad", "--timeout", "soon"],
+        ["bench", "--timeout", "5"],
+        ["bench", "--plot", "-"],
+        ["bench", "--no-such-option"],
+        ["nope"],
+    ],
+)
 def test_a_usage_error_is_one_line_with_status_2(args, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(args)
     out, err = capsys.readouterr()
     assert exit_.value.code == 2 and out == ""
     # In-process, __main__ is pytest's, as it is the console script's: the name is the script's.
-    assert err.count("\n") == 1 and re.match(r"vkbackend( bench)?: error: .*\(see vkbackend( bench)? --help\)$", err), err
+    assert err.count("\n") == 1 and re.match(r"vkbackend( bench)?: error: .*\(see vkbackend( bench)? --help\)$", err), (
+        err
+    )
     if "--timeout" in args and "--tinygrad" in args:
         assert "is not a positive number of seconds" in err or "is not a number of seconds" in err
 
@@ -217,19 +246,23 @@ def test_driver_version_is_decoded_per_vendor():
     nvidia = 580 << 22 | 159 << 14 | 4 << 6
     assert cli.driver_version(0x10DE, nvidia) == "580.159.4.0"
     assert cli.driver_version(0x1002, 23 << 22 | 3 << 12 | 6) == "23.3.6"  # Mesa's RADV: Vulkan's packing
-    assert cli.driver_version(0x10005, 1) == "0.0.1"                      # lavapipe, as vulkaninfo shows it
+    assert cli.driver_version(0x10005, 1) == "0.0.1"  # lavapipe, as vulkaninfo shows it
     assert cli.driver_text("NVIDIA", "580.159.04", 0x10DE, nvidia) == "NVIDIA, 580.159.04 (version 580.159.4.0)"
-    assert cli.driver_text("", "", 0x10005, 1) == "version 0.0.1"        # a driver that names nothing
+    assert cli.driver_text("", "", 0x10005, 1) == "version 0.0.1"  # a driver that names nothing
 
 
 def test_info_picks_units_and_decodes_the_driver_version(device):
     result = run("info")
     assert result.returncode == 0, result.stderr
     i = device.info
-    assert i.driver_name and i.driver_info  # every Vulkan 1.2 driver names itself (Mesa's: "llvmpipe", "Mesa 22.3.6 ...")
-    assert (f", driver {i.driver_name}, {i.driver_info} (version {cli.driver_version(i.vendor_id, i.driver_version)})\n"
-            in result.stdout)
-    (number, unit), = re.findall(r"max storage range ([\d.]+) (B|KiB|MiB|GiB|TiB)", result.stdout)
+    assert (
+        i.driver_name and i.driver_info
+    )  # every Vulkan 1.2 driver names itself (Mesa's: "llvmpipe", "Mesa 22.3.6 ...")
+    assert (
+        f", driver {i.driver_name}, {i.driver_info} (version {cli.driver_version(i.vendor_id, i.driver_version)})\n"
+        in result.stdout
+    )
+    ((number, unit),) = re.findall(r"max storage range ([\d.]+) (B|KiB|MiB|GiB|TiB)", result.stdout)
     assert 1 <= float(number) < 1024, result.stdout
     scale = 1 << 10 * ["B", "KiB", "MiB", "GiB", "TiB"].index(unit)
     assert float(number) * scale == pytest.approx(i.max_storage_buffer_range, rel=5e-3)
@@ -238,7 +271,7 @@ def test_info_picks_units_and_decodes_the_driver_version(device):
 def test_demo_picks_a_unit_for_its_speeds(device):
     result = run("demo")
     assert result.returncode == 0, result.stderr
-    (number, _), = re.findall(r"\(([\d.]+) ([kMGTP]?FLOP/s)\)", result.stdout)
+    ((number, _),) = re.findall(r"\(([\d.]+) ([kMGTP]?FLOP/s)\)", result.stdout)
     assert 1 <= float(number) < 10_000, result.stdout
     for figure in re.findall(r"([\d.]+) [kMGT]?B/s", result.stdout):
         assert 1 <= float(figure) < 10_000, result.stdout
@@ -246,10 +279,16 @@ def test_demo_picks_a_unit_for_its_speeds(device):
 
 def test_bench_json_dash_writes_only_the_json_to_stdout(device, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    result = subprocess.run([sys.executable, "-m", "vkbackend", "bench", "--quick", "--cases", "sync_idle",
-                             "--json", "-"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "vkbackend", "bench", "--quick", "--cases", "sync_idle", "--json", "-"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     records = json.loads(result.stdout)
     assert {r["case"] for r in records} == {"sync_idle"} and records[0]["unit"] == "us"
-    assert "sync_idle median" in result.stderr   # the table
-    assert list(tmp_path.iterdir()) == []        # no file named "-"
+    assert "sync_idle median" in result.stderr  # the table
+    assert list(tmp_path.iterdir()) == []  # no file named "-"

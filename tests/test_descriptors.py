@@ -2,14 +2,15 @@
 pool has sets takes them from several pools, and no vkAllocateDescriptorSets call asks a pool for more sets than it
 has left (the validation layer of 1.4 reports that; the one of Debian 12 does not, hence the model of the driver
 below as well as the run on the device)."""
+
 from __future__ import annotations
 
 import json
 from types import SimpleNamespace
 
 import pytest
-
 from _reliability import run_isolated, spin_grids
+
 from vkbackend._ffi import vulkan
 from vkbackend.descriptors import DescriptorSets
 from vkbackend.errors import BackendError, ErrorStatus
@@ -22,9 +23,9 @@ class PoolModel:
 
     def __init__(self, ffi, lib) -> None:
         self._ffi, self._lib = ffi, lib
-        self.pools: dict[int, list[int]] = {}   # handle -> [maxSets, sets allocated]
-        self.asked: list[tuple[int, int, int]] = []   # (pool, sets asked, sets it had left)
-        self.fail: list[int] = []   # results to return from the next allocations
+        self.pools: dict[int, list[int]] = {}  # handle -> [maxSets, sets allocated]
+        self.asked: list[tuple[int, int, int]] = []  # (pool, sets asked, sets it had left)
+        self.fail: list[int] = []  # results to return from the next allocations
 
     def __getattr__(self, name: str):
         return getattr(self._lib, name)
@@ -61,8 +62,9 @@ class PoolModel:
 def model():
     ffi, lib = vulkan()
     driver = PoolModel(ffi, lib)
-    ctx = SimpleNamespace(ffi=ffi, lib=driver, device=ffi.NULL, info=SimpleNamespace(max_storage_buffers=8),
-                          fail=lambda error: None)
+    ctx = SimpleNamespace(
+        ffi=ffi, lib=driver, device=ffi.NULL, info=SimpleNamespace(max_storage_buffers=8), fail=lambda error: None
+    )
     return driver, DescriptorSets(ctx), ffi
 
 
@@ -72,9 +74,9 @@ def test_a_window_larger_than_a_pool_takes_sets_from_several(model):
     sets.allocate(ffi.new("VkDescriptorSetLayout[]", 3504), 3504, held)
     assert all(asked <= left for _, asked, left in driver.asked), driver.asked
     assert sum(asked for _, asked, _ in driver.asked) == 3504
-    assert [n for _, n, _ in held] == [1024, 2048, 4096]   # each pool that ran out made the next one twice as large
+    assert [n for _, n, _ in held] == [1024, 2048, 4096]  # each pool that ran out made the next one twice as large
     sets.recycle(held)
-    sets.allocate(ffi.new("VkDescriptorSetLayout[]", 3504), 3504, held)   # the next window fits the largest one
+    sets.allocate(ffi.new("VkDescriptorSetLayout[]", 3504), 3504, held)  # the next window fits the largest one
     assert len(held) == 1 and all(asked <= left for _, asked, left in driver.asked)
     sets.recycle(held)
     sets.destroy([])
@@ -129,6 +131,6 @@ result["close"] = outcome(dev.close)[0]
 def test_a_window_of_more_dispatches_than_a_pool_holds_runs(device):
     r = run_isolated(BIG_WINDOW, timeout=120, env={"SPIN_GRIDS": json.dumps(spin_grids(device, 2))})
     assert r["push"] is False
-    assert r["largest_window"] > 1024, r   # the first pool's sets
+    assert r["largest_window"] > 1024, r  # the first pool's sets
     assert r["exact"] and r["close"] == "ok"
     assert r["validation"] == ""

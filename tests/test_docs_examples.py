@@ -17,6 +17,7 @@ Whether a block runs here is decided by these rules, the first that applies givi
 
 Shell and other blocks are not run.
 """
+
 from __future__ import annotations
 
 import ast
@@ -33,10 +34,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERATED = {"docs/api.md"}           # written by scripts/api_reference.py from the docstrings
+GENERATED = {"docs/api.md"}  # written by scripts/api_reference.py from the docstrings
 LANGUAGES = {"python", "py", "python3"}
-TIMEOUT_S = 120                       # per block
-MIN_RUN = 2                           # the blocks that need numpy alone: README's "Use", the plugin guide's DLPack
+TIMEOUT_S = 120  # per block
+MIN_RUN = 2  # the blocks that need numpy alone: README's "Use", the plugin guide's DLPack
 
 FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})\s*(?P<info>[^\s`]*)")
 NOT_RUN = re.compile(r"^\s*<!--\s*not run:\s*(?P<reason>.+?)\s*-->\s*$")
@@ -61,11 +62,11 @@ if discovery is not None and discovery.Instance._current is not None:
 class Block:
     """One fenced code block of a Markdown file."""
 
-    path: str          # relative to the checkout
-    line: int          # of the opening fence, counted from 1
-    language: str      # the fence's info string's first word, lower case ('' for none)
+    path: str  # relative to the checkout
+    line: int  # of the opening fence, counted from 1
+    language: str  # the fence's info string's first word, lower case ('' for none)
     code: str
-    not_run: str       # the reason of a ``<!-- not run: ... -->`` marker just before the fence ('' for none)
+    not_run: str  # the reason of a ``<!-- not run: ... -->`` marker just before the fence ('' for none)
 
     @property
     def name(self) -> str:
@@ -88,22 +89,29 @@ def fenced_blocks(text: str, path: str) -> list[Block]:
             i += 1
             continue
         fence, indent = opening["fence"], len(opening["indent"])
-        end = next((j for j in range(i + 1, len(lines))
-                    if lines[j].strip().startswith(fence[0] * len(fence)) and not lines[j].strip().strip(fence[0])),
-                   len(lines))
-        code = "\n".join(line[min(indent, len(line) - len(line.lstrip(" "))):] for line in lines[i + 1:end])
+        end = next(
+            (
+                j
+                for j in range(i + 1, len(lines))
+                if lines[j].strip().startswith(fence[0] * len(fence)) and not lines[j].strip().strip(fence[0])
+            ),
+            len(lines),
+        )
+        code = "\n".join(line[min(indent, len(line) - len(line.lstrip(" "))) :] for line in lines[i + 1 : end])
         before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
         marker = NOT_RUN.match(before)
-        blocks.append(Block(path, i + 1, opening["info"].lower(), code + "\n",
-                            marker["reason"] if marker else ""))
+        blocks.append(Block(path, i + 1, opening["info"].lower(), code + "\n", marker["reason"] if marker else ""))
         i = end + 1
     return blocks
 
 
 def python_blocks() -> list[Block]:
     """The Python blocks of every documentation file, in file order."""
-    blocks = [b for f in markdown_files()
-              for b in fenced_blocks(f.read_text(encoding="utf-8"), f.relative_to(ROOT).as_posix())]
+    blocks = [
+        b
+        for f in markdown_files()
+        for b in fenced_blocks(f.read_text(encoding="utf-8"), f.relative_to(ROOT).as_posix())
+    ]
     return [b for b in blocks if b.language in LANGUAGES]
 
 
@@ -151,8 +159,14 @@ def run_block(block: Block, folder: Path) -> subprocess.CompletedProcess[str]:
     script.write_text("\n" * block.line + block.code, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     runner = RUNNER.format(limit=TIMEOUT_S - 5)
-    return subprocess.run([sys.executable, "-c", runner, str(script)], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=TIMEOUT_S)
+    return subprocess.run(
+        [sys.executable, "-c", runner, str(script)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
 
 
 BLOCKS = python_blocks()
@@ -178,11 +192,15 @@ def test_enough_blocks_run() -> None:
 
 def test_rules() -> None:
     """The parser and the rules, on a file made for them: fences of both kinds, a marker, a missing module."""
-    text = ("Text.\n\n<!-- not run: a fragment of the block above -->\n```python\nx = 1\n```\n\n"
-            "~~~py\nimport no_such_module_here\n~~~\n\n```sh\nls\n```\n\n  ```python\n  print(1)\n  ```\n")
+    text = (
+        "Text.\n\n<!-- not run: a fragment of the block above -->\n```python\nx = 1\n```\n\n"
+        "~~~py\nimport no_such_module_here\n~~~\n\n```sh\nls\n```\n\n  ```python\n  print(1)\n  ```\n"
+    )
     blocks = fenced_blocks(text, "probe.md")
     assert [(b.line, b.language, b.code) for b in blocks] == [
-        (4, "python", "x = 1\n"), (8, "py", "import no_such_module_here\n"), (12, "sh", "ls\n"),
-        (16, "python", "print(1)\n")]
-    assert [skip_reason(b) for b in blocks] == [
-        "a fragment of the block above", "needs no_such_module_here", "", ""]
+        (4, "python", "x = 1\n"),
+        (8, "py", "import no_such_module_here\n"),
+        (12, "sh", "ls\n"),
+        (16, "python", "print(1)\n"),
+    ]
+    assert [skip_reason(b) for b in blocks] == ["a fragment of the block above", "needs no_such_module_here", "", ""]

@@ -1,6 +1,7 @@
 """``python -m vkbackend doctor``: the loader, the devices and their drivers, the tools, the cache folder, the
 VKBACKEND_* settings and tinygrad in one report, what to install for what is missing, and exit status 0 only when a
 device works; without a loader or a driver it still reports, with no traceback."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -20,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_doctor(**env: str) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **env}
-    return subprocess.run([sys.executable, "-m", "vkbackend", "doctor"], capture_output=True, text=True, env=full,
-                          cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "vkbackend", "doctor"], capture_output=True, text=True, env=full, cwd=ROOT, timeout=300
+    )
 
 
 def test_every_documented_variable_is_parsed():
@@ -34,17 +36,19 @@ def test_every_documented_variable_is_parsed():
 def test_a_working_device_is_reported_with_its_loader_driver_tools_and_settings(device, monkeypatch, capsys):
     monkeypatch.setenv("VKBACKEND_SYNC_TIMEOUT_S", "12.5")
     monkeypatch.setenv("VKBACKEND_TINYGRAD_TC", "sometimes")
-    monkeypatch.setenv("VKBACKEND_" + "DEBGU", "1")   # a typo (spelt in two: the docs test reads every name here)
+    monkeypatch.setenv("VKBACKEND_" + "DEBGU", "1")  # a typo (spelt in two: the docs test reads every name here)
     assert doctor.doctor() == 0
     out = capsys.readouterr().out
     loader = doctor.loader_path()
     assert loader is not None and os.path.isfile(loader) and f"Vulkan loader: {loader}" in out
     i = device.info
-    assert (f"  {device.index}: {i.name} ({i.device_type}, vendor {i.vendor_id:#06x}), Vulkan {i.api_version}, "
-            f"driver {cli.driver_text(i.driver_name, i.driver_info, i.vendor_id, i.driver_version)}: works\n") in out
+    assert (
+        f"  {device.index}: {i.name} ({i.device_type}, vendor {i.vendor_id:#06x}), Vulkan {i.api_version}, "
+        f"driver {cli.driver_text(i.driver_name, i.driver_info, i.vendor_id, i.driver_version)}: works\n"
+    ) in out
     assert re.search(r"^  glslangValidator: /\S+ \(.+\)$", out, re.M), out
     assert re.search(r"^  spirv-val: /\S+ \(.+\)$", out, re.M), out
-    assert f"Pipeline cache folder: {cache_dir()} (from VKBACKEND_CACHE_DIR" in out   # the test suite sets it
+    assert f"Pipeline cache folder: {cache_dir()} (from VKBACKEND_CACHE_DIR" in out  # the test suite sets it
     assert "  VKBACKEND_SYNC_TIMEOUT_S='12.5': 12.5 s\n" in out
     assert "  VKBACKEND_TINYGRAD_TC='sometimes': INVALID: VKBACKEND_TINYGRAD_TC='sometimes' is not valid" in out
     assert "did you mean VKBACKEND_DEBUG?" in out.split("To fix:")[1]
@@ -86,7 +90,7 @@ def test_without_a_vulkan_loader_it_says_what_to_install():
     fixes = result.stdout.split("To fix:")[1]
     assert "/nonexistent/libvulkan.so.1" in fixes and "apt-get install libvulkan1 mesa-vulkan-drivers" in fixes
     assert "  VKBACKEND_VULKAN_LIBRARY='/nonexistent/libvulkan.so.1'" in result.stdout
-    assert "Tools:" in result.stdout and "Pipeline cache folder:" in result.stdout   # the other checks still ran
+    assert "Tools:" in result.stdout and "Pipeline cache folder:" in result.stdout  # the other checks still ran
     assert result.stdout.rstrip().endswith("vkbackend has no working device")
 
 
@@ -118,4 +122,4 @@ def test_a_check_that_breaks_does_not_end_the_report(device, monkeypatch, capsys
     assert doctor.doctor() == 0
     out = capsys.readouterr().out
     assert "The check of the tools failed: RuntimeError: a tool printed something unexpected" in out
-    assert "Pipeline cache folder:" in out and "Settings" in out   # the checks after it ran
+    assert "Pipeline cache folder:" in out and "Settings" in out  # the checks after it ran

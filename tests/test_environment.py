@@ -1,5 +1,6 @@
 """Environment variables: one parser for every VKBACKEND_* switch, a page that documents every variable the code
 reads (docs/environment.md), and where the caches go."""
+
 from __future__ import annotations
 
 import ast
@@ -48,8 +49,14 @@ def test_switches_are_read_only_through_env_flag():
     found = []
     for path in (ROOT / "vkbackend").rglob("*.py"):
         tree = ast.parse(path.read_text())
-        constants = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)  # SWITCH = "VKBACKEND_..."
-                     and isinstance(n.value, ast.Constant) for t in n.targets if isinstance(t, ast.Name)}
+        constants = {
+            t.id: n.value.value
+            for n in tree.body
+            if isinstance(n, ast.Assign)  # SWITCH = "VKBACKEND_..."
+            and isinstance(n.value, ast.Constant)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
         for node in ast.walk(tree):
             target = None
             if isinstance(node, ast.Call) and ast.unparse(node.func) in ("os.environ.get", "os.getenv") and node.args:
@@ -64,12 +71,15 @@ def test_switches_are_read_only_through_env_flag():
     assert not found, "read switches with vkbackend.config.env_flag:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("read,name,default", [(debug_enabled, "VKBACKEND_DEBUG", False),
-                                               (validation_enabled, "VKBACKEND_VALIDATION", False),
-                                               (lambda: env_flag("VKBACKEND_TINYGRAD_GRAPH", True),
-                                                "VKBACKEND_TINYGRAD_GRAPH", True),
-                                               (lambda: VulkanConfig().resolved_cuda_clocks(), "VKBACKEND_CUDA_CLOCKS",
-                                                True)])
+@pytest.mark.parametrize(
+    "read,name,default",
+    [
+        (debug_enabled, "VKBACKEND_DEBUG", False),
+        (validation_enabled, "VKBACKEND_VALIDATION", False),
+        (lambda: env_flag("VKBACKEND_TINYGRAD_GRAPH", True), "VKBACKEND_TINYGRAD_GRAPH", True),
+        (lambda: VulkanConfig().resolved_cuda_clocks(), "VKBACKEND_CUDA_CLOCKS", True),
+    ],
+)
 def test_switches_take_every_spelling(monkeypatch, read, name, default):
     for text in ("0", "false", "no", "off", "OFF", " False "):
         monkeypatch.setenv(name, text)
@@ -89,6 +99,7 @@ def test_switches_take_every_spelling(monkeypatch, read, name, default):
 def test_tinygrad_tensor_core_switch_is_a_switch(monkeypatch):
     pytest.importorskip("tinygrad", reason="tinygrad==0.14.0 not installed (pip install .[tinygrad])")
     from vkbackend.tinygrad.renderer.tensor_cores import SWITCH, device_shapes
+
     monkeypatch.setenv(SWITCH, "sometimes")
     with pytest.raises(InvalidArgumentError, match="VKBACKEND_TINYGRAD_TC='sometimes'"):
         device_shapes(object())
@@ -98,9 +109,16 @@ def test_tinygrad_tensor_core_switch_is_a_switch(monkeypatch):
 
 def test_validation_off_and_debug_false_mean_off():
     """In a fresh process: VKBACKEND_VALIDATION=off loads no layer, VKBACKEND_DEBUG=false logs nothing."""
-    code = ("import logging, vkbackend\nfrom vkbackend.discovery import Instance\nvkbackend.devices()\n"
-            "print(Instance._current.validation, logging.getLogger('vkbackend').isEnabledFor(logging.DEBUG))")
-    env = {**os.environ, "VKBACKEND_VALIDATION": "off", "VKBACKEND_DEBUG": "false", "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    code = (
+        "import logging, vkbackend\nfrom vkbackend.discovery import Instance\nvkbackend.devices()\n"
+        "print(Instance._current.validation, logging.getLogger('vkbackend').isEnabledFor(logging.DEBUG))"
+    )
+    env = {
+        **os.environ,
+        "VKBACKEND_VALIDATION": "off",
+        "VKBACKEND_DEBUG": "false",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "False"], proc.stdout + proc.stderr

@@ -1,6 +1,7 @@
 """Errors people can catch: ``BackendError(status, context)`` is the subclass of its status, out of memory is also a
 ``MemoryError``, bad arguments also a ``ValueError`` (wrong types also a ``TypeError``); errors survive pickling; and
 without a loader, a driver or a device the message says what to install or set."""
+
 from __future__ import annotations
 
 import copy
@@ -16,16 +17,35 @@ import pytest
 import vkbackend
 from vkbackend import testing
 from vkbackend._ffi import lib
-from vkbackend.errors import (NO_DEVICE_HINT, NO_DRIVER_HINT, BackendError, DeviceLostError, DLPackExportError,
-                              DyLibNotFoundError, ErrorStatus, InitializationError, InvalidArgumentError,
-                              InvalidArgumentTypeError, KernelCompilationError, KernelLaunchError, KernelSyncError,
-                              MemoryAllocationError, check)
+from vkbackend.errors import (
+    NO_DEVICE_HINT,
+    NO_DRIVER_HINT,
+    BackendError,
+    DeviceLostError,
+    DLPackExportError,
+    DyLibNotFoundError,
+    ErrorStatus,
+    InitializationError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    KernelCompilationError,
+    KernelLaunchError,
+    KernelSyncError,
+    MemoryAllocationError,
+    check,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-CLASSES = {ErrorStatus.DyLibNotFound: DyLibNotFoundError, ErrorStatus.Initialization: InitializationError,
-           ErrorStatus.MemoryAllocation: MemoryAllocationError, ErrorStatus.KernelCompilation: KernelCompilationError,
-           ErrorStatus.KernelLaunch: KernelLaunchError, ErrorStatus.KernelSync: KernelSyncError,
-           ErrorStatus.DeviceLost: DeviceLostError, ErrorStatus.InvalidArgument: InvalidArgumentError}
+CLASSES = {
+    ErrorStatus.DyLibNotFound: DyLibNotFoundError,
+    ErrorStatus.Initialization: InitializationError,
+    ErrorStatus.MemoryAllocation: MemoryAllocationError,
+    ErrorStatus.KernelCompilation: KernelCompilationError,
+    ErrorStatus.KernelLaunch: KernelLaunchError,
+    ErrorStatus.KernelSync: KernelSyncError,
+    ErrorStatus.DeviceLost: DeviceLostError,
+    ErrorStatus.InvalidArgument: InvalidArgumentError,
+}
 
 
 @pytest.mark.parametrize("status", list(ErrorStatus))
@@ -35,7 +55,7 @@ def test_the_constructor_makes_the_subclass_of_the_status(status):
     assert isinstance(error, BackendError)
     assert error.status is status and error.context == "what happened; what to do"
     assert str(error) == f"{status.value}: what happened; what to do"
-    again = CLASSES[status](status, "by its own name")   # a subclass takes the same arguments
+    again = CLASSES[status](status, "by its own name")  # a subclass takes the same arguments
     assert type(again) is CLASSES[status] and again.status is status
 
 
@@ -45,7 +65,7 @@ def test_builtin_types_catch_what_they_should():
     wrong_type = InvalidArgumentTypeError(ErrorStatus.InvalidArgument, "x")
     assert isinstance(wrong_type, TypeError) and isinstance(wrong_type, ValueError)
     assert wrong_type.status is ErrorStatus.InvalidArgument
-    no_export = DLPackExportError(ErrorStatus.InvalidArgument, "x")   # the DLPack protocol's type for "cannot export"
+    no_export = DLPackExportError(ErrorStatus.InvalidArgument, "x")  # the DLPack protocol's type for "cannot export"
     assert isinstance(no_export, BufferError) and isinstance(no_export, ValueError)
     for status in set(ErrorStatus) - {ErrorStatus.MemoryAllocation, ErrorStatus.InvalidArgument}:
         assert not isinstance(BackendError(status, "x"), (MemoryError, ValueError, TypeError)), status
@@ -53,9 +73,14 @@ def test_builtin_types_catch_what_they_should():
         check(lib.VK_ERROR_OUT_OF_DEVICE_MEMORY, "vkAllocateMemory")
 
 
-@pytest.mark.parametrize("error", [BackendError(status, f"{status.name} context") for status in ErrorStatus]
-                         + [InvalidArgumentTypeError(ErrorStatus.InvalidArgument, "wrong type"),
-                            DLPackExportError(ErrorStatus.InvalidArgument, "no export")])
+@pytest.mark.parametrize(
+    "error",
+    [BackendError(status, f"{status.name} context") for status in ErrorStatus]
+    + [
+        InvalidArgumentTypeError(ErrorStatus.InvalidArgument, "wrong type"),
+        DLPackExportError(ErrorStatus.InvalidArgument, "no export"),
+    ],
+)
 def test_errors_pickle_and_copy_as_themselves(error):
     for clone in (pickle.loads(pickle.dumps(error)), copy.copy(error)):
         assert type(clone) is type(error)
@@ -72,7 +97,7 @@ def test_out_of_memory_on_the_device_is_a_memory_error(device, pool):
     testing.inject("vkAllocateMemory", "VK_ERROR_OUT_OF_DEVICE_MEMORY")
     try:
         with pytest.raises(MemoryAllocationError, match="VK_ERROR_OUT_OF_DEVICE_MEMORY"):
-            pool.allocate(32 << 20)   # its own VkDeviceMemory
+            pool.allocate(32 << 20)  # its own VkDeviceMemory
     finally:
         testing.clear()
 
@@ -93,7 +118,7 @@ def test_bad_arguments_are_value_and_type_errors(device, pool, kernel):
         with pytest.raises(ValueError):
             vkbackend.compile_glsl("#version 450", entry_point="not an identifier")
         with pytest.raises(ValueError):
-            device.launch(kernel("add"), [buf], [1])   # three buffers wanted
+            device.launch(kernel("add"), [buf], [1])  # three buffers wanted
     finally:
         pool.release(buf)
 
@@ -105,7 +130,7 @@ def test_check_says_what_to_do_where_the_result_tells():
     with pytest.raises(InitializationError) as caught:
         check(lib.VK_ERROR_INITIALIZATION_FAILED, "vkEnumeratePhysicalDevices (count)", ErrorStatus.Initialization)
     assert caught.value.context.endswith(NO_DEVICE_HINT)
-    with pytest.raises(InitializationError) as caught:   # elsewhere the same code has other causes: no hint
+    with pytest.raises(InitializationError) as caught:  # elsewhere the same code has other causes: no hint
         check(lib.VK_ERROR_INITIALIZATION_FAILED, "vkCreateDevice for llvmpipe", ErrorStatus.Initialization)
     assert caught.value.context == "vkCreateDevice for llvmpipe failed with VK_ERROR_INITIALIZATION_FAILED"
 
@@ -116,8 +141,10 @@ def run(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=full, cwd=ROOT, timeout=120)
 
 
-OPEN = ("import vkbackend\ntry:\n    print(vkbackend.devices())\n"
-        "except vkbackend.BackendError as e:\n    print(type(e).__name__, '|', e.context)\n")
+OPEN = (
+    "import vkbackend\ntry:\n    print(vkbackend.devices())\n"
+    "except vkbackend.BackendError as e:\n    print(type(e).__name__, '|', e.context)\n"
+)
 
 
 def test_no_driver_says_what_to_install_and_set():
@@ -126,8 +153,13 @@ def test_no_driver_says_what_to_install_and_set():
     assert result.returncode == 0, result.stderr
     kind, message = result.stdout.split("|", 1)
     assert kind.strip() == "InitializationError"
-    for needed in ("VK_ERROR_INCOMPATIBLE_DRIVER", "apt-get install mesa-vulkan-drivers", "GPU vendor",
-                   "VK_DRIVER_FILES", "VK_ICD_FILENAMES"):
+    for needed in (
+        "VK_ERROR_INCOMPATIBLE_DRIVER",
+        "apt-get install mesa-vulkan-drivers",
+        "GPU vendor",
+        "VK_DRIVER_FILES",
+        "VK_ICD_FILENAMES",
+    ):
         assert needed in message, (needed, message)
     cli = run(["-m", "vkbackend", "info"], **no_driver)
     assert cli.returncode == 1 and "apt-get install mesa-vulkan-drivers" in cli.stderr
@@ -143,8 +175,12 @@ def test_no_loader_says_what_to_install_and_set():
 
 def test_no_device_says_what_to_install():
     """Only a hardware driver whose GPU is not here: the loader has a driver but no device."""
-    manifests = [m for d in ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d") for m in sorted(glob.glob(f"{d}/*.json"))
-                 if "lvp" not in os.path.basename(m)]
+    manifests = [
+        m
+        for d in ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d")
+        for m in sorted(glob.glob(f"{d}/*.json"))
+        if "lvp" not in os.path.basename(m)
+    ]
     if not manifests:
         pytest.skip("no hardware Vulkan driver installed to ask for a device it cannot find")
     env = {"VK_DRIVER_FILES": manifests[0], "VK_ICD_FILENAMES": manifests[0]}

@@ -3,6 +3,7 @@
 Exported buffers are buffers like any other (launches, copies, views, release); a second Vulkan memory object
 imported from the fd sees the same bytes; the descriptor is closed exactly once; nothing leaks.
 """
+
 from __future__ import annotations
 
 import gc
@@ -13,9 +14,14 @@ import numpy as np
 import pytest
 
 import vkbackend
+from vkbackend import (
+    ExportedMemory,
+    InitializationError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    MemoryAllocationError,
+)
 from vkbackend.memory.pool import MemoryPool
-from vkbackend import (ExportedMemory, InitializationError, InvalidArgumentError, InvalidArgumentTypeError,
-                       MemoryAllocationError)
 
 N = 4096  # floats
 
@@ -42,7 +48,7 @@ def exporting(device):
     """The device, skipped where it cannot export; and a check that the test left no buffer, memory or fd behind."""
     if "VK_KHR_external_memory_fd" not in device.info.extensions:
         pytest.skip(f"{device.info.name} has no VK_KHR_external_memory_fd")
-    exported: list = []   # weak references to every ExportedMemory the test made
+    exported: list = []  # weak references to every ExportedMemory the test made
     allocate_exportable = MemoryPool.allocate_exportable
 
     def recording(pool, nbytes):
@@ -82,9 +88,9 @@ def test_an_exported_buffer_runs_kernels_and_round_trips_data(exporting, kernel)
         xs = pool.allocate(4 * N)
         pool.host_to_pool(x, xs)
         pool.host_to_pool(np.ones(N, np.float32), ext.buffer)
-        exporting.launch(axpy, [xs, ext.buffer], [3.0, N], (N // 64, 1, 1))   # y = 3y + x
-        view = pool.view(ext.buffer, 4 * 64, 4 * 64)                          # views of it work too
-        exporting.launch(axpy, [xs, view], [0.0, 64], (1, 1, 1))             # y[64:128] = x[:64]
+        exporting.launch(axpy, [xs, ext.buffer], [3.0, N], (N // 64, 1, 1))  # y = 3y + x
+        view = pool.view(ext.buffer, 4 * 64, 4 * 64)  # views of it work too
+        exporting.launch(axpy, [xs, view], [0.0, 64], (1, 1, 1))  # y[64:128] = x[:64]
         out = np.empty(N, np.float32)
         pool.pool_to_host(ext.buffer, out)
         expected = 3 + x
@@ -99,8 +105,7 @@ def test_memory_imported_from_the_descriptor_sees_the_same_bytes(exporting):
     data = np.random.default_rng(0).integers(0, 2**32, N, dtype=np.uint32)
     with pool.allocate_exportable(data.nbytes) as ext:
         try:
-            imported = pool.import_memory(ext.fd, ext.size, nbytes=ext.nbytes,
-                                          memory_type_index=ext.memory_type_index)
+            imported = pool.import_memory(ext.fd, ext.size, nbytes=ext.nbytes, memory_type_index=ext.memory_type_index)
         except vkbackend.BackendError as error:
             pool.release(ext.buffer)
             pytest.skip(f"{exporting.info.name} does not import its own opaque fds: {error}")
@@ -109,10 +114,10 @@ def test_memory_imported_from_the_descriptor_sees_the_same_bytes(exporting):
         pool.host_to_pool(data, ext.buffer)
         pool.pool_to_host(imported, out)
         assert np.array_equal(out, data)
-        pool.host_to_pool(data[::-1].copy(), imported)                  # and written through the import
+        pool.host_to_pool(data[::-1].copy(), imported)  # and written through the import
         pool.pool_to_host(ext.buffer, out)
         assert np.array_equal(out, data[::-1])
-        pool.release(ext.buffer)   # the import keeps the memory alive
+        pool.release(ext.buffer)  # the import keeps the memory alive
         pool.pool_to_host(imported, out)
         assert np.array_equal(out, data[::-1])
         pool.release(imported)
@@ -121,7 +126,7 @@ def test_memory_imported_from_the_descriptor_sees_the_same_bytes(exporting):
 def test_exported_and_imported_buffers_have_device_addresses_like_any_buffer(exporting, kernel):
     if not exporting.info.buffer_device_address:
         pytest.skip(f"{exporting.info.name} has no buffer device addresses (bufferDeviceAddress)")
-    pool, axpy = exporting.memory_pool, kernel("axpy_address")   # y[i] = a * x[i] + y[i], both reached by address
+    pool, axpy = exporting.memory_pool, kernel("axpy_address")  # y[i] = a * x[i] + y[i], both reached by address
     x = np.arange(N, dtype=np.float32)
     with pool.allocate_exportable(4 * N) as ext:
         imported = pool.import_memory(ext.fd, ext.size, nbytes=ext.nbytes, memory_type_index=ext.memory_type_index)
@@ -129,7 +134,7 @@ def test_exported_and_imported_buffers_have_device_addresses_like_any_buffer(exp
         pool.host_to_pool(x, ext.buffer)
         ys = pool.allocate(4 * N)
         pool.host_to_pool(np.ones(N, np.float32), ys)
-        exporting.launch(axpy, [imported, ys], [2.0, 0, N], (N // 256, 1, 1))   # reads the export through the import
+        exporting.launch(axpy, [imported, ys], [2.0, 0, N], (N // 256, 1, 1))  # reads the export through the import
         out = np.empty(N, np.float32)
         pool.pool_to_host(ys, out)
         assert np.array_equal(out, 2 * x + 1)
@@ -171,7 +176,7 @@ def test_import_errors_leave_the_callers_descriptor_open(exporting):
     pool = exporting.memory_pool
     with pool.allocate_exportable(8192) as ext:
         fds = set(os.listdir("/proc/self/fd"))
-        with pytest.raises(InvalidArgumentError, match="memory type"):   # found after the duplicate was made
+        with pytest.raises(InvalidArgumentError, match="memory type"):  # found after the duplicate was made
             pool.import_memory(ext.fd, ext.size, memory_type_index=len(pool.ctx.handles.physical.memory_types))
         with pytest.raises(InvalidArgumentError, match="nbytes"):
             pool.import_memory(ext.fd, ext.size, nbytes=ext.size + 1)

@@ -6,18 +6,18 @@ Recoverable faults run on the shared session device. A lost device, and faults w
 their own: those scenarios run in a fresh process (tests/_reliability.py), which also checks that the validation layer
 stayed silent and that every Vulkan object was destroyed by close().
 """
+
 from __future__ import annotations
 
 import json
 
 import numpy as np
 import pytest
+from _reliability import AFFINE, MAP, SPIN, groups, run_isolated, spin_grids
 
 import vkbackend
 from vkbackend import testing
 from vkbackend.errors import BackendError, ErrorStatus
-
-from _reliability import AFFINE, MAP, SPIN, groups, run_isolated, spin_grids
 
 N = 256  # uints per test buffer
 
@@ -33,8 +33,11 @@ def disarmed(device):
 
 @pytest.fixture(scope="module")
 def progs(device):
-    ids = {"affine": device.compile(vkbackend.compile_glsl(AFFINE)), "map": device.compile(vkbackend.compile_glsl(MAP)),
-           "spin": device.compile(vkbackend.compile_glsl(SPIN))}
+    ids = {
+        "affine": device.compile(vkbackend.compile_glsl(AFFINE)),
+        "map": device.compile(vkbackend.compile_glsl(MAP)),
+        "spin": device.compile(vkbackend.compile_glsl(SPIN)),
+    }
     yield ids
     for prog in ids.values():
         device.release_program(prog)
@@ -87,9 +90,14 @@ def live(device) -> dict:
 
 # ----- the hook itself -------------------------------------------------------------------------------------------
 def test_inject_rejects_what_it_cannot_do():
-    for args in [("vkNoSuchFunction", "VK_ERROR_DEVICE_LOST"), ("vkCmdDispatch", "VK_ERROR_DEVICE_LOST"),
-                 ("vkQueueSubmit", "VK_SUCCESS"), ("vkQueueSubmit", "VK_ERROR_NOT_A_CODE"), ("vkQueueSubmit", 7),
-                 (None, "VK_TIMEOUT")]:
+    for args in [
+        ("vkNoSuchFunction", "VK_ERROR_DEVICE_LOST"),
+        ("vkCmdDispatch", "VK_ERROR_DEVICE_LOST"),
+        ("vkQueueSubmit", "VK_SUCCESS"),
+        ("vkQueueSubmit", "VK_ERROR_NOT_A_CODE"),
+        ("vkQueueSubmit", 7),
+        (None, "VK_TIMEOUT"),
+    ]:
         with pytest.raises(BackendError) as info:
             testing.inject(*args)
         assert info.value.status is ErrorStatus.InvalidArgument, args
@@ -264,7 +272,7 @@ def test_a_wait_that_finds_the_fence_not_ready_keeps_waiting(device, pool, progs
     device.sync()
     testing.inject("vkWaitForFences", "VK_TIMEOUT")
     assert device.launch_timed(progs["affine"], [buf], [N, 3, 0], groups(N)) > 0
-    assert not testing.pending()   # the injected result was seen
+    assert not testing.pending()  # the injected result was seen
     np.testing.assert_array_equal(read(pool, buf), x * 3)
     pool.release(buf)
 
@@ -401,22 +409,23 @@ result["close"] = outcome(dev.close)[0]
 result["live_end"] = live()
 """
 
-OPEN_CASES = [("vkCreateDevice", "VK_ERROR_INITIALIZATION_FAILED", "Initialization"),
-              ("vkCreateCommandPool", "VK_ERROR_OUT_OF_HOST_MEMORY", "Initialization"),
-              ("vkCreateQueryPool", "VK_ERROR_OUT_OF_HOST_MEMORY", "Initialization"),
-              ("vkCreatePipelineCache", "VK_ERROR_OUT_OF_HOST_MEMORY", "Initialization"),
-              ("vkCreateBuffer", "VK_ERROR_OUT_OF_DEVICE_MEMORY", "MemoryAllocation"),
-              ("vkAllocateMemory", "VK_ERROR_OUT_OF_DEVICE_MEMORY", "MemoryAllocation"),
-              ("vkBindBufferMemory", "VK_ERROR_OUT_OF_DEVICE_MEMORY", "MemoryAllocation"),
-              ("vkMapMemory", "VK_ERROR_MEMORY_MAP_FAILED", "MemoryAllocation")]
+OPEN_CASES = [
+    ("vkCreateDevice", "VK_ERROR_INITIALIZATION_FAILED", "Initialization"),
+    ("vkCreateCommandPool", "VK_ERROR_OUT_OF_HOST_MEMORY", "Initialization"),
+    ("vkCreateQueryPool", "VK_ERROR_OUT_OF_HOST_MEMORY", "Initialization"),
+    ("vkCreatePipelineCache", "VK_ERROR_OUT_OF_HOST_MEMORY", "Initialization"),
+    ("vkCreateBuffer", "VK_ERROR_OUT_OF_DEVICE_MEMORY", "MemoryAllocation"),
+    ("vkAllocateMemory", "VK_ERROR_OUT_OF_DEVICE_MEMORY", "MemoryAllocation"),
+    ("vkBindBufferMemory", "VK_ERROR_OUT_OF_DEVICE_MEMORY", "MemoryAllocation"),
+    ("vkMapMemory", "VK_ERROR_MEMORY_MAP_FAILED", "MemoryAllocation"),
+]
 
 
 def test_faults_while_a_device_opens_leave_nothing_behind(tmp_path):
     """vkMapMemory is called once per device, when the pool maps its staging ring at open: a failure there (and in
     every other call of the open) is a clean error from devices(), leaves no Vulkan object or thread behind, and the
     next devices() opens the device."""
-    r = run_isolated(OPEN.format(cases=[(f, c) for f, c, _ in OPEN_CASES]),
-                     env={"VKBACKEND_CACHE_DIR": str(tmp_path)})
+    r = run_isolated(OPEN.format(cases=[(f, c) for f, c, _ in OPEN_CASES]), env={"VKBACKEND_CACHE_DIR": str(tmp_path)})
     threads = {entry[4] for entry in r["opened"].values()}
     for function, _, status in OPEN_CASES:
         got, fired, nothing_left, none_open, _ = r["opened"][function]
@@ -600,7 +609,7 @@ def test_a_descriptor_pool_that_cannot_be_reset_loses_no_completion():
     r = run_isolated(RESET_POOL, env={"VKBACKEND_PUSH_DESCRIPTORS": "0", "VKBACKEND_SYNC_TIMEOUT_S": "20"})
     assert r["fired"]
     status, seconds = r["first"]
-    assert status == "KernelSync" and seconds < 10, r["first"]   # the reset's failure, at once
+    assert status == "KernelSync" and seconds < 10, r["first"]  # the reset's failure, at once
     assert r["second"][0] == "ok" and r["value"] == 2
     assert r["staging_free"][0] == r["staging_free"][1]
     assert r["close"] == "ok" and all(count == 0 for count in r["live_end"].values()), r["live_end"]

@@ -8,10 +8,12 @@ status the model expects for invalid calls, and never crash.
 Random and truncated SPIR-V must give KernelCompilation and never reach the driver (lavapipe segfaults on some
 truncated modules): those run in a child process, so that a regression fails a test instead of killing the run.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from _reliability import FILL, FULL, groups, run_isolated
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
@@ -19,15 +21,19 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 import vkbackend
 from vkbackend.errors import BackendError, ErrorStatus
 
-from _reliability import FILL, FULL, groups, run_isolated
-
 EXAMPLES = 400 if FULL else 60
 STEPS = 60 if FULL else 40
 JUNK_IDS = [None, -1, 0, 1.5, "7", 10**30, (1,), [1]]
 SIZES = [1, 3, 4, 16, 100, 256, 1000, 4096, 65536]
-BAD_SIZES = [(0, ErrorStatus.InvalidArgument), (-8, ErrorStatus.InvalidArgument), (2.0, ErrorStatus.InvalidArgument),
-             ("64", ErrorStatus.InvalidArgument), (True, ErrorStatus.InvalidArgument), (None, ErrorStatus.InvalidArgument),
-             (1 << 40, ErrorStatus.MemoryAllocation)]
+BAD_SIZES = [
+    (0, ErrorStatus.InvalidArgument),
+    (-8, ErrorStatus.InvalidArgument),
+    (2.0, ErrorStatus.InvalidArgument),
+    ("64", ErrorStatus.InvalidArgument),
+    (True, ErrorStatus.InvalidArgument),
+    (None, ErrorStatus.InvalidArgument),
+    (1 << 40, ErrorStatus.MemoryAllocation),
+]
 COUNTS = {"examples": 0, "steps": 0, "invalid": 0, "checked_bytes": 0}
 
 
@@ -48,8 +54,8 @@ class PoolMachine(RuleBasedStateMachine):
         self.pool = self.device.memory_pool
         self.align = self.device.info.min_storage_buffer_offset_alignment
         self.entries: dict[int, Entry] = {}
-        self.bytes: dict[int, np.ndarray] = {}   # root id -> contents
-        self.known: dict[int, np.ndarray] = {}   # root id -> which bytes are defined
+        self.bytes: dict[int, np.ndarray] = {}  # root id -> contents
+        self.known: dict[int, np.ndarray] = {}  # root id -> which bytes are defined
         self.dead: list[int] = []
         COUNTS["examples"] += 1
 
@@ -140,13 +146,23 @@ class PoolMachine(RuleBasedStateMachine):
         else:
             del self.bytes[buf], self.known[buf]
 
-    @rule(data=st.data(), offset=st.sampled_from([0, 16, 32, 48, 64, 256, 4096, 8, 17, -16, 16.0]),
-          nbytes=st.sampled_from([1, 4, 16, 64, 200, 1024, 0, -4, 4.0]))
+    @rule(
+        data=st.data(),
+        offset=st.sampled_from([0, 16, 32, 48, 64, 256, 4096, 8, 17, -16, 16.0]),
+        nbytes=st.sampled_from([1, 4, 16, 64, 200, 1024, 0, -4, 4.0]),
+    )
     def view(self, data, offset, nbytes) -> None:
         COUNTS["steps"] += 1
         buf, live = self.any_id(data)
-        valid = (live and isinstance(offset, int) and offset >= 0 and offset % self.align == 0
-                 and isinstance(nbytes, int) and nbytes > 0 and offset + nbytes <= self.entries[buf].size)
+        valid = (
+            live
+            and isinstance(offset, int)
+            and offset >= 0
+            and offset % self.align == 0
+            and isinstance(nbytes, int)
+            and nbytes > 0
+            and offset + nbytes <= self.entries[buf].size
+        )
         if not valid:
             return self.expect_error(ErrorStatus.InvalidArgument, self.pool.view, buf, offset, nbytes)
         vid = self.pool.view(buf, offset, nbytes)
@@ -166,8 +182,8 @@ class PoolMachine(RuleBasedStateMachine):
             return self.expect_error(ErrorStatus.InvalidArgument, self.pool.host_to_pool, payload, buf, offset)
         self.pool.host_to_pool(payload, buf, offset)
         contents, known, base = self.region(buf)
-        contents[base + offset:base + offset + length] = payload
-        known[base + offset:base + offset + length] = True
+        contents[base + offset : base + offset + length] = payload
+        known[base + offset : base + offset + length] = True
 
     @rule(data=st.data())
     def host_to_pool_not_a_buffer(self, data) -> None:
@@ -187,7 +203,7 @@ class PoolMachine(RuleBasedStateMachine):
             return self.expect_error(ErrorStatus.InvalidArgument, self.pool.pool_to_host, buf, out, offset)
         self.pool.pool_to_host(buf, out, offset)
         contents, known, base = self.region(buf)
-        want, mask = contents[base + offset:base + offset + length], known[base + offset:base + offset + length]
+        want, mask = contents[base + offset : base + offset + length], known[base + offset : base + offset + length]
         np.testing.assert_array_equal(out[mask], want[mask], err_msg=f"buffer {buf} [{offset}:+{length}]")
         COUNTS["checked_bytes"] += int(mask.sum())
 
@@ -203,13 +219,14 @@ class PoolMachine(RuleBasedStateMachine):
         buf, live = self.any_id(data)
         n = self.entries[buf].size // 4 if live else 1
         if not live:
-            return self.expect_error(ErrorStatus.InvalidArgument, self.device.launch, self.fill, [buf], [n, base, step],
-                                     groups(n))
+            return self.expect_error(
+                ErrorStatus.InvalidArgument, self.device.launch, self.fill, [buf], [n, base, step], groups(n)
+            )
         self.device.launch(self.fill, [buf], [n, base, step], groups(n))
         words = (np.uint64(base) + np.arange(n, dtype=np.uint64) * np.uint64(step)) & np.uint64(0xFFFFFFFF)
         contents, known, offset = self.region(buf)
-        contents[offset:offset + 4 * n] = words.astype("<u4").view(np.uint8)
-        known[offset:offset + 4 * n] = True
+        contents[offset : offset + 4 * n] = words.astype("<u4").view(np.uint8)
+        known[offset : offset + 4 * n] = True
 
     @rule(data=st.data(), how=st.integers(0, 5))
     def launch_invalid(self, data, how) -> None:
@@ -218,12 +235,12 @@ class PoolMachine(RuleBasedStateMachine):
         ok_buf = buf if live else None
         n = 4
         bad = [
-            (self.fill + 10_000, [ok_buf], [n, 0, 0], (1, 1, 1)),        # no such program
-            (self.fill, [ok_buf, ok_buf], [n, 0, 0], (1, 1, 1)),         # too many buffers
-            (self.fill, [ok_buf], [n, 0], (1, 1, 1)),                     # too few scalars
-            (self.fill, [ok_buf], [n, -1, 0], (1, 1, 1)),                 # a scalar out of its type's range
-            (self.fill, [ok_buf], [n, 0, 0], (0, 1, 1)),                  # an empty grid
-            (self.fill, [ok_buf], [n, 0, 0], (1, 1, 10**9)),              # beyond maxComputeWorkGroupCount
+            (self.fill + 10_000, [ok_buf], [n, 0, 0], (1, 1, 1)),  # no such program
+            (self.fill, [ok_buf, ok_buf], [n, 0, 0], (1, 1, 1)),  # too many buffers
+            (self.fill, [ok_buf], [n, 0], (1, 1, 1)),  # too few scalars
+            (self.fill, [ok_buf], [n, -1, 0], (1, 1, 1)),  # a scalar out of its type's range
+            (self.fill, [ok_buf], [n, 0, 0], (0, 1, 1)),  # an empty grid
+            (self.fill, [ok_buf], [n, 0, 0], (1, 1, 10**9)),  # beyond maxComputeWorkGroupCount
         ][how]
         self.expect_error(ErrorStatus.InvalidArgument, self.device.launch, *bad)
 
@@ -253,13 +270,22 @@ def test_pool_state_machine_agrees_with_the_model(device):
     for key in COUNTS:
         COUNTS[key] = 0
     try:
-        run_state_machine_as_test(PoolMachine, settings=settings(
-            max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, database=None,
-            suppress_health_check=list(HealthCheck)))
+        run_state_machine_as_test(
+            PoolMachine,
+            settings=settings(
+                max_examples=EXAMPLES,
+                stateful_step_count=STEPS,
+                deadline=None,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
     finally:
         device.release_program(PoolMachine.fill)
-    print(f"\nfuzz: {COUNTS['examples']} examples, {COUNTS['steps']} steps, {COUNTS['invalid']} invalid calls refused "
-          f"with the expected status, {COUNTS['checked_bytes']} bytes read back and checked")
+    print(
+        f"\nfuzz: {COUNTS['examples']} examples, {COUNTS['steps']} steps, {COUNTS['invalid']} invalid calls refused "
+        f"with the expected status, {COUNTS['checked_bytes']} bytes read back and checked"
+    )
     assert device.memory_pool.stats()["live_buffers"] == before
 
 

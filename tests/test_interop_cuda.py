@@ -6,6 +6,7 @@ driver API), the bookkeeping: CUDA gets a duplicate of the descriptor and the me
 is held while mapped, the array interface describes the mapping, and unmapping undoes every step. None of it shows
 that CUDA accepts the memory: that is scripts/cuda-interop-check.py's job, on an NVIDIA GPU.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -80,12 +81,18 @@ class FakeLibcuda:
 
     def cuImportExternalMemory(self, out, desc):
         d = desc._obj
-        self.desc = {"type": d.type, "size": d.size, "flags": d.flags, "fd": d.handle.fd,
-                     "open": os.path.exists(f"/proc/self/fd/{d.handle.fd}"), "context": self.stack[-1:]}
+        self.desc = {
+            "type": d.type,
+            "size": d.size,
+            "flags": d.flags,
+            "fd": d.handle.fd,
+            "open": os.path.exists(f"/proc/self/fd/{d.handle.fd}"),
+            "context": self.stack[-1:],
+        }
         if self._result("cuImportExternalMemory"):
             return 999
         out._obj.value = 0xE0 + len(self.imports)
-        self.imports[out._obj.value] = d.handle.fd   # the driver owns the descriptor from here on
+        self.imports[out._obj.value] = d.handle.fd  # the driver owns the descriptor from here on
         return 0
 
     def cuExternalMemoryGetMappedBuffer(self, ptr, memory, desc):
@@ -126,13 +133,15 @@ def stand_in(exported, monkeypatch):
 
 
 def test_the_module_imports_without_cuda_or_torch():
-    code = ("import sys, vkbackend.interop.cuda, vkbackend.interop.cuda_driver as c; "
-            "assert c._loaded is None and not {'torch', 'cupy'} & set(sys.modules), sorted(sys.modules)")
+    code = (
+        "import sys, vkbackend.interop.cuda, vkbackend.interop.cuda_driver as c; "
+        "assert c._loaded is None and not {'torch', 'cupy'} & set(sys.modules), sorted(sys.modules)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_the_structs_have_the_layout_of_cuda_h():
-    assert ctypes.sizeof(cuda._HandleDesc) == 104   # int type; union {int fd; 2 pointers}; u64 size; flags; u32[16]
+    assert ctypes.sizeof(cuda._HandleDesc) == 104  # int type; union {int fd; 2 pointers}; u64 size; flags; u32[16]
     assert (cuda._HandleDesc.handle.offset, cuda._HandleDesc.size.offset, cuda._HandleDesc.flags.offset) == (8, 24, 32)
     assert ctypes.sizeof(cuda._BufferDesc) == 88 and cuda._BufferDesc.flags.offset == 16
 
@@ -143,7 +152,7 @@ def test_without_the_nvidia_driver_the_error_says_what_is_missing(exported, monk
     with pytest.raises(DyLibNotFoundError, match="libcuda.so.1.*NVIDIA GPU and its driver"):
         cuda.import_to_cuda(exported)
     exported.pool.release(exported.buffer)
-    assert not exported.pool.is_live(exported.buffer)   # the failed import held no reference
+    assert not exported.pool.is_live(exported.buffer)  # the failed import held no reference
 
 
 def test_a_mapping_holds_the_buffer_and_unmaps_when_its_last_array_goes(exported, stand_in):
@@ -152,14 +161,19 @@ def test_a_mapping_holds_the_buffer_and_unmaps_when_its_last_array_goes(exported
     desc = stand_in.desc
     assert desc["type"] == cuda.CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD and desc["size"] == exported.size
     assert desc["flags"] == cuda.CUDA_EXTERNAL_MEMORY_DEDICATED and desc["mapped"] == (0, exported.nbytes)
-    assert desc["open"] and desc["fd"] != exported.fd and desc["context"] == [0xC0]   # a duplicate, in the context
+    assert desc["open"] and desc["fd"] != exported.fd and desc["context"] == [0xC0]  # a duplicate, in the context
     assert (mapped.ptr, mapped.nbytes, mapped.device) == (MAPPED_AT, 4096, 1) and stand_in.stack == []
     pool.release(exported.buffer)
     exported.close()
     assert pool.is_live(exported.buffer)  # the mapping's reference keeps it
     array = mapped.array(np.float32, (2, 512))
-    assert array.__cuda_array_interface__ == {"shape": (2, 512), "typestr": "<f4", "data": (MAPPED_AT, False),
-                                              "strides": None, "version": 3}
+    assert array.__cuda_array_interface__ == {
+        "shape": (2, 512),
+        "typestr": "<f4",
+        "data": (MAPPED_AT, False),
+        "strides": None,
+        "version": 3,
+    }
     assert mapped.array("uint8").__cuda_array_interface__["shape"] == (4096,)
     del mapped
     gc.collect()
@@ -183,7 +197,7 @@ def test_a_failed_import_closes_the_duplicate_and_holds_nothing(exported, stand_
     stand_in.fail = "cuImportExternalMemory"
     with pytest.raises(InitializationError, match="cuImportExternalMemory failed with CUDA_ERROR_STAND_IN"):
         cuda.import_to_cuda(exported)
-    assert not os.path.exists(f"/proc/self/fd/{stand_in.desc['fd']}")   # the duplicate, closed again
+    assert not os.path.exists(f"/proc/self/fd/{stand_in.desc['fd']}")  # the duplicate, closed again
     assert stand_in.contexts == 0 and stand_in.stack == []
     exported.pool.release(exported.buffer)
     assert not exported.pool.is_live(exported.buffer)
@@ -218,7 +232,7 @@ def test_the_gpu_checks_vulkan_half_runs_here(device, exported):
     with device.memory_pool.allocate_exportable(4 * n) as big:
         check.vulkan_fill(device, big.buffer, n, 3)
         assert check.vulkan_mismatches(device, big.buffer, n, 3) == 0
-        assert check.vulkan_mismatches(device, big.buffer, n, 1) == n - 1   # all but x[0]
+        assert check.vulkan_mismatches(device, big.buffer, n, 1) == n - 1  # all but x[0]
         device.memory_pool.release(big.buffer)
 
 

@@ -1,4 +1,5 @@
 """Types numpy lacks, where vkbackend.interop.cuda takes a dtype: the error names the type and how to map it."""
+
 from __future__ import annotations
 
 import types
@@ -19,14 +20,17 @@ class TorchDType:
         return f"torch.{self.label}"
 
 
-MEMORY = types.SimpleNamespace(nbytes=64, ptr=0)   # the dtype is checked before the memory is looked at
+MEMORY = types.SimpleNamespace(nbytes=64, ptr=0)  # the dtype is checked before the memory is looked at
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", DType.bfloat16, TorchDType("bfloat16")])
 def test_bfloat16_says_to_map_int16_and_view(dtype):
-    with pytest.raises(InvalidArgumentTypeError, match=r"dtype bfloat16 is not a numpy dtype; numpy has no bfloat16.*"
-                                                       r"cuda\.as_torch\(exported, 'int16', shape\)"
-                                                       r"\.view\(torch\.bfloat16\)"):
+    with pytest.raises(
+        InvalidArgumentTypeError,
+        match=r"dtype bfloat16 is not a numpy dtype; numpy has no bfloat16.*"
+        r"cuda\.as_torch\(exported, 'int16', shape\)"
+        r"\.view\(torch\.bfloat16\)",
+    ):
         CudaArray(MEMORY, dtype, None)  # type: ignore[arg-type]
 
 

@@ -8,14 +8,14 @@ to the buffer", which for a sub-allocated buffer is the whole chunk; the descrip
 common desktop drivers check against, and VK_EXT_robustness2's robustBufferAccess2 is what guarantees it (writes
 discarded). docs/reliability.md records what was measured.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from _reliability import SCRIBBLE, groups, run_isolated
 
 import vkbackend
-
-from _reliability import SCRIBBLE, groups, run_isolated
 
 WORDS = 64  # each small buffer: 256 bytes, one buddy block
 # (first index, count) of the scribbles: just past the end, far past it, and an index that wraps to the top of memory
@@ -40,7 +40,7 @@ def neighbours(pool, run: int = 5):
         taken.append(pool.allocate(WORDS * 4))
         spots = sorted((id(pool._entries[b].chunk), pool._entries[b].offset, b) for b in taken)
         for i in range(len(spots) - run + 1):
-            window = spots[i:i + run]
+            window = spots[i : i + run]
             if all(c == window[0][0] and o == window[0][1] + k * WORDS * 4 for k, (c, o, _) in enumerate(window)):
                 found = [b for _, _, b in window]
                 for b in taken:
@@ -85,7 +85,7 @@ def test_out_of_bounds_writes_through_a_view_stay_inside_it(device, pool, scribb
     for first, count in SCRIBBLES:
         device.launch(scribble, [view], [first, count, 0xBEEF], groups(count))
         if first < WORDS:
-            expect[offset_words + first:offset_words + min(first + count, WORDS)] = 0xBEEF
+            expect[offset_words + first : offset_words + min(first + count, WORDS)] = 0xBEEF
         out = np.empty(16 * WORDS, np.uint32)
         pool.pool_to_host(parent, out)
         np.testing.assert_array_equal(out, expect, err_msg=f"the parent after a[{first}:+{count}] through the view")
@@ -112,11 +112,14 @@ dev.close()
 
 def test_what_lavapipe_does_without_robustness(device):
     """Not a guarantee, a record: with VKBACKEND_ROBUST=0 an out-of-bounds write is undefined behaviour. The result is
-    printed for docs/reliability.md (lavapipe bounds-checks storage buffer accesses whether or not the feature is on)."""
+    printed for docs/reliability.md (lavapipe bounds-checks storage buffer accesses whether or not the feature is
+    on)."""
     if "llvmpipe" not in device.info.name:
         pytest.skip("a record of lavapipe's behaviour")
     r = run_isolated(WITHOUT, env={"VKBACKEND_ROBUST": "0"})
     assert r["robust"] is False
-    print(f"\nlavapipe without robustBufferAccess: an out-of-bounds write "
-          f"{'changed' if r['neighbour_changed'] else 'did not change'} the neighbouring buffer")
+    print(
+        f"\nlavapipe without robustBufferAccess: an out-of-bounds write "
+        f"{'changed' if r['neighbour_changed'] else 'did not change'} the neighbouring buffer"
+    )
     assert r["validation"] == ""

@@ -12,6 +12,7 @@ of 256 MiB and a 5 GiB one past the device's own limit::
 
     python3 -m pytest -q -p no:cacheprovider -rs tests/test_large_buffers.py
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,10 @@ def need_past_the_range(info, extra: int) -> None:
     """Skip, saying why, where no buffer can be ``extra`` bytes past the storage range: a device whose largest
     allocation is the range itself (an H200: both 4 GiB) has no buffer that needs an address to be reached."""
     if info.max_storage_buffer_range + extra > info.max_memory_allocation_size:
-        pytest.skip(f"{info.name}: the largest allocation ({info.max_memory_allocation_size} B) is not past "
-                    f"maxStorageBufferRange ({info.max_storage_buffer_range} B) by {extra} B, so no buffer is")
+        pytest.skip(
+            f"{info.name}: the largest allocation ({info.max_memory_allocation_size} B) is not past "
+            f"maxStorageBufferRange ({info.max_storage_buffer_range} B) by {extra} B, so no buffer is"
+        )
 
 
 @pytest.fixture
@@ -45,23 +48,25 @@ def addressed(device, kernel):
 def test_reflection_finds_the_address_members(device, addressed):
     info = device.program_info(addressed)
     assert [(a.name, a.offset, a.readable, a.writable) for a in info.addresses] == [
-        ("src", 0, True, False), ("dst", 16, True, True)]
+        ("src", 0, True, False),
+        ("dst", 16, True, True),
+    ]
     assert [m.name for m in info.push_constants] == ["a", "first", "n"]
     assert info.buffers == ()
 
 
 def test_a_kernel_reaches_the_last_element_of_a_buffer_past_the_storage_range(device, pool, addressed):
     limit = device.info.max_storage_buffer_range
-    n = limit // 4 + 4096                       # past the range by 16 KiB
+    n = limit // 4 + 4096  # past the range by 16 KiB
     need_past_the_range(device.info, 4 * n - limit)
     x = np.arange(n, dtype=np.float32) % 1000
     xb, yb = pool.allocate(4 * n), pool.allocate(4 * n)
     pool.host_to_pool(x, xb)
     pool.host_to_pool(np.ones(n, dtype=np.float32), yb)
     per_launch = 65535 * 256
-    for first in range(0, n, per_launch):       # two launches: the second depends on nothing, the third on the first
+    for first in range(0, n, per_launch):  # two launches: the second depends on nothing, the third on the first
         device.launch(addressed, [xb, yb], [2.0, first, n], (min(65535, -(-(n - first) // 256)), 1, 1))
-    device.launch(addressed, [xb, yb], [1.0, n - 8, n], (1, 1, 1))   # the tail again: a write after write
+    device.launch(addressed, [xb, yb], [1.0, n - 8, n], (1, 1, 1))  # the tail again: a write after write
     out = np.empty(n, dtype=np.float32)
     pool.pool_to_host(yb, out)
     expected = 2 * x + 1
@@ -105,9 +110,9 @@ def test_accesses_by_address_are_ordered_like_bound_ones(device, pool, addressed
     x1, y1, x2, y2 = bufs
     device.sync()
     before = device.stats()["barriers"]
-    device.launch(addressed, [x1, y1], [1.0, 0, 1024], (4, 1, 1))   # after the uploads: one barrier
-    device.launch(addressed, [x2, y2], [1.0, 0, 1024], (4, 1, 1))   # independent of the first: none
-    device.launch(addressed, [x1, y1], [1.0, 0, 1024], (4, 1, 1))   # writes what the first wrote: one
+    device.launch(addressed, [x1, y1], [1.0, 0, 1024], (4, 1, 1))  # after the uploads: one barrier
+    device.launch(addressed, [x2, y2], [1.0, 0, 1024], (4, 1, 1))  # independent of the first: none
+    device.launch(addressed, [x1, y1], [1.0, 0, 1024], (4, 1, 1))  # writes what the first wrote: one
     device.sync()
     assert device.stats()["barriers"] - before == 2
     out = np.empty(1024, dtype=np.float32)
@@ -160,8 +165,10 @@ def test_past_the_allocation_cap_a_device_without_sparse_binding_says_what_to_do
     statistics count them. A VulkanConfig's cap wins over the variable; a cap above the device's limit is the
     device's."""
     if device.info.sparse_binding:
-        pytest.skip(f"{device.info.name} has sparse binding, so a buffer past the cap is made: "
-                    "test_a_sparse_buffer_bound_to_allocations_of_the_cap covers it")
+        pytest.skip(
+            f"{device.info.name} has sparse binding, so a buffer past the cap is made: "
+            "test_a_sparse_buffer_bound_to_allocations_of_the_cap covers it"
+        )
     cap = 64 * MiB
     result = run_isolated(CAPPED, timeout=120, env={"VKBACKEND_MAX_ALLOCATION_BYTES": str(cap)})
     assert result["limit"] == cap
@@ -172,7 +179,7 @@ def test_past_the_allocation_cap_a_device_without_sparse_binding_says_what_to_do
     assert result["refused_unchanged"]
     made = result["made"]
     assert made["live_buffers"] == 3
-    assert made["memory_objects"] == 2 + made["chunks"]   # the two dedicated buffers, and a chunk for the block
+    assert made["memory_objects"] == 2 + made["chunks"]  # the two dedicated buffers, and a chunk for the block
     assert made["held_bytes"] >= cap + cap // 2 + made["chunks"] * result["chunk_bytes"]
     assert result["chunk_bytes"] <= cap
     assert result["round_trip"]
@@ -226,7 +233,8 @@ values = np.empty(len(probes), dtype=np.uint32)
 pool.pool_to_host(found, values)
 result["probes"] = len(probes)
 result["probes_read"] = bool(np.array_equal(values, np.array(probes, dtype=np.uint32)))
-detail = result["detail"] = {"limit": limit, "wrong_probes": [(p, int(v)) for p, v in zip(probes, values) if p != v][:6]}
+wrong = [(p, int(v)) for p, v in zip(probes, values) if p != v][:6]
+detail = result["detail"] = {"limit": limit, "wrong_probes": wrong}
 
 out = np.empty_like(pattern)
 pool.pool_to_host(big, out)
@@ -269,15 +277,21 @@ def run_sparse(device, nbytes: int, cap: int | None, timeout: float) -> dict:
     limit), after skipping, saying why, where the device cannot hold it."""
     info = device.info
     if not info.sparse_binding:
-        pytest.skip(f"{info.name} has no sparse binding (sparseBinding on its compute queue): buffers past the largest "
-                    "allocation are refused there (test_past_the_allocation_cap_a_device_without_sparse_binding...)")
+        pytest.skip(
+            f"{info.name} has no sparse binding (sparseBinding on its compute queue): buffers past the largest "
+            "allocation are refused there (test_past_the_allocation_cap_a_device_without_sparse_binding...)"
+        )
     if not info.buffer_device_address:
         pytest.skip(f"{info.name} has no buffer device addresses, which the probe kernel uses")
     free = device.memory_pool.free_bytes
     if free < nbytes + nbytes // 4 + GiB:
         pytest.skip(f"{info.name} has {free} bytes of device memory free; a {nbytes}-byte buffer needs more")
-    env = {"LARGE_BYTES": str(nbytes), "PROBE_KERNEL": PROBE_KERNEL, "VKBACKEND_MAX_ALLOCATION_BYTES": str(cap or ""),
-           "COPY_WHOLE": "1" if 2 * nbytes + GiB <= free else "0"}
+    env = {
+        "LARGE_BYTES": str(nbytes),
+        "PROBE_KERNEL": PROBE_KERNEL,
+        "VKBACKEND_MAX_ALLOCATION_BYTES": str(cap or ""),
+        "COPY_WHOLE": "1" if 2 * nbytes + GiB <= free else "0",
+    }
     return run_isolated(SPARSE, timeout=timeout, env=env)
 
 
@@ -286,13 +300,15 @@ def check_sparse(result: dict, nbytes: int, pieces: int) -> None:
     assert result["failed_bind"] == ["MemoryAllocation", True]
     assert result["failed_bind_left"] == {"live_buffers": 0, "memory_objects": 0, "held_bytes": 0, "chunks": 0}
     made = result["made"]
-    assert made["live_buffers"] == 1                      # one buffer, however many allocations
-    assert made["memory_objects"] == pieces               # (the chunks made before are reused: no new one)
+    assert made["live_buffers"] == 1  # one buffer, however many allocations
+    assert made["memory_objects"] == pieces  # (the chunks made before are reused: no new one)
     assert made["held_bytes"] >= nbytes
     assert result["probes"] >= 3 + 2 * (pieces - 1)
     checks = {k: result.get(k) for k in ("probes_read", "last_word", "rest_intact", "view_copied", "whole_copied")}
-    assert all(v is not False for v in checks.values()) and None not in list(checks.values())[:4], \
-        {**checks, **result["detail"]}
+    assert all(v is not False for v in checks.values()) and None not in list(checks.values())[:4], {
+        **checks,
+        **result["detail"],
+    }
     assert result["released"] == {"live_buffers": 0, "memory_objects": 0, "held_bytes": 0, "chunks": 0}
     assert result["validation"] == ""
 
@@ -319,9 +335,10 @@ def test_a_sparse_buffer_is_cut_into_pieces_as_large_as_the_limit_allows():
     """The allocations behind a sparse buffer: as large as the limit allows in whole multiples of the buffer's
     alignment (sparse binds of a buffer must be), the last one the rest; a limit under the alignment says what to do."""
     from vkbackend.memory.sparse import piece_sizes
+
     align = 64 << 10
     assert piece_sizes(GiB, align, 256 * MiB) == [256 * MiB] * 4
-    assert piece_sizes(5 * GiB, align, 0xFFE00000) == [0xFFE00000, 5 * GiB - 0xFFE00000]   # an H200's limit
+    assert piece_sizes(5 * GiB, align, 0xFFE00000) == [0xFFE00000, 5 * GiB - 0xFFE00000]  # an H200's limit
     assert piece_sizes(GiB, align, 300 * MiB + 1000) == [300 * MiB] * 3 + [GiB - 900 * MiB]
     with pytest.raises(BackendError, match="smaller than a sparse buffer's alignment"):
         piece_sizes(GiB, align, align - 1)

@@ -5,6 +5,7 @@ Every result is compared with numpy on fresh random data (the seed is printed, s
 autouse fixture in conftest.py fails any test during which the validation layer (with synchronization validation)
 printed anything, so a missing barrier fails here even where lavapipe happens to run dispatches in order.
 """
+
 from __future__ import annotations
 
 import os
@@ -87,34 +88,51 @@ F32, F64 = np.finfo(np.float32), np.finfo(np.float64)
 EXTREME_ROWS = [
     (int(I32.min), float(F64.max), 0, int(I64.min), float(F32.max), 0, False),
     (int(I32.max), -float(F64.max), int(U32.max), int(I64.max), -float(F32.max), int(U64.max), True),
-    (-1, 5e-324, 1, -1, float(np.float32(2.0 ** -149)), 1, True),            # smallest denormals
-    (0, float(F64.tiny), 2 ** 31, 0, float(F32.tiny), 2 ** 63, False),       # smallest normals, top bits
-    (1, float("inf"), 0x80000001, 2 ** 32, float("inf"), 2 ** 32 + 1, True),
-    (-2, float("-inf"), 0xDEADBEEF, -(2 ** 32), float("-inf"), 0xFEDCBA9876543210, False),
+    (-1, 5e-324, 1, -1, float(np.float32(2.0**-149)), 1, True),  # smallest denormals
+    (0, float(F64.tiny), 2**31, 0, float(F32.tiny), 2**63, False),  # smallest normals, top bits
+    (1, float("inf"), 0x80000001, 2**32, float("inf"), 2**32 + 1, True),
+    (-2, float("-inf"), 0xDEADBEEF, -(2**32), float("-inf"), 0xFEDCBA9876543210, False),
     (12345, -0.0, 7, 1, -0.0, 3, True),
-    (-12345, float("nan"), 8, -(2 ** 62), float("nan"), 2 ** 62, False),
+    (-12345, float("nan"), 8, -(2**62), float("nan"), 2**62, False),
 ]
 
 
 def expected_scalar_rows(rows):
     rows = list(zip(*rows))
-    o32 = np.stack([np.array(rows[0], dtype=np.int32).view(np.uint32), np.array(rows[2], dtype=np.uint32),
-                    f32(rows[4]).view(np.uint32), np.array(rows[6], dtype=np.uint32)], axis=1)
-    o64 = np.stack([np.array(rows[1], dtype=np.float64).view(np.uint64),
-                    np.array(rows[3], dtype=np.int64).view(np.uint64), np.array(rows[5], dtype=np.uint64)], axis=1)
+    o32 = np.stack(
+        [
+            np.array(rows[0], dtype=np.int32).view(np.uint32),
+            np.array(rows[2], dtype=np.uint32),
+            f32(rows[4]).view(np.uint32),
+            np.array(rows[6], dtype=np.uint32),
+        ],
+        axis=1,
+    )
+    o64 = np.stack(
+        [
+            np.array(rows[1], dtype=np.float64).view(np.uint64),
+            np.array(rows[3], dtype=np.int64).view(np.uint64),
+            np.array(rows[5], dtype=np.uint64),
+        ],
+        axis=1,
+    )
     return o32.ravel(), o64.ravel()
 
 
 def random_scalar_rows(rng, n):
     rows = []
     for _ in range(n):
-        rows.append((int(rng.integers(I32.min, I32.max, endpoint=True)),
-                     float(rng.standard_normal() * 10.0 ** rng.integers(-300, 300)),
-                     int(rng.integers(0, U32.max, endpoint=True)),
-                     int(rng.integers(I64.min, I64.max, endpoint=True)),
-                     float(np.float32(rng.standard_normal() * 10.0 ** rng.integers(-37, 37))),
-                     int(rng.integers(0, U64.max, endpoint=True, dtype=np.uint64)),
-                     bool(rng.integers(0, 2))))
+        rows.append(
+            (
+                int(rng.integers(I32.min, I32.max, endpoint=True)),
+                float(rng.standard_normal() * 10.0 ** rng.integers(-300, 300)),
+                int(rng.integers(0, U32.max, endpoint=True)),
+                int(rng.integers(I64.min, I64.max, endpoint=True)),
+                float(np.float32(rng.standard_normal() * 10.0 ** rng.integers(-37, 37))),
+                int(rng.integers(0, U64.max, endpoint=True, dtype=np.uint64)),
+                bool(rng.integers(0, 2)),
+            )
+        )
     return rows
 
 
@@ -163,13 +181,25 @@ def test_bool_scalars_accept_numpy_bool(device, pool, kernel):
 
 GOOD_ROW = [0, 0.0, 0, 0, 0.0, 0, False, 0]
 OUT_OF_RANGE = [  # (member index, value)
-    (0, 2 ** 31), (0, -(2 ** 31) - 1), (0, 1.5), (0, "1"),
-    (2, -1), (2, 2 ** 32), (2, np.int64(-1)),
-    (3, 2 ** 63), (3, -(2 ** 63) - 1),
-    (5, -1), (5, 2 ** 64),
-    (6, -1), (6, 2 ** 32),
-    (7, 2 ** 32), (7, None),
-    (1, "x"), (4, None), (4, 10 ** 40), (1, 10 ** 400),
+    (0, 2**31),
+    (0, -(2**31) - 1),
+    (0, 1.5),
+    (0, "1"),
+    (2, -1),
+    (2, 2**32),
+    (2, np.int64(-1)),
+    (3, 2**63),
+    (3, -(2**63) - 1),
+    (5, -1),
+    (5, 2**64),
+    (6, -1),
+    (6, 2**32),
+    (7, 2**32),
+    (7, None),
+    (1, "x"),
+    (4, None),
+    (4, 10**40),
+    (1, 10**400),
 ]
 
 
@@ -217,10 +247,10 @@ def test_read_after_write_chain_across_buffers(device, pool, kernel, rng):
     b1, b2, b3, b4 = (pool.allocate(N * 4) for _ in range(4))
     (a1, c1), (a2, c2), (a3, c3) = rng.uniform(-2, 2, (3, 2)).astype(np.float32)
     start = settle(device, pool, kernel)
-    device.launch(affine, [b0, b1], [a1, c1, N], groups(N))      # b1 = a1*b0 + c1       (no hazard)
-    device.launch(affine, [b1, b2], [a2, c2, N], groups(N))      # reads b1: RAW         (barrier)
-    device.launch(add, [b1, b2, b3], [N], groups(N))             # reads b2: RAW         (barrier)
-    device.launch(affine, [b3, b4], [a3, c3, N], groups(N))      # reads b3: RAW         (barrier)
+    device.launch(affine, [b0, b1], [a1, c1, N], groups(N))  # b1 = a1*b0 + c1       (no hazard)
+    device.launch(affine, [b1, b2], [a2, c2, N], groups(N))  # reads b1: RAW         (barrier)
+    device.launch(add, [b1, b2, b3], [N], groups(N))  # reads b2: RAW         (barrier)
+    device.launch(affine, [b3, b4], [a3, c3, N], groups(N))  # reads b3: RAW         (barrier)
     device.sync()
     assert barriers(device) - start == 3
     y1 = a1 * x0 + c1
@@ -239,8 +269,8 @@ def test_write_after_read(device, pool, kernel, rng):
     bx, by = upload(pool, x), pool.allocate(N * 4)
     a, c, value = (float(v) for v in rng.uniform(-2, 2, 3).astype(np.float32))
     start = settle(device, pool, kernel)
-    device.launch(affine, [bx, by], [a, c, N], groups(N))   # reads x
-    device.launch(fill, [bx], [value, N], groups(N))         # then overwrites x: WAR
+    device.launch(affine, [bx, by], [a, c, N], groups(N))  # reads x
+    device.launch(fill, [bx], [value, N], groups(N))  # then overwrites x: WAR
     device.sync()
     assert barriers(device) - start == 1
     np.testing.assert_allclose(download(pool, by, np.float32, N), f32(a) * x + f32(c), rtol=1e-6, atol=1e-6)
@@ -255,9 +285,9 @@ def test_write_after_write(device, pool, kernel, rng):
     bx, by = upload(pool, x), pool.allocate(N * 4)
     value, a, c, s = (float(v) for v in rng.uniform(-2, 2, 4).astype(np.float32))
     start = settle(device, pool, kernel)
-    device.launch(fill, [by], [value, N], groups(N))          # writes y
-    device.launch(affine, [bx, by], [a, c, N], groups(N))     # writes y again: WAW
-    device.launch(axpy, [bx, by], [s, N], groups(N))          # reads and writes y: RAW and WAW
+    device.launch(fill, [by], [value, N], groups(N))  # writes y
+    device.launch(affine, [bx, by], [a, c, N], groups(N))  # writes y again: WAW
+    device.launch(axpy, [bx, by], [s, N], groups(N))  # reads and writes y: RAW and WAW
     device.sync()
     assert barriers(device) - start == 2
     want = (f32(a) * x + f32(c)) * f32(s) + x
@@ -322,12 +352,12 @@ def test_views_count_as_their_parent(device, pool, kernel, rng):
     value = float(np.float32(rng.uniform(-2, 2)))
 
     start = settle(device, pool, kernel)
-    device.launch(affine, [bx, lo], [a1, c1, n], groups(n))   # writes the parent (through lo)
-    device.launch(affine, [bx, hi], [a2, c2, n], groups(n))   # disjoint bytes, same parent: WAW, one barrier
+    device.launch(affine, [bx, lo], [a1, c1, n], groups(n))  # writes the parent (through lo)
+    device.launch(affine, [bx, hi], [a2, c2, n], groups(n))  # disjoint bytes, same parent: WAW, one barrier
     device.sync()
     assert barriers(device) - start == 1
     start = settle(device, pool, kernel)
-    device.launch(affine, [lo, hi], [a3, c3, n], groups(n))   # reads lo, writes hi: one dispatch, no hazard yet
+    device.launch(affine, [lo, hi], [a3, c3, n], groups(n))  # reads lo, writes hi: one dispatch, no hazard yet
     device.launch(affine, [hi, out], [1.0, 0.0, n], groups(n))  # reads hi: RAW
     device.launch(fill, [parent], [value, 2 * n], groups(2 * n))  # writes all of it: WAR through the views
     device.sync()
@@ -389,13 +419,13 @@ GRID_LOCAL = (4, 2, 2)  # grid3d.comp
 
 
 def expected_grid(grid, tag) -> np.ndarray:
-    sx, sy, sz = (g * l for g, l in zip(grid, GRID_LOCAL))
+    sx, sy, sz = (g * size for g, size in zip(grid, GRID_LOCAL))
     z, y, x = np.meshgrid(np.arange(sz), np.arange(sy), np.arange(sx), indexing="ij")
     return np.stack([x.ravel(), y.ravel(), z.ravel(), np.full(x.size, tag)], axis=1).astype(np.uint32).ravel()
 
 
 def run_grid(device, pool, prog, grid, scalars, full_grid):
-    count = int(np.prod([g * l for g, l in zip(full_grid, GRID_LOCAL)]))
+    count = int(np.prod([g * size for g, size in zip(full_grid, GRID_LOCAL)]))
     out = pool.allocate(count * 16)
     device.launch(prog, [out], scalars, grid)
     got = download(pool, out, np.uint32, count * 4)
@@ -407,7 +437,7 @@ def run_grid(device, pool, prog, grid, scalars, full_grid):
 def test_grids_cover_every_invocation(device, pool, kernel, rng, grid):
     prog = kernel("grid3d")
     full = tuple(grid) + (1,) * (3 - len(grid))
-    tag = int(rng.integers(0, 2 ** 31))
+    tag = int(rng.integers(0, 2**31))
     got = run_grid(device, pool, prog, grid, [*full, tag], full)
     np.testing.assert_array_equal(got, expected_grid(full, tag))
 
@@ -415,7 +445,7 @@ def test_grids_cover_every_invocation(device, pool, kernel, rng, grid):
 def test_grid_from_grid_args(device, pool, kernel, rng):
     prog = kernel("grid3d")
     gx, gy, gz = (int(v) for v in rng.integers(1, 6, 3))
-    tag = int(rng.integers(0, 2 ** 31))
+    tag = int(rng.integers(0, 2**31))
     cases = [  # (grid, scalars, the grid it means): the kernel checks gl_NumWorkGroups against scalars 0-2
         ((GridArg(0), GridArg(1), GridArg(2)), [gx, gy, gz, tag], (gx, gy, gz)),
         ((GridArg(0), gy, GridArg(2)), [np.uint32(gx), gy, np.int64(gz), tag], (gx, gy, gz)),
@@ -513,7 +543,7 @@ def test_shared_memory_reduction_uint_partials_exact(device, pool, kernel, rng):
     wg = 128
     prog = kernel("reduce", WG=wg, T="uint")
     n = int(rng.integers(10_000, 40_000))
-    x = rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32)  # sums wrap, like uint in GLSL
+    x = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)  # sums wrap, like uint in GLSL
     bx = upload(pool, x)
     parts = -(-n // wg)
     partial = pool.allocate(parts * 4)
@@ -557,7 +587,7 @@ def test_release_buffers_while_their_launches_are_queued(device, pool, kernel, r
     x = rng.standard_normal(N, dtype=np.float32)
     bx, by, bz, bw = upload(pool, x), pool.allocate(N * 4), pool.allocate(N * 4), pool.allocate(N * 4)
     live = pool.stats()["live_buffers"]
-    device.launch(copy2, [bx, by, bz], [N], groups(N))   # y = 2x (y released at once), z = x + 1
+    device.launch(copy2, [bx, by, bz], [N], groups(N))  # y = 2x (y released at once), z = x + 1
     pool.release(bx)
     pool.release(by)
     device.launch(affine, [bz, bw], [3.0, 0.0, N], groups(N))
@@ -654,14 +684,36 @@ def test_invalid_launches_raise_at_once_and_queue_nothing(device, pool, kernel):
     mx, my, mz = device.info.max_global_work_dims
     ok = {"prog": affine, "buffers": [bx, by], "scalars": [1.0, 0.0, N], "grid": (1, 1, 1)}
     bad = [
-        {"buffers": [bx]}, {"buffers": [bx, by, by]}, {"buffers": []},
-        {"scalars": [1.0, 0.0]}, {"scalars": [1.0, 0.0, N, 4]}, {"scalars": []},
-        {"prog": 12_345_678}, {"prog": -1}, {"prog": "affine"}, {"prog": None}, {"prog": released},
-        {"buffers": [bx, gone]}, {"buffers": [bx, 999_999_999]}, {"buffers": [bx, "by"]},
-        {"grid": (0, 1, 1)}, {"grid": (1, 0, 1)}, {"grid": (1, 1, 0)}, {"grid": (-1, 1, 1)}, {"grid": (0,)},
-        {"grid": (mx + 1, 1, 1)}, {"grid": (1, my + 1, 1)}, {"grid": (1, 1, mz + 1)}, {"grid": (mx + 1,)},
-        {"grid": (2 ** 32, 1, 1)}, {"grid": (1, 1, 1, 1)}, {"grid": ()}, {"grid": (1.5, 1, 1)},
-        {"grid": ("2", 1, 1)}, {"grid": None}, {"grid": 5},
+        {"buffers": [bx]},
+        {"buffers": [bx, by, by]},
+        {"buffers": []},
+        {"scalars": [1.0, 0.0]},
+        {"scalars": [1.0, 0.0, N, 4]},
+        {"scalars": []},
+        {"prog": 12_345_678},
+        {"prog": -1},
+        {"prog": "affine"},
+        {"prog": None},
+        {"prog": released},
+        {"buffers": [bx, gone]},
+        {"buffers": [bx, 999_999_999]},
+        {"buffers": [bx, "by"]},
+        {"grid": (0, 1, 1)},
+        {"grid": (1, 0, 1)},
+        {"grid": (1, 1, 0)},
+        {"grid": (-1, 1, 1)},
+        {"grid": (0,)},
+        {"grid": (mx + 1, 1, 1)},
+        {"grid": (1, my + 1, 1)},
+        {"grid": (1, 1, mz + 1)},
+        {"grid": (mx + 1,)},
+        {"grid": (2**32, 1, 1)},
+        {"grid": (1, 1, 1, 1)},
+        {"grid": ()},
+        {"grid": (1.5, 1, 1)},
+        {"grid": ("2", 1, 1)},
+        {"grid": None},
+        {"grid": 5},
     ]
     device.sync()
     before = device.stats()["dispatches"]
@@ -677,8 +729,11 @@ def test_invalid_launches_raise_at_once_and_queue_nothing(device, pool, kernel):
         pool.release(buf)
 
 
-@pytest.mark.parametrize("change", [{"buffers": None}, {"prog": [0]}, {"buffers": [[1], [2]]}],
-                         ids=["buffers=None", "prog=[0]", "buffers=[[1],[2]]"])
+@pytest.mark.parametrize(
+    "change",
+    [{"buffers": None}, {"prog": [0]}, {"buffers": [[1], [2]]}],
+    ids=["buffers=None", "prog=[0]", "buffers=[[1],[2]]"],
+)
 def test_malformed_ids_raise_invalid_argument(device, pool, kernel, change):
     affine = kernel("affine")
     bx, by = pool.allocate(N * 4), pool.allocate(N * 4)
@@ -748,10 +803,18 @@ def test_argument_containers(device, pool, kernel, rng):
     pool.release(by)
 
 
-@pytest.mark.parametrize("make", [lambda v: set(v), lambda v: dict(enumerate(v)),
-                                  lambda v: {str(i): x for i, x in enumerate(v)}, lambda v: (x for x in v),
-                                  lambda v: iter(v), lambda v: dict(enumerate(v)).values()],
-                         ids=["set", "dict keyed 0,1,...", "dict", "generator", "iterator", "dict values"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda v: set(v),
+        lambda v: dict(enumerate(v)),
+        lambda v: {str(i): x for i, x in enumerate(v)},
+        lambda v: (x for x in v),
+        lambda v: iter(v),
+        lambda v: dict(enumerate(v)).values(),
+    ],
+    ids=["set", "dict keyed 0,1,...", "dict", "generator", "iterator", "dict values"],
+)
 def test_scalars_must_be_a_sequence(device, pool, kernel, make):
     """Scalars bind in order: a set (hash order), a dict (its keys) or an iterator would bind the wrong values, so
     launch, launch_timed and graphs refuse them at once, whichever path checks the launch; a one-buffer set too."""
@@ -759,10 +822,12 @@ def test_scalars_must_be_a_sequence(device, pool, kernel, make):
     out, other = pool.allocate(64 * 4), pool.allocate(64 * 4)
     device.sync()
     before = device.stats()["dispatches"]
-    for call, prog, buffers, scalars in ((device.launch, fill, [out], [5.0, 64]),
-                                         (device.launch_timed, fill, [out], [5.0, 64]),
-                                         (device.launch, copy, [out, other], [2.0, 0.0, 64]),
-                                         (lambda *a: device.graph([a]), copy, [out, other], [2.0, 0.0, 64])):
+    for call, prog, buffers, scalars in (
+        (device.launch, fill, [out], [5.0, 64]),
+        (device.launch_timed, fill, [out], [5.0, 64]),
+        (device.launch, copy, [out, other], [2.0, 0.0, 64]),
+        (lambda *a: device.graph([a]), copy, [out, other], [2.0, 0.0, 64]),
+    ):
         with pytest.raises(vkbackend.InvalidArgumentError, match="scalars must be a list or tuple"):
             call(prog, buffers, make(scalars), (1, 1, 1))
     for call in (device.launch, device.launch_timed):
@@ -778,7 +843,7 @@ def test_scalars_must_be_a_sequence(device, pool, kernel, make):
 def test_launches_from_eight_threads(device, pool, kernel, rng):
     axpy, affine = kernel("axpy_inplace"), kernel("affine")
     threads, steps = 8, 150
-    seeds = rng.integers(0, 2 ** 32, threads)
+    seeds = rng.integers(0, 2**32, threads)
     start = threading.Barrier(threads)
     errors: list[BaseException] = []
 
@@ -790,7 +855,7 @@ def test_launches_from_eight_threads(device, pool, kernel, rng):
             coeffs = r.uniform(0.5, 1.0, steps).astype(np.float32)
             start.wait()
             for a in coeffs:
-                device.launch(axpy, [bx, by], [a, N], groups(N))      # y = y*a + x, a chain on y
+                device.launch(axpy, [bx, by], [a, N], groups(N))  # y = y*a + x, a chain on y
                 device.launch(affine, [by, bz], [a, 1.0, N], groups(N))  # z = a*y + 1 from the latest y
                 y = (y * a + x).astype(np.float32)
             z = coeffs[-1] * y + 1
@@ -907,13 +972,19 @@ def write_spirv(tmp_path, names) -> str:
 def run_script(script: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run a script in a fresh interpreter with this process's environment (validation settings included)."""
     full_env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
-    return subprocess.run([sys.executable, "-c", script, *args], env=full_env, capture_output=True, text=True,
-                          check=False, timeout=120, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=REPO,
+    )
 
 
 def test_descriptor_pool_path(device, tmp_path, rng):
     spv = write_spirv(tmp_path, ["affine", "add", "counter", "fill"])
-    result = run_script(POOL_PATH_SCRIPT, spv, str(int(rng.integers(2 ** 32))),
-                        env={"VKBACKEND_PUSH_DESCRIPTORS": "0"})
+    result = run_script(POOL_PATH_SCRIPT, spv, str(int(rng.integers(2**32))), env={"VKBACKEND_PUSH_DESCRIPTORS": "0"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "POOL PATH OK" in result.stdout

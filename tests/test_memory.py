@@ -1,4 +1,5 @@
 """The memory pool: allocation, reference counts, views, transfers, limits, threads."""
+
 from __future__ import annotations
 
 import threading
@@ -33,7 +34,7 @@ def test_roundtrip_at_offsets(pool):
     pool.host_to_pool(whole, buf)
     patch = rng.integers(0, 256, 333, dtype=np.uint8)
     pool.host_to_pool(patch, buf, 1234)
-    whole[1234:1234 + 333] = patch
+    whole[1234 : 1234 + 333] = patch
     part = np.empty(500, dtype=np.uint8)
     pool.pool_to_host(buf, part, 1200)
     assert np.array_equal(part, whole[1200:1700])
@@ -93,8 +94,13 @@ def test_refcounts(pool):
 
 @pytest.mark.parametrize("bad", [0, 123456789, -1, "a", None])
 def test_bad_ids(pool, bad):
-    for call in (lambda: pool.release(bad), lambda: pool.retain(bad), lambda: pool.pool_to_host(bad, bytearray(1)),
-                 lambda: pool.host_to_pool(b"a", bad), lambda: pool.view(bad, 0, 1)):
+    for call in (
+        lambda: pool.release(bad),
+        lambda: pool.retain(bad),
+        lambda: pool.pool_to_host(bad, bytearray(1)),
+        lambda: pool.host_to_pool(b"a", bad),
+        lambda: pool.view(bad, 0, 1),
+    ):
         with pytest.raises(BackendError) as info:
             call()
         assert info.value.status is ErrorStatus.InvalidArgument
@@ -102,9 +108,15 @@ def test_bad_ids(pool, bad):
 
 def test_sizes_are_checked(pool):
     buf = pool.allocate(100)
-    for call in (lambda: pool.host_to_pool(bytes(101), buf), lambda: pool.host_to_pool(bytes(10), buf, 95),
-                 lambda: pool.pool_to_host(buf, bytearray(101)), lambda: pool.pool_to_host(buf, bytearray(1), 100),
-                 lambda: pool.pool_to_host(buf, bytes(10)), lambda: pool.allocate(0), lambda: pool.allocate(-5)):
+    for call in (
+        lambda: pool.host_to_pool(bytes(101), buf),
+        lambda: pool.host_to_pool(bytes(10), buf, 95),
+        lambda: pool.pool_to_host(buf, bytearray(101)),
+        lambda: pool.pool_to_host(buf, bytearray(1), 100),
+        lambda: pool.pool_to_host(buf, bytes(10)),
+        lambda: pool.allocate(0),
+        lambda: pool.allocate(-5),
+    ):
         with pytest.raises(BackendError) as info:
             call()
         assert info.value.status is ErrorStatus.InvalidArgument
@@ -119,12 +131,12 @@ def test_views(pool, device):
     view = pool.view(buf, 2 * align, 3 * align)
     out = np.empty(3 * align, dtype=np.uint8)
     pool.pool_to_host(view, out)
-    assert np.array_equal(out, data[2 * align:5 * align])
+    assert np.array_equal(out, data[2 * align : 5 * align])
     pool.host_to_pool(np.zeros(align, dtype=np.uint8), view, align)
     pool.release(buf)  # the view keeps the parent alive
     whole = np.empty(3 * align, dtype=np.uint8)
     pool.pool_to_host(view, whole)
-    assert (whole[align:2 * align] == 0).all() and np.array_equal(whole[:align], data[2 * align:3 * align])
+    assert (whole[align : 2 * align] == 0).all() and np.array_equal(whole[:align], data[2 * align : 3 * align])
     if align > 1:
         with pytest.raises(BackendError):
             pool.view(view, 1, 1)
@@ -235,15 +247,26 @@ def test_sizes_and_offsets_take_numpy_integers(pool, device):
 
 def test_sizes_and_offsets_of_the_wrong_type_or_value(pool):
     from vkbackend import InvalidArgumentError, InvalidArgumentTypeError
+
     buf = pool.allocate(256)
-    for call in (lambda: pool.allocate(4096.0), lambda: pool.allocate(np.float64(64)), lambda: pool.allocate("64"),
-                 lambda: pool.allocate(True), lambda: pool.view(buf, 0.0, 64), lambda: pool.view(buf, 0, 64.0),
-                 lambda: pool.host_to_pool(bytes(4), buf, 1.0), lambda: pool.pool_to_host(buf, bytearray(4), 1.0)):
+    for call in (
+        lambda: pool.allocate(4096.0),
+        lambda: pool.allocate(np.float64(64)),
+        lambda: pool.allocate("64"),
+        lambda: pool.allocate(True),
+        lambda: pool.view(buf, 0.0, 64),
+        lambda: pool.view(buf, 0, 64.0),
+        lambda: pool.host_to_pool(bytes(4), buf, 1.0),
+        lambda: pool.pool_to_host(buf, bytearray(4), 1.0),
+    ):
         with pytest.raises(InvalidArgumentTypeError, match="must be an integer.*got (float|float64|str|bool)"):
             call()
-    for call, value in ((lambda: pool.allocate(np.int64(0)), "got 0"), (lambda: pool.allocate(np.int8(-4)), "got -4"),
-                        (lambda: pool.view(buf, np.int64(-64), 64), "offset -64"),
-                        (lambda: pool.host_to_pool(bytes(4), buf, np.int64(-1)), "offset -1")):
+    for call, value in (
+        (lambda: pool.allocate(np.int64(0)), "got 0"),
+        (lambda: pool.allocate(np.int8(-4)), "got -4"),
+        (lambda: pool.view(buf, np.int64(-64), 64), "offset -64"),
+        (lambda: pool.host_to_pool(bytes(4), buf, np.int64(-1)), "offset -1"),
+    ):
         with pytest.raises(InvalidArgumentError, match=value) as info:
             call()
         assert not isinstance(info.value, TypeError)
@@ -254,6 +277,7 @@ def test_closed_and_released_host_buffers_are_invalid_arguments(pool):
     import mmap
 
     from vkbackend import InvalidArgumentError
+
     buf = pool.allocate(64)
     closed = mmap.mmap(-1, 64)
     closed.close()

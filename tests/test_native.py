@@ -1,5 +1,6 @@
 """The native layer as source: the generated dispatch table is current, and every Vulkan function is both declared
 and called (a reader finds each one's definition in csrc/dispatch.c; a declaration nothing calls is dead code)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -58,17 +59,23 @@ def test_the_table_knows_each_function_once_and_whether_it_returns_a_result():
 
 def _compile_compat(include: Path, compat_dir: Path = CSRC) -> subprocess.CompletedProcess:
     """``cc -fsyntax-only`` of csrc/vk_compat.h after the <vulkan/vulkan.h> found in ``include``."""
-    source = "#define VK_NO_PROTOTYPES\n#include <vulkan/vulkan.h>\n#include \"vk_compat.h\"\n"
-    return subprocess.run(["cc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Werror", f"-I{include}", f"-I{compat_dir}",
-                           "-x", "c", "-"], input=source, capture_output=True, text=True)
+    source = '#define VK_NO_PROTOTYPES\n#include <vulkan/vulkan.h>\n#include "vk_compat.h"\n'
+    return subprocess.run(
+        ["cc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Werror", f"-I{include}", f"-I{compat_dir}", "-x", "c", "-"],
+        input=source,
+        capture_output=True,
+        text=True,
+    )
 
 
 def _newer_headers() -> list[Path]:
     dirs = [Path(p) for p in os.environ.get("VKBACKEND_TEST_VULKAN_HEADERS", "").split(os.pathsep) if p]
     if not dirs:
-        pytest.skip("set VKBACKEND_TEST_VULKAN_HEADERS to include directories of Vulkan-Headers >= 1.3.255 (e.g. a "
-                    "checkout of github.com/KhronosGroup/Vulkan-Headers at v1.3.255 and v1.4.311) to check "
-                    "csrc/vk_compat.h against headers that have the extensions")
+        pytest.skip(
+            "set VKBACKEND_TEST_VULKAN_HEADERS to include directories of Vulkan-Headers >= 1.3.255 (e.g. a "
+            "checkout of github.com/KhronosGroup/Vulkan-Headers at v1.3.255 and v1.4.311) to check "
+            "csrc/vk_compat.h against headers that have the extensions"
+        )
     return dirs
 
 
@@ -90,8 +97,12 @@ def test_compat_declarations_match_newer_headers(tmp_path):
         text = (include / "vulkan" / "vulkan_core.h").read_text()
         mutations = [("1000506001", "1000506003")] if "VK_KHR_cooperative_matrix 1" in text else []
         if "VK_KHR_shader_bfloat16 1" in text:
-            mutations.append(("F(S, VkBool32, shaderBFloat16DotProduct) F(S, VkBool32, shaderBFloat16CooperativeMatrix)",
-                              "F(S, VkBool32, shaderBFloat16CooperativeMatrix) F(S, VkBool32, shaderBFloat16DotProduct)"))
+            mutations.append(
+                (
+                    "F(S, VkBool32, shaderBFloat16DotProduct) F(S, VkBool32, shaderBFloat16CooperativeMatrix)",
+                    "F(S, VkBool32, shaderBFloat16CooperativeMatrix) F(S, VkBool32, shaderBFloat16DotProduct)",
+                )
+            )
         assert mutations, f"{include} has neither extension: it checks nothing"
         for old, new in mutations:
             compat = (CSRC / "vk_compat.h").read_text()

@@ -7,6 +7,7 @@ Slow (about a minute: three builds of the native module, the last an editable on
 ``pytest -m "not packaging"`` leaves it out. The builds are isolated, so they fetch setuptools, wheel and cffi from
 the package index (PyPI, or pip's configuration).
 """
+
 from __future__ import annotations
 
 import ast
@@ -38,23 +39,39 @@ VERSION = vkbackend.__version__
 
 pytestmark = [
     pytest.mark.packaging,
-    pytest.mark.skipif(importlib.util.find_spec("build") is None,
-                       reason="needs the 'build' package (pip install build; it is in the test extra)"),
-    pytest.mark.skipif(importlib.util.find_spec("ensurepip") is None,
-                       reason="python3 -m venv cannot install pip here (Debian/Ubuntu: apt-get install python3-venv)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("build") is None,
+        reason="needs the 'build' package (pip install build; it is in the test extra)",
+    ),
+    pytest.mark.skipif(
+        importlib.util.find_spec("ensurepip") is None,
+        reason="python3 -m venv cannot install pip here (Debian/Ubuntu: apt-get install python3-venv)",
+    ),
 ]
 
 # What a build from the sdist reads, besides the Python sources.
-BUILD_INPUTS = ["build_vulkan.py", "setup.py", "pyproject.toml", "README.md", "LICENSE", "vkbackend/py.typed",
-                "vkbackend/tinygrad/vkbackend-tinygrad.pth",
-                *(f"vkbackend/decl/{p.name}" for p in (ROOT / "vkbackend" / "decl").glob("*.h")),
-                *(f"vkbackend/csrc/{p.name}" for p in (ROOT / "vkbackend" / "csrc").iterdir())]
+BUILD_INPUTS = [
+    "build_vulkan.py",
+    "setup.py",
+    "pyproject.toml",
+    "README.md",
+    "LICENSE",
+    "vkbackend/py.typed",
+    "vkbackend/tinygrad/vkbackend-tinygrad.pth",
+    *(f"vkbackend/decl/{p.name}" for p in (ROOT / "vkbackend" / "decl").glob("*.h")),
+    *(f"vkbackend/csrc/{p.name}" for p in (ROOT / "vkbackend" / "csrc").iterdir()),
+]
 # Of those, what only the build reads: in the sdist, never in the wheel.
 BUILD_ONLY = ("vkbackend/decl/", "vkbackend/csrc/")
 # What the sdist carries besides: the bench's C reference and the GPU scripts (docs/performance.md,
 # docs/plugin-guide.md), and the wheel recipe's scripts (README, "Wheels").
-BENCH_FILES = ["vkbackend/bench/vulkan_ref.c", "scripts/gpu-bench.sh", "scripts/cuda-interop-check.py",
-               "scripts/fetch-vulkan-headers.sh", "scripts/check-wheel.py"]
+BENCH_FILES = [
+    "vkbackend/bench/vulkan_ref.c",
+    "scripts/gpu-bench.sh",
+    "scripts/cuda-interop-check.py",
+    "scripts/fetch-vulkan-headers.sh",
+    "scripts/check-wheel.py",
+]
 # The C sources the installed package reads at run time: the bench compiles its C reference (bench/vulkan_ref.py).
 RUNTIME_C_SOURCES = {"vkbackend/bench/vulkan_ref.c"}
 # The libraries the native module may need: the C library's (libvulkan is opened at run time, cffi's API mode needs
@@ -68,8 +85,9 @@ def _env() -> dict[str, str]:
 
 
 def _run(command: list, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(c) for c in command], cwd=cwd, env=_env(), capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    proc = subprocess.run(
+        [str(c) for c in command], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
     assert proc.returncode == 0, f"{command} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return proc
 
@@ -115,8 +133,11 @@ def test_wheel_is_tagged_for_the_abi_its_module_uses(dist):
     wheel = _wheel(dist)
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
-        tags = [line.split(": ", 1)[1] for line in zf.read(f"vkbackend-{VERSION}.dist-info/WHEEL").decode().splitlines()
-                if line.startswith("Tag: ")]
+        tags = [
+            line.split(": ", 1)[1]
+            for line in zf.read(f"vkbackend-{VERSION}.dist-info/WHEEL").decode().splitlines()
+            if line.startswith("Tag: ")
+        ]
     if limited_api_supported():
         assert "vkbackend/_vulkan.abi3.so" in names, sorted(names)
         assert wheel.name == f"vkbackend-{VERSION}-{LIMITED_API}-abi3-linux_{platform.machine()}.whl", wheel.name
@@ -124,10 +145,17 @@ def test_wheel_is_tagged_for_the_abi_its_module_uses(dist):
     else:  # a debug or free-threaded interpreter: a module and wheel of this interpreter only
         assert not any(name.endswith(".abi3.so") for name in names)
         assert "-abi3-" not in wheel.name
-    assert {"vkbackend/py.typed", "vkbackend-tinygrad.pth", f"vkbackend-{VERSION}.dist-info/licenses/LICENSE",
-            "vkbackend/bench/vulkan_ref.c", "vkbackend/interop/cuda.py", "vkbackend/memory/external.py",
-            "vkbackend/tinygrad/renderer/renderer.py", "vkbackend/tinygrad/compiler/compiler.py",
-            "vkbackend/tinygrad/runtime/ops_vk.py"} <= names
+    assert {
+        "vkbackend/py.typed",
+        "vkbackend-tinygrad.pth",
+        f"vkbackend-{VERSION}.dist-info/licenses/LICENSE",
+        "vkbackend/bench/vulkan_ref.c",
+        "vkbackend/interop/cuda.py",
+        "vkbackend/memory/external.py",
+        "vkbackend/tinygrad/renderer/renderer.py",
+        "vkbackend/tinygrad/compiler/compiler.py",
+        "vkbackend/tinygrad/runtime/ops_vk.py",
+    } <= names
 
 
 def test_wheel_holds_no_build_only_files(dist):
@@ -177,8 +205,13 @@ def test_setup_py_overrides_no_private_setuptools_method():
     """The commands setup.py customizes override only public methods (``run``), so a setuptools release that renames
     its internals cannot silently drop what they add."""
     tree = ast.parse((ROOT / "setup.py").read_text())
-    private = [f"{cls.name}.{fn.name}" for cls in tree.body if isinstance(cls, ast.ClassDef) for fn in cls.body
-               if isinstance(fn, ast.FunctionDef) and fn.name.startswith("_") and not fn.name.endswith("__")]
+    private = [
+        f"{cls.name}.{fn.name}"
+        for cls in tree.body
+        if isinstance(cls, ast.ClassDef)
+        for fn in cls.body
+        if isinstance(fn, ast.FunctionDef) and fn.name.startswith("_") and not fn.name.endswith("__")
+    ]
     assert not private, f"setup.py overrides private methods: {private}"
 
 
@@ -191,16 +224,19 @@ def _module(dist: Path, where: Path) -> Path:
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="needs readelf (binutils) to list the module's libraries")
 def test_native_module_links_only_the_c_library(dist, tmp_path):
     """What auditwheel asks of a manylinux wheel: nothing but the system's C library, so nothing to bundle."""
-    dynamic = subprocess.run(["readelf", "-d", _module(dist, tmp_path)], capture_output=True, text=True,
-                             check=True).stdout
+    dynamic = subprocess.run(
+        ["readelf", "-d", _module(dist, tmp_path)], capture_output=True, text=True, check=True
+    ).stdout
     needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic))
     assert "libc.so.6" in needed, dynamic
-    loader = {n for n in needed if n.startswith(("ld-linux", "ld64.so"))}   # the dynamic loader itself
+    loader = {n for n in needed if n.startswith(("ld-linux", "ld64.so"))}  # the dynamic loader itself
     assert needed - loader <= SYSTEM_LIBRARIES, f"the module links {sorted(needed - loader - SYSTEM_LIBRARIES)}"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("auditwheel") is None,
-                    reason="needs auditwheel (a release tool: pip install --group wheels, or pip install auditwheel)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("auditwheel") is None,
+    reason="needs auditwheel (a release tool: pip install --group wheels, or pip install auditwheel)",
+)
 def test_auditwheel_finds_no_library_to_bundle(dist):
     """The wheel built here is a manylinux wheel as it is; its tag's glibc is this machine's, where cibuildwheel's
     manylinux_2_28 container would give manylinux_2_28 (not run here: it needs Docker)."""
@@ -215,11 +251,14 @@ def test_auditwheel_finds_no_library_to_bundle(dist):
 @pytest.mark.skipif(shutil.which("nm") is None, reason="needs nm (binutils) to list the module's symbols")
 def test_native_module_uses_only_the_stable_abi_it_claims(dist, tmp_path):
     """Every CPython symbol the module imports belongs to the stable ABI of the version in its tag."""
-    abi3info = pytest.importorskip("abi3info", reason="needs abi3info (the stable ABI's symbol list; in the test extra)")
+    abi3info = pytest.importorskip(
+        "abi3info", reason="needs abi3info (the stable ABI's symbol list; in the test extra)"
+    )
     module = _module(dist, tmp_path)
     assert module.name == "_vulkan.abi3.so"
-    symbols = subprocess.run(["nm", "-D", "--undefined-only", module], capture_output=True, text=True,
-                             check=True).stdout.split()
+    symbols = subprocess.run(
+        ["nm", "-D", "--undefined-only", module], capture_output=True, text=True, check=True
+    ).stdout.split()
     python_symbols = {s for s in symbols if s.startswith(("Py", "_Py"))}
     assert python_symbols, "nm listed no CPython symbols: is this the cffi module?"
     oldest = (int(LIMITED_API[2]), int(LIMITED_API[3:]))
@@ -240,11 +279,13 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(dist, device, tmp_path):
     python = _venv_with(_wheel(dist), tmp_path)
     script = python.parent / "vkbackend"
     assert _run([script, "--version"], cwd=tmp_path).stdout == f"vkbackend {VERSION}\n"
-    check = _run([python, ROOT / "scripts" / "check-wheel.py"], cwd=tmp_path)   # cibuildwheel's test-command
+    check = _run([python, ROOT / "scripts" / "check-wheel.py"], cwd=tmp_path)  # cibuildwheel's test-command
     assert "imports without a driver" in check.stdout
     demo = _run([script, "demo"], cwd=tmp_path)
     assert "demo: all results match numpy" in demo.stdout
-    _run([python, "-c", "from vkbackend.bench import vulkan_ref; assert vulkan_ref.SOURCE.is_file(), vulkan_ref.SOURCE"],
-         cwd=tmp_path)  # the bench's C reference finds its source in the installed package
+    _run(
+        [python, "-c", "from vkbackend.bench import vulkan_ref; assert vulkan_ref.SOURCE.is_file(), vulkan_ref.SOURCE"],
+        cwd=tmp_path,
+    )  # the bench's C reference finds its source in the installed package
     site = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"], cwd=tmp_path).stdout
     assert (Path(site.strip()) / "vkbackend-tinygrad.pth").is_file(), "the tinygrad hook's .pth is not in site-packages"

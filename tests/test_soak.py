@@ -9,20 +9,20 @@ the start, never more.
 
 CI runs 100,000 launches and 10,000 cycles; ``VKBACKEND_FULL=1`` runs 1,000,000 and 100,000.
 """
+
 from __future__ import annotations
 
 import time
 
 import numpy as np
 import pytest
+from _reliability import AFFINE, FILL, FULL, groups
 
 import vkbackend
 
-from _reliability import AFFINE, FILL, FULL, groups
-
 LAUNCHES = 1_000_000 if FULL else 100_000
 CYCLES = 100_000 if FULL else 10_000
-COUNTERS = 4          # buffers the launches increment, round robin
+COUNTERS = 4  # buffers the launches increment, round robin
 N = 256
 # sizes of the allocate/release cycles: sub-allocated ones of every order, and one over the sub-allocation limit
 SIZES = [4, 256, 1000, 4096, 65536, 1 << 20, 4 << 20]
@@ -43,22 +43,33 @@ def snapshot(device) -> dict:
     peak = device.memory_pool.stats()["held_bytes"]
     device.memory_pool.trim()
     stats = device.stats()
-    return {"rss": rss_bytes(), "pool": device.memory_pool.stats(), "live": stats["live_objects"],
-            "dispatches": stats["dispatches"], "batches": stats["batches"], "cached": peak}
+    return {
+        "rss": rss_bytes(),
+        "pool": device.memory_pool.stats(),
+        "live": stats["live_objects"],
+        "dispatches": stats["dispatches"],
+        "batches": stats["batches"],
+        "cached": peak,
+    }
 
 
 def describe(name: str, snap: dict) -> str:
     pool = snap["pool"]
     live = ", ".join(f"{k} {v}" for k, v in snap["live"].items())
-    return (f"{name}: RSS {snap['rss'] / 2**20:.1f} MiB; pool held {snap['cached'] / 2**20:.0f} MiB before trim(), "
-            f"{pool['held_bytes'] / 2**20:.0f} MiB after, in "
-            f"{pool['memory_objects']} memory objects ({pool['chunks']} chunks), {pool['live_buffers']} live buffers; "
-            f"live Vulkan objects: {live}")
+    return (
+        f"{name}: RSS {snap['rss'] / 2**20:.1f} MiB; pool held {snap['cached'] / 2**20:.0f} MiB before trim(), "
+        f"{pool['held_bytes'] / 2**20:.0f} MiB after, in "
+        f"{pool['memory_objects']} memory objects ({pool['chunks']} chunks), {pool['live_buffers']} live buffers; "
+        f"live Vulkan objects: {live}"
+    )
 
 
 @pytest.fixture(scope="module")
 def progs(device):
-    ids = {"affine": device.compile(vkbackend.compile_glsl(AFFINE)), "fill": device.compile(vkbackend.compile_glsl(FILL))}
+    ids = {
+        "affine": device.compile(vkbackend.compile_glsl(AFFINE)),
+        "fill": device.compile(vkbackend.compile_glsl(FILL)),
+    }
     yield ids
     for prog in ids.values():
         device.release_program(prog)
@@ -101,8 +112,10 @@ def test_soak_ends_flat(device, progs):
     fills += soak_round(device, progs, counters, LAUNCHES - LAUNCHES // 2, CYCLES - CYCLES // 2, rng)
     elapsed = time.perf_counter() - started
     end = snapshot(device)
-    print(f"\nsoak: {LAUNCHES} launches (+{fills} fills) and {CYCLES} allocate/release cycles in {elapsed:.1f} s "
-          f"({end['batches'] - start['batches']} batches)")
+    print(
+        f"\nsoak: {LAUNCHES} launches (+{fills} fills) and {CYCLES} allocate/release cycles in {elapsed:.1f} s "
+        f"({end['batches'] - start['batches']} batches)"
+    )
     print(describe("start", start))
     print(describe("half ", half))
     print(describe("end  ", end))
@@ -116,8 +129,9 @@ def test_soak_ends_flat(device, progs):
     assert end["dispatches"] - start["dispatches"] == LAUNCHES + fills
     # flat: the same Vulkan objects, the same device memory, the same buffers
     recycled = ("fences",)
-    assert {k: v for k, v in end["live"].items() if k not in recycled} == \
-        {k: v for k, v in start["live"].items() if k not in recycled}, (start["live"], end["live"])
+    assert {k: v for k, v in end["live"].items() if k not in recycled} == {
+        k: v for k, v in start["live"].items() if k not in recycled
+    }, (start["live"], end["live"])
     assert end["live"]["fences"] <= start["live"]["fences"] + 4, (start["live"], end["live"])
     assert end["pool"] == start["pool"], (start["pool"], end["pool"])
     # A leak grows with the work done, so the second half, which repeats the first, must not grow the process. The

@@ -1,5 +1,6 @@
 """SPIR-V reflection: kernels compiled by glslang, a few hand-assembled modules, malformed input and a fuzz run; the
 walk over a module's instructions that reflection and the tinygrad plugin's rewriters share."""
+
 from __future__ import annotations
 
 import random
@@ -26,8 +27,11 @@ def compile_comp(tmp_path: Path, source: str, target_env: str = "vulkan1.2", *ex
         pytest.skip(NO_GLSLANG)
     src, out = tmp_path / "k.comp", tmp_path / "k.spv"
     src.write_text(source)
-    result = subprocess.run([GLSLANG, "-V", "--target-env", target_env, "-S", "comp", *extra, "-o", str(out),
-                             str(src)], capture_output=True, text=True)
+    result = subprocess.run(
+        [GLSLANG, "-V", "--target-env", target_env, "-S", "comp", *extra, "-o", str(out), str(src)],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return out.read_bytes()
 
@@ -42,6 +46,7 @@ def expect_error(spirv: bytes, *fragments: str, entry_point: str = "main") -> Ba
 
 
 # A tiny assembler for modules glslang never emits (bool push constants, hand-placed decorations).
+
 
 def inst(opcode: int, *operands: int) -> list[int]:
     return [((len(operands) + 1) << 16) | opcode, *operands]
@@ -71,7 +76,7 @@ def instructions(words: list[int]):
     index = 5
     while index < len(words):
         length = words[index] >> 16
-        yield index, words[index] & 0xFFFF, words[index + 1:index + length]
+        yield index, words[index] & 0xFFFF, words[index + 1 : index + length]
         index += length
 
 
@@ -90,16 +95,20 @@ void main() {
 
 # Buffers
 
+
 @needs_glslang
 def test_buffers_sorted_by_binding_with_access_and_names(tmp_path):
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 5) buffer Both { float c[]; } both;
 layout(set = 0, binding = 0) writeonly buffer Out { float b[]; } outs;
 layout(set = 0, binding = 2) readonly buffer In { float a[]; };
 void main() { outs.b[0] = a[0]; both.c[0] += 1.0; }
-""")
+""",
+    )
     assert reflect(spirv).buffers == (
         BufferBinding(binding=0, name="outs", readable=False, writable=True),
         BufferBinding(binding=2, name="In", readable=True, writable=False),  # anonymous instance: the block name
@@ -109,12 +118,15 @@ void main() { outs.b[0] = a[0]; both.c[0] += 1.0; }
 
 @needs_glslang
 def test_readonly_on_only_some_members_keeps_buffer_writable(tmp_path):
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 0) buffer Mixed { readonly float head; float tail[]; } mixed;
 void main() { mixed.tail[0] = mixed.head; }
-""")
+""",
+    )
     assert reflect(spirv).buffers == (BufferBinding(0, "mixed", readable=True, writable=True),)
 
 
@@ -124,8 +136,10 @@ def test_old_style_uniform_buffer_block_is_a_storage_buffer(tmp_path):
     spirv = compile_comp(tmp_path, SAXPY_LIKE, "vulkan1.0")
     assert words_of(spirv)[1] == 0x00010000
     info = reflect(spirv)
-    assert info.buffers == (BufferBinding(0, "xs", readable=True, writable=False),
-                            BufferBinding(1, "ys", readable=True, writable=True))
+    assert info.buffers == (
+        BufferBinding(0, "xs", readable=True, writable=False),
+        BufferBinding(1, "ys", readable=True, writable=True),
+    )
     assert info.push_constants == (PushMember("a", 0, "f", 4), PushMember("n", 4, "I", 4))
 
 
@@ -133,26 +147,44 @@ def test_variable_level_access_decorations():
     # NonWritable/NonReadable on the variable itself (not on members), in a hand-assembled module.
     ro, wo = 20, 21
     body = [
-        *inst(15, 5, 1, *literal("main"), ro, wo), *inst(16, 1, 17, 1, 1, 1),
-        *inst(5, ro, *literal("ro")), *inst(5, wo, *literal("wo")),
+        *inst(15, 5, 1, *literal("main"), ro, wo),
+        *inst(16, 1, 17, 1, 1, 1),
+        *inst(5, ro, *literal("ro")),
+        *inst(5, wo, *literal("wo")),
         *inst(71, 11, 2),  # Block
         *inst(72, 11, 0, 35, 0),  # Offset 0
-        *inst(71, ro, 34, 0), *inst(71, ro, 33, 7), *inst(71, ro, 24),  # set 0, binding 7, NonWritable
-        *inst(71, wo, 34, 0), *inst(71, wo, 33, 3), *inst(71, wo, 25),  # set 0, binding 3, NonReadable
-        *inst(19, 2), *inst(33, 3, 2),  # void, fn type
-        *inst(22, 10, 32), *inst(30, 11, 10), *inst(32, 12, 12, 11),  # float, struct, StorageBuffer pointer
-        *inst(59, 12, ro, 12), *inst(59, 12, wo, 12),
-        *inst(54, 2, 1, 0, 3), *inst(248, 4), *inst(253), *inst(56),
+        *inst(71, ro, 34, 0),
+        *inst(71, ro, 33, 7),
+        *inst(71, ro, 24),  # set 0, binding 7, NonWritable
+        *inst(71, wo, 34, 0),
+        *inst(71, wo, 33, 3),
+        *inst(71, wo, 25),  # set 0, binding 3, NonReadable
+        *inst(19, 2),
+        *inst(33, 3, 2),  # void, fn type
+        *inst(22, 10, 32),
+        *inst(30, 11, 10),
+        *inst(32, 12, 12, 11),  # float, struct, StorageBuffer pointer
+        *inst(59, 12, ro, 12),
+        *inst(59, 12, wo, 12),
+        *inst(54, 2, 1, 0, 3),
+        *inst(248, 4),
+        *inst(253),
+        *inst(56),
     ]
-    assert reflect(assemble(body)).buffers == (BufferBinding(3, "wo", readable=False, writable=True),
-                                               BufferBinding(7, "ro", readable=True, writable=False))
+    assert reflect(assemble(body)).buffers == (
+        BufferBinding(3, "wo", readable=False, writable=True),
+        BufferBinding(7, "ro", readable=True, writable=False),
+    )
 
 
 # Push constants
 
+
 @needs_glslang
 def test_push_constant_members_of_every_scalar_type(tmp_path):
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 layout(local_size_x = 1) in;
@@ -164,26 +196,36 @@ void main() {
     o[0] = double(p.i) + double(p.u) + double(p.f) + p.d + double(p.l) + double(p.ul) + double(p.s)
          + double(p.h) + double(p.us);
 }
-""")
+""",
+    )
     info = reflect(spirv)
     assert info.push_constants == (
-        PushMember("i", 0, "i", 4), PushMember("u", 4, "I", 4), PushMember("f", 8, "f", 4),
-        PushMember("d", 16, "d", 8), PushMember("l", 24, "q", 8), PushMember("ul", 32, "Q", 8),
-        PushMember("s", 40, "h", 2), PushMember("h", 42, "e", 2), PushMember("us", 44, "H", 2),
+        PushMember("i", 0, "i", 4),
+        PushMember("u", 4, "I", 4),
+        PushMember("f", 8, "f", 4),
+        PushMember("d", 16, "d", 8),
+        PushMember("l", 24, "q", 8),
+        PushMember("ul", 32, "Q", 8),
+        PushMember("s", 40, "h", 2),
+        PushMember("h", 42, "e", 2),
+        PushMember("us", 44, "H", 2),
     )
     assert info.push_constant_size == 48  # 46 bytes spanned, rounded up to 4
 
 
 @needs_glslang
 def test_push_constant_size_is_rounded_up_to_four(tmp_path):
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 0) buffer Out { int o[]; };
 layout(push_constant) uniform Params { int a; int8_t b; } p;
 void main() { o[0] = p.a + int(p.b); }
-""")
+""",
+    )
     info = reflect(spirv)
     assert info.push_constants == (PushMember("a", 0, "i", 4), PushMember("b", 4, "b", 1))
     assert info.push_constant_size == 8
@@ -192,13 +234,16 @@ void main() { o[0] = p.a + int(p.b); }
 @needs_glslang
 def test_glsl_bool_push_member_is_lowered_to_uint(tmp_path):
     # GLSL bools in a block have no storage size; glslang lays them out as 32-bit uint, so they pack as 'I'.
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 0) buffer Out { float o[]; };
 layout(push_constant) uniform Params { float x; bool flag; } p;
 void main() { o[0] = p.flag ? p.x : 0.0; }
-""")
+""",
+    )
     info = reflect(spirv)
     assert info.push_constants == (PushMember("x", 0, "f", 4), PushMember("flag", 4, "I", 4))
     assert info.push_constant_size == 8
@@ -208,12 +253,20 @@ def _push_constant_module(member_type: list[int], member_type_id: int) -> bytes:
     """A module whose push-constant block has one member of the given (hand-assembled) type."""
     pc = 20
     body = [
-        *inst(15, 5, 1, *literal("main"), pc), *inst(16, 1, 17, 1, 1, 1),
-        *inst(71, 11, 2), *inst(72, 11, 0, 35, 0),
-        *inst(19, 2), *inst(33, 3, 2),
+        *inst(15, 5, 1, *literal("main"), pc),
+        *inst(16, 1, 17, 1, 1, 1),
+        *inst(71, 11, 2),
+        *inst(72, 11, 0, 35, 0),
+        *inst(19, 2),
+        *inst(33, 3, 2),
         *member_type,
-        *inst(30, 11, member_type_id), *inst(32, 12, 9, 11), *inst(59, 12, pc, 9),
-        *inst(54, 2, 1, 0, 3), *inst(248, 4), *inst(253), *inst(56),
+        *inst(30, 11, member_type_id),
+        *inst(32, 12, 9, 11),
+        *inst(59, 12, pc, 9),
+        *inst(54, 2, 1, 0, 3),
+        *inst(248, 4),
+        *inst(253),
+        *inst(56),
     ]
     return assemble(body)
 
@@ -230,38 +283,48 @@ def test_opbool_push_member_is_rejected():
 
 @needs_glslang
 def test_vec4_push_member_is_rejected(tmp_path):
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 0) buffer Out { float o[]; };
 layout(push_constant) uniform Params { float a; vec4 v; } p;
 void main() { o[0] = p.v.x + p.a; }
-""")
+""",
+    )
     expect_error(spirv, "'v'", "vector", "only scalar")
 
 
 @needs_glslang
 def test_array_push_member_is_rejected(tmp_path):
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 0) buffer Out { float o[]; };
 layout(push_constant) uniform Params { float w[4]; } p;
 void main() { o[0] = p.w[1]; }
-""")
+""",
+    )
     expect_error(spirv, "'w'", "array", "only scalar")
 
 
 # Workgroup size
 
+
 @needs_glslang
 def test_literal_local_size(tmp_path):
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 layout(local_size_x = 8, local_size_y = 4, local_size_z = 2) in;
 layout(set = 0, binding = 0) buffer Out { float o[]; };
 void main() { o[gl_LocalInvocationIndex] = 1.0; }
-""")
+""",
+    )
     assert reflect(spirv).local_size == (8, 4, 2)
 
 
@@ -292,42 +355,58 @@ def test_local_size_id_resolved_through_spec_constant_defaults(tmp_path):
 def test_local_size_id_without_default_is_one(tmp_path):
     # glslang gives local_size_x_id its own spec constant defaulting to 1; the constant_id = 0 constant X shares
     # the SpecId but not its default. Without specialization the driver runs 1x1x1 workgroups, so that is reported.
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const int X = 64;
 layout(set = 0, binding = 0) buffer Out { float o[]; };
 void main() { o[gl_GlobalInvocationID.x] = float(X); }
-""")
+""",
+    )
     assert reflect(spirv).local_size == (1, 1, 1)
 
 
 @needs_glslang
 def test_workgroup_size_builtin_overrides_local_size_mode(tmp_path):
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 layout(local_size_x = 8, local_size_y = 4, local_size_z = 2) in;
 layout(set = 0, binding = 0) buffer Out { uint o[]; };
 void main() { o[0] = gl_WorkGroupSize.x; }
-""")
+""",
+    )
     words = words_of(spirv)
     for index, opcode, operands in instructions(words):
         if opcode == 16 and operands[1] == 17:  # OpExecutionMode %main LocalSize 8 4 2
-            words[index + 3:index + 6] = [1, 1, 1]
+            words[index + 3 : index + 6] = [1, 1, 1]
     assert reflect(pack(words)).local_size == (8, 4, 2)
 
 
 def test_missing_local_size_is_an_error():
-    body = [*inst(15, 5, 1, *literal("main")), *inst(19, 2), *inst(33, 3, 2),
-            *inst(54, 2, 1, 0, 3), *inst(248, 4), *inst(253), *inst(56)]
+    body = [
+        *inst(15, 5, 1, *literal("main")),
+        *inst(19, 2),
+        *inst(33, 3, 2),
+        *inst(54, 2, 1, 0, 3),
+        *inst(248, 4),
+        *inst(253),
+        *inst(56),
+    ]
     expect_error(assemble(body), "no workgroup size", "local_size_x")
 
 
 # Shared memory
 
+
 @needs_glslang
 def test_shared_memory_bytes(tmp_path):
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(set = 0, binding = 0) buffer Out { float o[]; };
@@ -341,7 +420,8 @@ void main() {
     barrier();
     o[0] = tile[0][0] + extra[0].x + float(total);
 }
-""")
+""",
+    )
     info = reflect(spirv)
     assert info.shared_memory_bytes == 16 * 16 * 4 + 3 * 16 + 8
     assert reflect(compile_comp(tmp_path, SAXPY_LIKE)).shared_memory_bytes == 0
@@ -353,13 +433,22 @@ def test_shared_memory_per_entry_point(version, expected):
     # Workgroup variables; before 1.4 interfaces hold only Input/Output, so every Workgroup variable counts.
     big, small = 30, 31
     body = [
-        *inst(15, 5, 1, *literal("a"), big), *inst(15, 5, 2, *literal("b"), small),
-        *inst(16, 1, 17, 1, 1, 1), *inst(16, 2, 17, 1, 1, 1),
-        *inst(19, 3), *inst(33, 4, 3),
-        *inst(22, 10, 32), *inst(21, 11, 32, 0), *inst(43, 11, 12, 16), *inst(43, 11, 13, 4),
-        *inst(28, 14, 10, 12), *inst(28, 15, 10, 13),  # float[16], float[4]
-        *inst(32, 16, 4, 14), *inst(32, 17, 4, 15),  # Workgroup pointers
-        *inst(59, 16, big, 4), *inst(59, 17, small, 4),
+        *inst(15, 5, 1, *literal("a"), big),
+        *inst(15, 5, 2, *literal("b"), small),
+        *inst(16, 1, 17, 1, 1, 1),
+        *inst(16, 2, 17, 1, 1, 1),
+        *inst(19, 3),
+        *inst(33, 4, 3),
+        *inst(22, 10, 32),
+        *inst(21, 11, 32, 0),
+        *inst(43, 11, 12, 16),
+        *inst(43, 11, 13, 4),
+        *inst(28, 14, 10, 12),
+        *inst(28, 15, 10, 13),  # float[16], float[4]
+        *inst(32, 16, 4, 14),
+        *inst(32, 17, 4, 15),  # Workgroup pointers
+        *inst(59, 16, big, 4),
+        *inst(59, 17, small, 4),
     ]
     for function in (1, 2):
         body += [*inst(54, 3, function, 0, 4), *inst(248, 40 + function), *inst(253), *inst(56)]
@@ -369,13 +458,16 @@ def test_shared_memory_per_entry_point(version, expected):
 
 # The whole picture, entry points and byte order
 
+
 @needs_glslang
 def test_program_info_of_saxpy(tmp_path):
     assert reflect(compile_comp(tmp_path, SAXPY_LIKE)) == ProgramInfo(
         entry_point="main",
         local_size=(64, 1, 1),
-        buffers=(BufferBinding(0, "xs", readable=True, writable=False),
-                 BufferBinding(1, "ys", readable=True, writable=True)),
+        buffers=(
+            BufferBinding(0, "xs", readable=True, writable=False),
+            BufferBinding(1, "ys", readable=True, writable=True),
+        ),
         push_constants=(PushMember("a", 0, "f", 4), PushMember("n", 4, "I", 4)),
         push_constant_size=8,
         shared_memory_bytes=0,
@@ -404,12 +496,20 @@ def test_accepts_bytearray_and_memoryview(tmp_path):
 
 
 def test_non_compute_entry_point_is_rejected():
-    body = [*inst(15, 0, 1, *literal("main")), *inst(19, 2), *inst(33, 3, 2),  # Vertex model
-            *inst(54, 2, 1, 0, 3), *inst(248, 4), *inst(253), *inst(56)]
+    body = [
+        *inst(15, 0, 1, *literal("main")),
+        *inst(19, 2),
+        *inst(33, 3, 2),  # Vertex model
+        *inst(54, 2, 1, 0, 3),
+        *inst(248, 4),
+        *inst(253),
+        *inst(56),
+    ]
     expect_error(assemble(body), "not a compute shader")
 
 
 # Malformed input and unsupported interfaces
+
 
 def test_bad_magic():
     expect_error(b"#version 450\nvoid main() {}\n", "magic number", "not GLSL source")
@@ -449,63 +549,79 @@ def test_unknown_entry_point(tmp_path):
 
 @needs_glslang
 def test_uniform_buffer_is_unsupported(tmp_path):
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 0) buffer Out { float o[]; };
 layout(set = 0, binding = 1) uniform Consts { float k; } consts;
 void main() { o[0] = consts.k; }
-""")
+""",
+    )
     expect_error(spirv, "unsupported resource", "'consts'", "uniform buffer")
 
 
 @needs_glslang
 def test_sampler_is_unsupported(tmp_path):
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 0) buffer Out { vec4 o[]; };
 layout(set = 0, binding = 1) uniform sampler2D tex;
 void main() { o[0] = textureLod(tex, vec2(0.5), 0.0); }
-""")
+""",
+    )
     expect_error(spirv, "unsupported resource", "'tex'")
 
 
 @needs_glslang
 def test_descriptor_set_one_is_unsupported(tmp_path):
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 layout(local_size_x = 1) in;
 layout(set = 1, binding = 0) buffer Out { float o[]; } outs;
 void main() { outs.o[0] = 1.0; }
-""")
+""",
+    )
     expect_error(spirv, "unsupported resource", "'outs'", "descriptor set 1")
 
 
 @needs_glslang
 def test_duplicate_binding(tmp_path):
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 0) buffer A { float a[]; } first;
 layout(set = 0, binding = 0) buffer B { float b[]; } second;
 void main() { first.a[0] = second.b[0]; }
-""")
+""",
+    )
     expect_error(spirv, "'first' and 'second' both use binding 0")
 
 
 @needs_glslang
 def test_array_of_buffers_is_unsupported(tmp_path):
-    spirv = compile_comp(tmp_path, """
+    spirv = compile_comp(
+        tmp_path,
+        """
 #version 450
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 0) buffer A { float a[]; } many[2];
 void main() { many[0].a[0] = many[1].a[0]; }
-""")
+""",
+    )
     expect_error(spirv, "arrays of storage buffers")
 
 
 # The walk over a module's instructions
+
 
 @needs_glslang
 def test_the_walk_yields_every_instruction_once_in_order(tmp_path):
@@ -578,20 +694,20 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
             break
         at = 4 * rng.randrange(words)
         kind = rng.randrange(7)
-        if kind == 0:    # a random word
-            mutated[at:at + 4] = rng.getrandbits(32).to_bytes(4, "little")
+        if kind == 0:  # a random word
+            mutated[at : at + 4] = rng.getrandbits(32).to_bytes(4, "little")
         elif kind == 1:  # a small word: plausible ids, opcodes, decorations
-            mutated[at:at + 4] = rng.randrange(256).to_bytes(4, "little")
+            mutated[at : at + 4] = rng.randrange(256).to_bytes(4, "little")
         elif kind == 2:  # one flipped bit
             mutated[at + rng.randrange(4)] ^= 1 << rng.randrange(8)
         elif kind == 3:  # truncation at any byte
-            del mutated[rng.randrange(len(mutated)):]
+            del mutated[rng.randrange(len(mutated)) :]
         elif kind == 4:  # a dropped word
-            del mutated[at:at + 4]
+            del mutated[at : at + 4]
         elif kind == 5:  # an inserted word
             mutated[at:at] = rng.getrandbits(32).to_bytes(4, "little")
-        else:            # a changed word count, keeping the opcode
-            mutated[at + 2:at + 4] = rng.randrange(8).to_bytes(2, "little")
+        else:  # a changed word count, keeping the opcode
+            mutated[at + 2 : at + 4] = rng.randrange(8).to_bytes(2, "little")
     return bytes(mutated)
 
 
@@ -617,8 +733,12 @@ def test_fuzzed_modules_only_raise_kernel_compilation(tmp_path):
 
 def test_pathological_nesting_is_fast():
     # 50,000 nested arrays of 2**32 elements and a decoration group applied 60,000 times: linear, no huge integers.
-    body = [*inst(15, 5, 1, *literal("main")), *inst(16, 1, 17, 1, 1, 1),
-            *inst(21, 2, 32, 0), *inst(43, 2, 3, 0xFFFFFFFF)]
+    body = [
+        *inst(15, 5, 1, *literal("main")),
+        *inst(16, 1, 17, 1, 1, 1),
+        *inst(21, 2, 32, 0),
+        *inst(43, 2, 3, 0xFFFFFFFF),
+    ]
     for level in range(50_000):
         body += inst(28, 1000 + level, 2 if level == 0 else 999 + level, 3)
     body += inst(32, 900, 4, 50_999) + inst(59, 900, 901, 4)  # a Workgroup variable of the innermost type

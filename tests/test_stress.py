@@ -5,6 +5,7 @@ deadline), no lost or doubled launch (the model would disagree), and nothing lef
 
 CI runs 8 x 2,500 launches; ``VKBACKEND_FULL=1`` runs 8 x 10,000.
 """
+
 from __future__ import annotations
 
 import faulthandler
@@ -14,10 +15,9 @@ import time
 
 import numpy as np
 import pytest
+from _reliability import AFFINE, FULL, MAP, MIX, groups
 
 import vkbackend
-
-from _reliability import AFFINE, FULL, MAP, MIX, groups
 
 THREADS = 8
 LAUNCHES = 10_000 if FULL else 2_500
@@ -27,8 +27,10 @@ GRID = groups(N)
 
 @pytest.fixture(scope="module")
 def progs(device):
-    ids = {name: device.compile(vkbackend.compile_glsl(src)) for name, src in
-           (("affine", AFFINE), ("map", MAP), ("mix", MIX))}
+    ids = {
+        name: device.compile(vkbackend.compile_glsl(src))
+        for name, src in (("affine", AFFINE), ("map", MAP), ("mix", MIX))
+    }
     yield ids
     for prog in ids.values():
         device.release_program(prog)
@@ -60,8 +62,10 @@ class Worker:
         self.pool.pool_to_host(buf, out)
         if not np.array_equal(out, expect):
             bad = int(np.flatnonzero(out != expect)[0])
-            raise AssertionError(f"thread {self.index}, {what} after {self.launches} launches: element {bad} is "
-                                 f"{out[bad]}, the model says {expect[bad]}")
+            raise AssertionError(
+                f"thread {self.index}, {what} after {self.launches} launches: element {bad} is "
+                f"{out[bad]}, the model says {expect[bad]}"
+            )
         self.reads += 1
 
     def run(self, launches: int) -> None:
@@ -165,8 +169,10 @@ def test_eight_threads_of_dependent_launches_match_the_model(device, progs):
     after = device.stats()
     launches = sum(w.launches for w in workers)
     reads = sum(w.reads for w in workers)
-    print(f"\nstress: {THREADS} threads, {launches} launches checked by {reads} read-backs "
-          f"({sum(w.uploads for w in workers)} uploads, {sum(w.replaced for w in workers)} buffers replaced) "
-          f"in {elapsed:.1f} s; {after['batches'] - before['batches']} batches, "
-          f"{after['barriers'] - before['barriers']} barriers")
+    print(
+        f"\nstress: {THREADS} threads, {launches} launches checked by {reads} read-backs "
+        f"({sum(w.uploads for w in workers)} uploads, {sum(w.replaced for w in workers)} buffers replaced) "
+        f"in {elapsed:.1f} s; {after['batches'] - before['batches']} batches, "
+        f"{after['barriers'] - before['barriers']} barriers"
+    )
     assert after["dispatches"] - before["dispatches"] == launches  # every launch ran once: none lost, none doubled

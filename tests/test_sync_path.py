@@ -1,5 +1,6 @@
 """The path of a sync point: what a sync with nothing to wait for does, what a waited sync leaves settled, and the
 trace that ``VKBACKEND_TRACE`` writes of it (with ``scripts/trace-summary.py``'s reading)."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,9 @@ import sys
 import time
 
 import numpy as np
-import vkbackend
 from _reliability import AFFINE, groups, run_isolated
+
+import vkbackend
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -34,6 +36,7 @@ def test_a_sync_with_nothing_queued_queues_nothing(device, monkeypatch):
     def recording_put(item) -> None:
         queued.append(item)
         put(item)
+
     monkeypatch.setattr(device._worker, "put", recording_put)
     for _ in range(100):
         device.sync()
@@ -124,6 +127,7 @@ def test_a_worker_waiting_for_its_caller_serves_every_kind_of_request(device, po
     end the wait would stall it): round trips, read-backs, launches queued ahead of a sync, calls on the worker and
     two threads at once all complete, with the right results."""
     import threading
+
     worker, progress = device._worker, device._submitter.progress
     prog = device.compile(vkbackend.compile_glsl(AFFINE))
     bufs = [pool.allocate(256 * 4) for _ in range(2)]
@@ -143,7 +147,9 @@ def test_a_worker_waiting_for_its_caller_serves_every_kind_of_request(device, po
         for _ in range(500):  # launched ahead of one sync
             device.launch(prog, [bufs[1]], [256, 1, 1], groups(256))
         device.sync()
-        device.compile(vkbackend.compile_glsl(AFFINE.replace("if (i < n)", "if (i < n && i < 1000000u)")))  # a worker call
+        device.compile(
+            vkbackend.compile_glsl(AFFINE.replace("if (i < n)", "if (i < n && i < 1000000u)"))
+        )  # a worker call
         errors = []
 
         def round_trips(buf, n):
@@ -153,6 +159,7 @@ def test_a_worker_waiting_for_its_caller_serves_every_kind_of_request(device, po
                     device.sync()
             except BaseException as error:  # noqa: BLE001 (reported below)
                 errors.append(error)
+
         threads = [threading.Thread(target=round_trips, args=(b, 30)) for b in bufs]
         for t in threads:
             t.start()
@@ -199,8 +206,17 @@ def test_trace_records_every_sync_point(tmp_path):
     assert result["value"] == 40 and result["validation"] == ""
     events = json.loads(path.read_text())["traceEvents"]
     names = [e["name"] for e in events]
-    for name in ("sync", "sync_done", "readback", "readback_ready", "readback_done", "submit", "submitted", "publish",
-                 "complete"):
+    for name in (
+        "sync",
+        "sync_done",
+        "readback",
+        "readback_ready",
+        "readback_done",
+        "submit",
+        "submitted",
+        "publish",
+        "complete",
+    ):
         assert name in names, name
     # a read-back always waits (for its copy); a sync right after a launch all but always (the worker could, in
     # principle, finish the launch before the caller looks)
@@ -210,11 +226,17 @@ def test_trace_records_every_sync_point(tmp_path):
         ends = [e for e in events if e["name"] == "gpu_end"]
         assert starts and len(starts) == len(ends) == names.count("complete")
         assert {e["tid"] for e in starts} == {"GPU"}
-    summary = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "trace-summary.py"), str(path), "--json"],
-                             capture_output=True, text=True, timeout=60)
+    summary = subprocess.run(
+        [sys.executable, os.path.join(REPO, "scripts", "trace-summary.py"), str(path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert summary.returncode == 0, summary.stderr
     lines = summary.stdout.splitlines()
-    waited, idle = (int(n) for n in re.findall(r"(\d+) sync points waited for the GPU, (\d+) found nothing", lines[0])[0])
+    waited, idle = (
+        int(n) for n in re.findall(r"(\d+) sync points waited for the GPU, (\d+) found nothing", lines[0])[0]
+    )
     assert waited + idle == 40 and waited >= 20, lines[0]
     rows = {row["phase"]: row for row in map(json.loads, lines[1:])}
     assert rows["total"]["count"] == waited
@@ -223,6 +245,7 @@ def test_trace_records_every_sync_point(tmp_path):
 
 def test_tracing_is_off_unless_asked():
     from vkbackend import trace
+
     assert trace.enabled is bool(os.environ.get("VKBACKEND_TRACE"))
 
 

@@ -1,6 +1,7 @@
 """Types: ``mypy --strict`` is clean on the modules whose signatures users see and on code that uses the whole public
 API (tests/typecheck_usage.py, also run here on the device); every public callable is annotated; ``stats()`` returns
 what its TypedDict says."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -19,15 +20,34 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="needs mypy (pip install mypy; in the test extra)")
-@pytest.mark.parametrize("python_version", ["3.10", "3.12"])  # collections.abc.Buffer from 3.12, typing_extensions before
+@pytest.mark.parametrize(
+    "python_version", ["3.10", "3.12"]
+)  # collections.abc.Buffer from 3.12, typing_extensions before
 def test_mypy_strict_is_clean(python_version, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "mypy", "--python-version", python_version, "--cache-dir",
-                           str(tmp_path), "--no-error-summary"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"mypy (pyproject.toml's [tool.mypy], Python {python_version}):\n{proc.stdout}{proc.stderr}"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--python-version",
+            python_version,
+            "--cache-dir",
+            str(tmp_path),
+            "--no-error-summary",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, (
+        f"mypy (pyproject.toml's [tool.mypy], Python {python_version}):\n{proc.stdout}{proc.stderr}"
+    )
 
 
 def _public_callables() -> list[tuple[str, Callable[..., Any]]]:
-    """Every function, public method and property getter reachable from ``vkbackend.__all__`` and ``vkbackend.types``."""
+    """Every function, public method and property getter reachable from ``vkbackend.__all__`` and
+    ``vkbackend.types``."""
     found: list[tuple[str, Callable[..., Any]]] = []
     for name in vkbackend.__all__:
         obj = getattr(vkbackend, name)
@@ -51,8 +71,11 @@ def test_every_public_callable_is_annotated():
     missing = []
     for name, function in _public_callables():
         signature = inspect.signature(function)
-        params = [p.name for p in signature.parameters.values()
-                  if p.name not in ("self", "cls") and p.annotation is inspect.Parameter.empty]
+        params = [
+            p.name
+            for p in signature.parameters.values()
+            if p.name not in ("self", "cls") and p.annotation is inspect.Parameter.empty
+        ]
         if params or signature.return_annotation is inspect.Signature.empty:
             missing.append(f"{name}{signature}")
     assert not missing, "public callables without complete annotations:\n" + "\n".join(missing)
@@ -72,12 +95,17 @@ def test_typed_usage_runs(device):
         import typecheck_usage
     finally:
         sys.path.remove(str(ROOT / "tests"))
-    assert typecheck_usage.exercise(device) == 5.0   # y[1] = 2 + 2 + 0.5 + 0.5
+    assert typecheck_usage.exercise(device) == 5.0  # y[1] = 2 + 2 + 0.5 + 0.5
     assert typecheck_usage.buffers(device) == [1.0, 5.0, 7.0]
     if "VK_KHR_external_memory_fd" in device.info.extensions:
         assert typecheck_usage.shared(device) == [0, 1, 2, 3]
     assert [message.split(":")[0] for message in typecheck_usage.errors(device)] == [
-        "InvalidArgument", "MemoryAllocationError", "InvalidArgumentTypeError", "KernelSyncError", "8"]
+        "InvalidArgument",
+        "MemoryAllocationError",
+        "InvalidArgumentTypeError",
+        "KernelSyncError",
+        "8",
+    ]
 
 
 def test_stats_match_their_typed_dicts(device):

@@ -5,6 +5,7 @@ or built (tests/test_packaging.py builds the wheel and checks what auditwheel wo
 
 What cannot run here: cibuildwheel's builds themselves, which need Docker or Podman and the network.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,8 +35,9 @@ assert _spec is not None and _spec.loader is not None
 build_vulkan = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(build_vulkan)
 
-needs_tools = pytest.mark.skipif(not all(shutil.which(t) for t in ("bash", "curl", "sha256sum", "tar")),
-                                 reason="needs bash, curl, sha256sum and tar")
+needs_tools = pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("bash", "curl", "sha256sum", "tar")), reason="needs bash, curl, sha256sum and tar"
+)
 
 
 def _pins() -> dict[str, str]:
@@ -53,7 +55,7 @@ def _before_all() -> tuple[str, str]:
 def test_the_recipe_installs_a_pinned_header_release_where_the_build_looks():
     version, prefix = _before_all()
     assert version in _pins(), f"before-all asks for Vulkan-Headers {version}, which the script does not pin"
-    assert CONFIG["environment"] == {"VULKAN_SDK": prefix}   # build_vulkan.py reads $VULKAN_SDK/include first
+    assert CONFIG["environment"] == {"VULKAN_SDK": prefix}  # build_vulkan.py reads $VULKAN_SDK/include first
 
 
 def test_the_packaging_page_names_the_pinned_release_and_its_sum():
@@ -65,8 +67,8 @@ def test_the_packaging_page_names_the_pinned_release_and_its_sum():
 
 def test_one_abi3_wheel_per_architecture_is_built_and_tested_on_every_later_python():
     selected = CONFIG["build"].split()
-    assert selected[0] == f"{build_vulkan.LIMITED_API}-*"   # built once, with the oldest CPython of the stable ABI
-    assert all(re.fullmatch(r"cp3\d+-\*", s) for s in selected), selected   # no free-threaded (cp3xt) builds
+    assert selected[0] == f"{build_vulkan.LIMITED_API}-*"  # built once, with the oldest CPython of the stable ABI
+    assert all(re.fullmatch(r"cp3\d+-\*", s) for s in selected), selected  # no free-threaded (cp3xt) builds
     assert CONFIG["linux"]["archs"] == ["x86_64", "aarch64"] and "musllinux" in CONFIG["skip"]
     test = shlex.split(CONFIG["test-command"])
     assert test == ["python", "{project}/scripts/check-wheel.py"] and (ROOT / test[1].split("/", 1)[1]).is_file()
@@ -96,13 +98,28 @@ def test_release_tools_are_a_dependency_group_not_an_extra():
     assert '["dependency-groups"]["wheels"]' in (ROOT / "scripts" / "setup.sh").read_text()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("cibuildwheel") is None,
-                    reason="needs cibuildwheel (a release tool: pip install --group wheels, or pip install "
-                           "cibuildwheel)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("cibuildwheel") is None,
+    reason="needs cibuildwheel (a release tool: pip install --group wheels, or pip install cibuildwheel)",
+)
 def test_cibuildwheel_accepts_the_configuration():
     """cibuildwheel rejects unknown options; listing the builds reads the configuration and needs no Docker."""
-    proc = subprocess.run([sys.executable, "-m", "cibuildwheel", "--print-build-identifiers", "--platform", "linux",
-                           "--archs", "x86_64,aarch64", str(ROOT)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cibuildwheel",
+            "--print-build-identifiers",
+            "--platform",
+            "linux",
+            "--archs",
+            "x86_64,aarch64",
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     built = proc.stdout.split()
     versions = [s.split("-")[0] for s in CONFIG["build"].split()]
@@ -124,8 +141,13 @@ def _tarball(where: Path, version: str, header_version: str) -> tuple[str, str]:
 
 
 def _fetch(version: str, prefix: Path, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), version, str(prefix)], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **env})
+    return subprocess.run(
+        ["bash", str(SCRIPT), version, str(prefix)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
 
 
 @needs_tools
@@ -139,8 +161,9 @@ def test_a_tarball_with_the_right_sum_is_installed_where_build_vulkan_finds_it(t
 
 
 @needs_tools
-@pytest.mark.parametrize("case", ["wrong sum", "pinned version, other tarball", "pin overridden", "not pinned",
-                                  "other header version"])
+@pytest.mark.parametrize(
+    "case", ["wrong sum", "pinned version, other tarball", "pin overridden", "not pinned", "other header version"]
+)
 def test_nothing_is_installed_unless_the_tarball_is_the_one_pinned(tmp_path, case):
     url, digest = _tarball(tmp_path, "0.0.7", "7")
     pinned = next(iter(_pins()))

@@ -4,6 +4,7 @@ mypy checks it under ``--strict`` (pyproject.toml's ``[tool.mypy]``); ``assert_t
 a return type that decays to ``Any`` or ``dict`` fails the check. tests/test_typing.py also runs it on the device, so
 what it claims holds at run time too.
 """
+
 from __future__ import annotations
 
 import array
@@ -14,11 +15,36 @@ import numpy.typing as npt
 from typing_extensions import assert_type
 
 import vkbackend
-from vkbackend import (BackendError, Buffer, BufferBinding, CooperativeMatrixShape, Device, DeviceInfo,
-                       DeviceLostError, DLPackExportError, DType, DyLibNotFoundError, ErrorStatus, ExportedMemory,
-                       GridArg, InitializationError, InvalidArgumentError, InvalidArgumentTypeError,
-                       KernelCompilationError, KernelLaunchError, KernelSyncError, LaunchGraph, MemoryAllocationError,
-                       MemoryHeap, MemoryPool, ProgramInfo, PushMember, VulkanConfig, compile_glsl, devices)
+from vkbackend import (
+    BackendError,
+    Buffer,
+    BufferBinding,
+    CooperativeMatrixShape,
+    Device,
+    DeviceInfo,
+    DeviceLostError,
+    DLPackExportError,
+    DType,
+    DyLibNotFoundError,
+    ErrorStatus,
+    ExportedMemory,
+    GridArg,
+    InitializationError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    KernelCompilationError,
+    KernelLaunchError,
+    KernelSyncError,
+    LaunchGraph,
+    MemoryAllocationError,
+    MemoryHeap,
+    MemoryPool,
+    ProgramInfo,
+    PushMember,
+    VulkanConfig,
+    compile_glsl,
+    devices,
+)
 from vkbackend.types import DeviceStats, HostBuffer, PoolStats, Scalar, SupportsDLPack
 
 AXPY = """#version 450
@@ -52,8 +78,12 @@ def reflect(dev: Device, prog: int) -> tuple[int, ...]:
     program = assert_type(dev.program_info(prog), ProgramInfo)
     bindings = assert_type(program.buffers, tuple[BufferBinding, ...])
     members = assert_type(program.push_constants, tuple[PushMember, ...])
-    return (*assert_type(program.local_size, tuple[int, int, int]), len(bindings), len(members),
-            sum(assert_type(m.size, int) for m in members))
+    return (
+        *assert_type(program.local_size, tuple[int, int, int]),
+        len(bindings),
+        len(members),
+        sum(assert_type(m.size, int) for m in members),
+    )
 
 
 def exercise(dev: Device, n: int = 256) -> float:
@@ -63,7 +93,7 @@ def exercise(dev: Device, n: int = 256) -> float:
     spirv = assert_type(compile_glsl(AXPY, {"UNUSED": None}, entry_point="main"), bytes)
     prog = assert_type(dev.compile(spirv), int)
     assert reflect(dev, prog) == (64, 1, 1, 2, 2, 8)
-    x = upload(pool, np.arange(n, dtype=np.float32), 4 * n)   # a numpy array, on every Python version
+    x = upload(pool, np.arange(n, dtype=np.float32), 4 * n)  # a numpy array, on every Python version
     y = upload(pool, array.array("f", [0.0] * n), 4 * n)
     scalars: list[Scalar] = [n, 2.0]
     dev.launch(prog, [x, y], scalars, (n // 64, 1, 1))
@@ -101,16 +131,16 @@ def buffers(dev: Device) -> list[float]:
         copy.write(np.float32(5).tobytes())
         prog = dev.compile(compile_glsl(AXPY))
         out.write(np.ones(64, np.float32))
-        dev.launch(prog, [copy.id, out.id], [64, 2.0], (1, 1, 1))   # out += 2 * copy
+        dev.launch(prog, [copy.id, out.id], [64, 2.0], (1, 1, 1))  # out += 2 * copy
         grid = assert_type(buf.to_numpy(np.float32, (8, 8)), npt.NDArray[Any])
         first = copy.to_numpy(DType.float32, 1)
         result = out.to_numpy("float32", offset=12)
         assert assert_type(buf.__dlpack_device__(), tuple[int, int])[0] == 7
-        host = np.from_dlpack(buf, device="cpu")   # a host copy, on request
+        host = np.from_dlpack(buf, device="cpu")  # a host copy, on request
         dev.release_program(prog)
     try:
         np.from_dlpack(buf)
-    except DLPackExportError as error:   # closed, and no in-place export anyway
+    except DLPackExportError as error:  # closed, and no in-place export anyway
         assert isinstance(error, BufferError) and host.nbytes == 256
     return [float(grid[0, 4]), float(first[0]), float(result[0])]
 
@@ -122,8 +152,16 @@ def shared(dev: Device) -> list[int]:
         assert assert_type(exported.size, int) >= assert_type(exported.nbytes, int) == 16
         assert assert_type(exported.device_uuid, bytes) and assert_type(exported.memory_type_flags, int)
         pool.host_to_pool(np.arange(4, dtype=np.int32), assert_type(exported.buffer, int))
-        imported = assert_type(pool.import_memory(assert_type(exported.fd, int), exported.size, nbytes=16,
-                                                  memory_type_index=exported.memory_type_index, dedicated=True), int)
+        imported = assert_type(
+            pool.import_memory(
+                assert_type(exported.fd, int),
+                exported.size,
+                nbytes=16,
+                memory_type_index=exported.memory_type_index,
+                dedicated=True,
+            ),
+            int,
+        )
         out = np.empty(4, np.int32)
         pool.pool_to_host(imported, out)
         for buf in (imported, exported.buffer):
@@ -149,8 +187,15 @@ def errors(dev: Device) -> list[str]:
     except TypeError as error:
         seen.append(type(error).__name__)
     families: tuple[type[BackendError], ...] = (
-        DyLibNotFoundError, InitializationError, MemoryAllocationError, KernelCompilationError, KernelLaunchError,
-        KernelSyncError, DeviceLostError, InvalidArgumentTypeError)
+        DyLibNotFoundError,
+        InitializationError,
+        MemoryAllocationError,
+        KernelCompilationError,
+        KernelLaunchError,
+        KernelSyncError,
+        DeviceLostError,
+        InvalidArgumentTypeError,
+    )
     seen += [BackendError(ErrorStatus.KernelSync, "x").__class__.__name__, str(len(families))]
     return seen
 

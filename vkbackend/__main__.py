@@ -1,5 +1,6 @@
 """Command line: ``python -m vkbackend info | demo | bench | doctor`` (and ``--version``); the ``vkbackend`` script
 runs the same ``main``."""
+
 from __future__ import annotations
 
 import argparse
@@ -60,27 +61,60 @@ def _main(argv: list[str] | None) -> int:
     info.add_argument("--json", action="store_true", help="print them as a JSON list, one object per device")
     demo = sub.add_parser("demo", help="run GLSL kernels on a device and check them against numpy")
     demo.add_argument("--device", type=int, default=0, help="device index (default 0)")
-    sub.add_parser("doctor", help="check what vkbackend needs (Vulkan loader, devices, glslang, spirv-val, a C "
-                   "compiler, the cache folder, VKBACKEND_* settings, tinygrad) and say what to install; exit status "
-                   "0 when a device works")
-    bench = sub.add_parser("bench", help="benchmarks beside a raw-Vulkan C program (where a C compiler is "
-                           "found), wgpu-py and PyTorch (where importable)")
-    bench.add_argument("--device", type=int, help="device index (default 0; with --tinygrad, the device of tinygrad's "
-                       "VK)")
-    bench.add_argument("--json", metavar="FILE", help="also write the results to FILE as a JSON list of records (- for "
-                       "stdout, which then carries only the JSON: the table goes to stderr)")
-    bench.add_argument("--plot", metavar="FILE", help="also draw them into FILE, a PNG (needs matplotlib: the bench "
-                       "extra)")
-    bench.add_argument("--quick", action="store_true", help="small sizes (runs on lavapipe in under a minute, "
-                       "under two with --tinygrad)")
-    bench.add_argument("--tinygrad", action="store_true", help="tinygrad workloads on DEV=VK beside tinygrad's other "
-                       "working devices (CUDA; else CPU) and PyTorch, each in its own process")
-    bench.add_argument("--cases", nargs="+", metavar="CASE", help="only these cases, space- or comma-separated "
-                       "(e.g. sync_idle,launch_sync,readback_small); with --tinygrad, workloads or cases")
-    bench.add_argument("--impls", nargs="+", metavar="IMPL", choices=["VK", "CUDA", "CPU", "torch"],
-                       help="--tinygrad: only these implementations beside VK (default: every one that works)")
-    bench.add_argument("--timeout", type=positive_seconds, metavar="S", help="--tinygrad: seconds per child process, "
-                       "above 0 (default 1200, 300 with --quick)")
+    sub.add_parser(
+        "doctor",
+        help="check what vkbackend needs (Vulkan loader, devices, glslang, spirv-val, a C "
+        "compiler, the cache folder, VKBACKEND_* settings, tinygrad) and say what to install; exit status "
+        "0 when a device works",
+    )
+    bench = sub.add_parser(
+        "bench",
+        help="benchmarks beside a raw-Vulkan C program (where a C compiler is "
+        "found), wgpu-py and PyTorch (where importable)",
+    )
+    bench.add_argument(
+        "--device", type=int, help="device index (default 0; with --tinygrad, the device of tinygrad's VK)"
+    )
+    bench.add_argument(
+        "--json",
+        metavar="FILE",
+        help="also write the results to FILE as a JSON list of records (- for "
+        "stdout, which then carries only the JSON: the table goes to stderr)",
+    )
+    bench.add_argument(
+        "--plot", metavar="FILE", help="also draw them into FILE, a PNG (needs matplotlib: the bench extra)"
+    )
+    bench.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes (runs on lavapipe in under a minute, under two with --tinygrad)",
+    )
+    bench.add_argument(
+        "--tinygrad",
+        action="store_true",
+        help="tinygrad workloads on DEV=VK beside tinygrad's other "
+        "working devices (CUDA; else CPU) and PyTorch, each in its own process",
+    )
+    bench.add_argument(
+        "--cases",
+        nargs="+",
+        metavar="CASE",
+        help="only these cases, space- or comma-separated "
+        "(e.g. sync_idle,launch_sync,readback_small); with --tinygrad, workloads or cases",
+    )
+    bench.add_argument(
+        "--impls",
+        nargs="+",
+        metavar="IMPL",
+        choices=["VK", "CUDA", "CPU", "torch"],
+        help="--tinygrad: only these implementations beside VK (default: every one that works)",
+    )
+    bench.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        metavar="S",
+        help="--tinygrad: seconds per child process, above 0 (default 1200, 300 with --quick)",
+    )
     args = parser.parse_args(argv)
     if args.command == "info":
         return cli.info(as_json=args.json)
@@ -88,6 +122,7 @@ def _main(argv: list[str] | None) -> int:
         return cli.demo(args.device)
     if args.command == "doctor":
         from .doctor import doctor
+
         return doctor()
     outputs = {"--json": None if args.json == "-" else args.json, "--plot": args.plot}
     problems = cli.unwritable_outputs(outputs)
@@ -106,13 +141,27 @@ def _bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     cases = [name for item in args.cases for name in item.split(",") if name] if args.cases is not None else None
     if args.tinygrad:
         from .bench.tinygrad.runner import run as run_tinygrad
-        return run_tinygrad(json_path=args.json, plot_path=args.plot, quick=args.quick, cases=cases,
-                            timeout_s=args.timeout, impls=args.impls, device=args.device)
+
+        return run_tinygrad(
+            json_path=args.json,
+            plot_path=args.plot,
+            quick=args.quick,
+            cases=cases,
+            timeout_s=args.timeout,
+            impls=args.impls,
+            device=args.device,
+        )
     if args.timeout is not None or args.impls:
         parser.error("--impls and --timeout go with --tinygrad")
     from .bench import run
-    return run(device=0 if args.device is None else args.device, json_path=args.json, plot_path=args.plot,
-               quick=args.quick, cases=cases)
+
+    return run(
+        device=0 if args.device is None else args.device,
+        json_path=args.json,
+        plot_path=args.plot,
+        quick=args.quick,
+        cases=cases,
+    )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 Importing this module needs no Vulkan loader: only :func:`vulkan` does, and it raises a clear ``DyLibNotFound``
 error when there is none.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,12 +18,21 @@ try:
 except ImportError as exc:  # pragma: no cover - only on a broken install
     raise ImportError(
         "vkbackend's native module is not built. Install the package with `pip install .` (it needs a C compiler and "
-        "the Vulkan headers: apt-get install libvulkan-dev), or run `python setup.py build_ext --inplace` in a checkout."
+        "the Vulkan headers: apt-get install libvulkan-dev), or run `python setup.py build_ext --inplace` in a "
+        "checkout."
     ) from exc
 
-register_result_codes({name: getattr(lib, name) for name in dir(lib) if name.startswith("VK_") and
-                       (name.startswith("VK_ERROR_") or name in ("VK_SUCCESS", "VK_NOT_READY", "VK_TIMEOUT",
-                                                                 "VK_INCOMPLETE", "VK_EVENT_SET", "VK_EVENT_RESET"))})
+register_result_codes(
+    {
+        name: getattr(lib, name)
+        for name in dir(lib)
+        if name.startswith("VK_")
+        and (
+            name.startswith("VK_ERROR_")
+            or name in ("VK_SUCCESS", "VK_NOT_READY", "VK_TIMEOUT", "VK_INCOMPLETE", "VK_EVENT_SET", "VK_EVENT_RESET")
+        )
+    }
+)
 
 _open_lock = threading.Lock()
 
@@ -40,11 +50,13 @@ def vulkan() -> tuple:
             err = ffi.new("char[512]")
             if lib.vkb_open_library(override.encode() if override else ffi.NULL, err, 512) != 0:
                 tried = override or "libvulkan.so.1, libvulkan.so"
-                raise BackendError(ErrorStatus.DyLibNotFound,
-                                   f"could not load the Vulkan loader ({tried}): {ffi.string(err).decode(errors='replace')}. "
-                                   "Install it with a driver: your GPU vendor's Vulkan driver, or on a machine without "
-                                   "a GPU Mesa's software device (Debian/Ubuntu: apt-get install libvulkan1 "
-                                   "mesa-vulkan-drivers); or point VKBACKEND_VULKAN_LIBRARY at a libvulkan.so.1")
+                raise BackendError(
+                    ErrorStatus.DyLibNotFound,
+                    f"could not load the Vulkan loader ({tried}): {ffi.string(err).decode(errors='replace')}. "
+                    "Install it with a driver: your GPU vendor's Vulkan driver, or on a machine without "
+                    "a GPU Mesa's software device (Debian/Ubuntu: apt-get install libvulkan1 "
+                    "mesa-vulkan-drivers); or point VKBACKEND_VULKAN_LIBRARY at a libvulkan.so.1",
+                )
     return ffi, lib
 
 
@@ -56,8 +68,9 @@ def function_index(name: str) -> int:
     return index
 
 
-
 def success_counts() -> dict[str, int]:
     """How many calls of each declared Vulkan function have succeeded in this process (the native wrappers count
     them), by name: creates less destroys is the number of live objects."""
-    return {ffi.string(lib.vkb_function_name(i)).decode(): lib.vkb_success_count(i) for i in range(lib.vkb_function_count())}
+    return {
+        ffi.string(lib.vkb_function_name(i)).decode(): lib.vkb_success_count(i) for i in range(lib.vkb_function_count())
+    }

@@ -5,6 +5,7 @@ code that would rather have Python manage the reference. It keeps the device, th
 are read back as: size, contents and lifetime stay the pool's, so Buffers and the id API mix (``buf.id`` is what
 ``Device.launch`` binds).
 """
+
 from __future__ import annotations
 
 import logging
@@ -17,16 +18,32 @@ import numpy.typing as npt
 
 from .device import Device
 from .dtypes import DType
-from .errors import (BackendError, DLPackExportError, ErrorStatus, InvalidArgumentError, InvalidArgumentTypeError,
-                     index_argument)
+from .errors import (
+    BackendError,
+    DLPackExportError,
+    ErrorStatus,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    index_argument,
+)
 from .interop.dlpack import NOT_IN_NUMPY, not_in_numpy, numpy_name, producer_dtype, what_to_do
 from .types import HostBuffer, SupportsDLPack
 
 log = logging.getLogger("vkbackend")
 
-KDL_CPU, KDL_VULKAN = 1, 7   # DLPack's DLDeviceType codes for host memory and for Vulkan
-_DLPACK_DEVICES = {2: "CUDA", 3: "CUDA host", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 10: "ROCm", 11: "ROCm host",
-                   13: "CUDA managed", 14: "oneAPI", 15: "WebGPU"}
+KDL_CPU, KDL_VULKAN = 1, 7  # DLPack's DLDeviceType codes for host memory and for Vulkan
+_DLPACK_DEVICES = {
+    2: "CUDA",
+    3: "CUDA host",
+    4: "OpenCL",
+    7: "Vulkan",
+    8: "Metal",
+    10: "ROCm",
+    11: "ROCm host",
+    13: "CUDA managed",
+    14: "oneAPI",
+    15: "WebGPU",
+}
 
 Shape = Union[int, Sequence[int]]
 
@@ -59,15 +76,22 @@ class Buffer:
 
     __slots__ = ("_device", "_id", "_dtype", "_shape", "_finalizer", "__weakref__")
 
-    def __init__(self, device: Device, nbytes: int | None = None, *, dtype: npt.DTypeLike | DType = "uint8",
-                 shape: Shape | None = None) -> None:
+    def __init__(
+        self,
+        device: Device,
+        nbytes: int | None = None,
+        *,
+        dtype: npt.DTypeLike | DType = "uint8",
+        shape: Shape | None = None,
+    ) -> None:
         """A new buffer on ``device`` of ``nbytes`` bytes, or of ``shape`` elements of ``dtype`` (give either, or
         both when they agree); its contents are undefined until written. Without a shape it is 1-D: every whole
         element of its bytes."""
         if not isinstance(device, Device):
-            raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                           f"a Buffer needs a vkbackend.Device (vkbackend.devices()[i]), "
-                                           f"got {type(device).__name__}")
+            raise InvalidArgumentTypeError(
+                ErrorStatus.InvalidArgument,
+                f"a Buffer needs a vkbackend.Device (vkbackend.devices()[i]), got {type(device).__name__}",
+            )
         dt, dims, nbytes = _layout(nbytes, dtype, shape, "Buffer")
         self._own(device, device.memory_pool.allocate(nbytes), dt, dims)
 
@@ -84,13 +108,16 @@ class Buffer:
         Returns once the array has been read; ``to_numpy()`` (or ``numpy.asarray(buf)``) reads it back.
         """
         if not isinstance(array, np.ndarray):
-            raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                           f"Buffer.from_numpy takes a numpy array, got {type(array).__name__}; use "
-                                           "numpy.asarray first, or Buffer.from_dlpack for another library's tensor")
+            raise InvalidArgumentTypeError(
+                ErrorStatus.InvalidArgument,
+                f"Buffer.from_numpy takes a numpy array, got {type(array).__name__}; use "
+                "numpy.asarray first, or Buffer.from_dlpack for another library's tensor",
+            )
         if not array.nbytes:
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"Buffer.from_numpy: the array has no bytes (shape {array.shape}); a device buffer "
-                               "needs at least one")
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"Buffer.from_numpy: the array has no bytes (shape {array.shape}); a device buffer needs at least one",
+            )
         buf = cls(device, array.nbytes, dtype=array.dtype, shape=array.shape)
         try:
             buf.write(array)
@@ -108,37 +135,46 @@ class Buffer:
         if isinstance(obj, np.ndarray):  # host data already, and numpy before 1.25 exports no bool through DLPack
             return cls.from_numpy(device, obj)
         if not hasattr(obj, "__dlpack__"):
-            raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                           f"Buffer.from_dlpack takes an object with __dlpack__ (a numpy array, a "
-                                           f"PyTorch tensor), got {type(obj).__name__}")
+            raise InvalidArgumentTypeError(
+                ErrorStatus.InvalidArgument,
+                f"Buffer.from_dlpack takes an object with __dlpack__ (a numpy array, a "
+                f"PyTorch tensor), got {type(obj).__name__}",
+            )
         if hasattr(obj, "__dlpack_device__"):
             kind, index = obj.__dlpack_device__()
             if kind != KDL_CPU:
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"Buffer.from_dlpack: the {type(obj).__name__} lives on DLPack device "
-                                   f"({int(kind)}, {index}) ({_DLPACK_DEVICES.get(int(kind), 'not the CPU')}); only "
-                                   "host (CPU) data can be imported, so copy it to the host first (PyTorch: "
-                                   "tensor.cpu())")
+                raise BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"Buffer.from_dlpack: the {type(obj).__name__} lives on DLPack device "
+                    f"({int(kind)}, {index}) ({_DLPACK_DEVICES.get(int(kind), 'not the CPU')}); only "
+                    "host (CPU) data can be imported, so copy it to the host first (PyTorch: "
+                    "tensor.cpu())",
+                )
         try:
             host = np.from_dlpack(obj)
         except (BufferError, RuntimeError, TypeError, ValueError) as error:  # what numpy raises for what it refuses
             holds = producer_dtype(obj)  # numpy's message ("Unsupported dtype") does not say which type it met
             if holds in NOT_IN_NUMPY:
-                raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                               f"Buffer.from_dlpack: the {type(obj).__name__} holds {holds}: "
-                                               f"{what_to_do(holds)}") from error
+                raise InvalidArgumentTypeError(
+                    ErrorStatus.InvalidArgument,
+                    f"Buffer.from_dlpack: the {type(obj).__name__} holds {holds}: {what_to_do(holds)}",
+                ) from error
             elements = f" (its elements: {holds})" if holds else ""
-            raise BackendError(ErrorStatus.InvalidArgument, f"Buffer.from_dlpack: numpy cannot import the "
-                               f"{type(obj).__name__}{elements}: {error}") from error
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"Buffer.from_dlpack: numpy cannot import the {type(obj).__name__}{elements}: {error}",
+            ) from error
         return cls.from_numpy(device, host)
 
     @property
     def id(self) -> int:
         """The buffer id, for the id API (``Device.launch``, ``MemoryPool``), while the Buffer is open."""
         if not self._finalizer.alive:
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"Buffer {self._id} is closed: its reference was released. Keep it open (inside its "
-                               "with block) while it is used, or make a new one")
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"Buffer {self._id} is closed: its reference was released. Keep it open (inside its "
+                "with block) while it is used, or make a new one",
+            )
         return self._id
 
     @property
@@ -174,8 +210,9 @@ class Buffer:
             data = np.ascontiguousarray(data)
         self._device.memory_pool.host_to_pool(data, self.id, offset)
 
-    def to_numpy(self, dtype: npt.DTypeLike | DType | None = None, shape: Shape | None = None,
-                 offset: int = 0) -> npt.NDArray[Any]:
+    def to_numpy(
+        self, dtype: npt.DTypeLike | DType | None = None, shape: Shape | None = None, offset: int = 0
+    ) -> npt.NDArray[Any]:
         """A new host array of ``dtype`` and ``shape`` read from byte ``offset``: a sync point (it waits for the
         launches queued before it and raises the first asynchronous error).
 
@@ -191,13 +228,17 @@ class Buffer:
             nbytes = pool.size_of(buf_id)
             offset = index_argument(offset, "Buffer.to_numpy: the offset")
             if not 0 <= offset <= nbytes:
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"Buffer.to_numpy: offset {offset!r} is not a byte offset in 0..{nbytes}")
+                raise BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"Buffer.to_numpy: offset {offset!r} is not a byte offset in 0..{nbytes}",
+                )
             shape, rest = divmod(nbytes - offset, dt.itemsize)
             if rest:
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"Buffer.to_numpy: the {nbytes - offset} bytes from offset {offset} are not whole "
-                                   f"{dt} elements of {dt.itemsize} bytes; pass a shape")
+                raise BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"Buffer.to_numpy: the {nbytes - offset} bytes from offset {offset} are not whole "
+                    f"{dt} elements of {dt.itemsize} bytes; pass a shape",
+                )
         try:
             out = np.empty(shape, dtype=dt)
         except (TypeError, ValueError) as error:
@@ -205,8 +246,9 @@ class Buffer:
         pool.pool_to_host(buf_id, out, offset)
         return out
 
-    def view(self, offset: int, nbytes: int, *, dtype: npt.DTypeLike | DType | None = None,
-             shape: Shape | None = None) -> Buffer:
+    def view(
+        self, offset: int, nbytes: int, *, dtype: npt.DTypeLike | DType | None = None, shape: Shape | None = None
+    ) -> Buffer:
         """A Buffer for ``nbytes`` bytes of this one from byte ``offset``, a multiple of
         ``device.info.min_storage_buffer_offset_alignment``. It holds a reference on this buffer's memory, so it stays
         valid after this Buffer is closed; close it like any other.
@@ -215,8 +257,9 @@ class Buffer:
         its shape is ``shape`` (``nbytes`` in all), or 1-D.
         """
         if dtype is None:
-            dtype = self._dtype if index_argument(nbytes, "Buffer.view: nbytes") % self._dtype.itemsize == 0 \
-                else np.uint8
+            dtype = (
+                self._dtype if index_argument(nbytes, "Buffer.view: nbytes") % self._dtype.itemsize == 0 else np.uint8
+            )
         dt, dims, nbytes = _layout(nbytes, dtype, shape, "Buffer.view")
         view = object.__new__(type(self))
         view._own(self._device, self._device.memory_pool.view(self.id, offset, nbytes), dt, dims)
@@ -240,17 +283,21 @@ class Buffer:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"<vkbackend.Buffer {self._id} {self._dtype} {self._shape} on {self._device.info.name}"
-                f"{' (closed)' if self.closed else ''}>")
+        return (
+            f"<vkbackend.Buffer {self._id} {self._dtype} {self._shape} on {self._device.info.name}"
+            f"{' (closed)' if self.closed else ''}>"
+        )
 
     def __array__(self, dtype: npt.DTypeLike | None = None, copy: bool | None = None) -> npt.NDArray[Any]:
         """``numpy.asarray(buf)``: a host copy of :attr:`dtype` and :attr:`shape` (converted to ``dtype`` when numpy
         asks for one), on every numpy; a sync point. ``copy=False`` raises ``InvalidArgumentError`` (a
         ``ValueError``, which numpy expects): device memory has no host view."""
         if copy is False:
-            raise InvalidArgumentError(ErrorStatus.InvalidArgument,
-                                       f"Buffer {self._id} lives in device-local memory, so a numpy array of it is "
-                                       "always a copy, and copy=False forbids one; use numpy.asarray(buf)")
+            raise InvalidArgumentError(
+                ErrorStatus.InvalidArgument,
+                f"Buffer {self._id} lives in device-local memory, so a numpy array of it is "
+                "always a copy, and copy=False forbids one; use numpy.asarray(buf)",
+            )
         host = self.to_numpy()
         return host if dtype is None else host.astype(dtype, copy=False)
 
@@ -258,52 +305,69 @@ class Buffer:
         """``(7, device.index)``: DLPack's kDLVulkan, where the bytes are (see the class's notes on DLPack)."""
         return KDL_VULKAN, self._device.index
 
-    def __dlpack__(self, *, stream: object = None, max_version: tuple[int, int] | None = None,
-                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+    def __dlpack__(
+        self,
+        *,
+        stream: object = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
         """A DLPack capsule of a host copy (:attr:`dtype`, :attr:`shape`), only for a consumer that asks for the CPU
         (``dl_device=(1, 0)``); a sync point. Anything else raises :class:`DLPackExportError` (a ``BufferError``)."""
         if dl_device is None or tuple(dl_device) != (KDL_CPU, 0):
             where = "in place" if dl_device is None else f"to DLPack device {tuple(dl_device)}"
-            raise DLPackExportError(ErrorStatus.InvalidArgument,
-                                    f"Buffer {self._id} cannot be exported through DLPack {where}: it is device-local "
-                                    "Vulkan memory, which has no host pointer. Make a host copy: numpy.asarray(buf) "
-                                    "or buf.to_numpy() on any numpy, numpy.from_dlpack(buf, device='cpu') on numpy "
-                                    "2.1 or later; other libraries import that array (torch.from_dlpack(array))")
+            raise DLPackExportError(
+                ErrorStatus.InvalidArgument,
+                f"Buffer {self._id} cannot be exported through DLPack {where}: it is device-local "
+                "Vulkan memory, which has no host pointer. Make a host copy: numpy.asarray(buf) "
+                "or buf.to_numpy() on any numpy, numpy.from_dlpack(buf, device='cpu') on numpy "
+                "2.1 or later; other libraries import that array (torch.from_dlpack(array))",
+            )
         if copy is False:
-            raise DLPackExportError(ErrorStatus.InvalidArgument,
-                                    "a host export of a Buffer is always a copy (its memory is device-local), and "
-                                    "copy=False forbids one")
+            raise DLPackExportError(
+                ErrorStatus.InvalidArgument,
+                "a host export of a Buffer is always a copy (its memory is device-local), and copy=False forbids one",
+            )
         if stream is not None:
-            raise DLPackExportError(ErrorStatus.InvalidArgument,
-                                    f"a host (CPU) DLPack export takes no stream, got {stream!r}")
+            raise DLPackExportError(
+                ErrorStatus.InvalidArgument, f"a host (CPU) DLPack export takes no stream, got {stream!r}"
+            )
         # The unversioned capsule whatever max_version allows: the protocol lets a producer answer with an older one.
         return self.to_numpy().__dlpack__()
 
 
-def _layout(nbytes: int | None, dtype: npt.DTypeLike | DType, shape: Shape | None,
-            what: str) -> tuple[np.dtype[Any], tuple[int, ...], int]:
+def _layout(
+    nbytes: int | None, dtype: npt.DTypeLike | DType, shape: Shape | None, what: str
+) -> tuple[np.dtype[Any], tuple[int, ...], int]:
     """(dtype, shape, nbytes) of a new Buffer from what the caller gave: nbytes, a shape, or both when they agree."""
     dt = _numpy_dtype(dtype, what)
     if shape is None:
         if nbytes is None:
-            raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                           f"{what}: give its size, nbytes, or its shape (and dtype)")
+            raise InvalidArgumentTypeError(
+                ErrorStatus.InvalidArgument, f"{what}: give its size, nbytes, or its shape (and dtype)"
+            )
         nbytes = index_argument(nbytes, f"{what}: nbytes")
         count, rest = divmod(nbytes, dt.itemsize)
         if rest:
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"{what}: {nbytes} bytes are not whole {dt} elements of {dt.itemsize} bytes; give a "
-                               "size that is, or dtype='uint8'")
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"{what}: {nbytes} bytes are not whole {dt} elements of {dt.itemsize} bytes; give a "
+                "size that is, or dtype='uint8'",
+            )
         return dt, (count,), nbytes
-    dims = tuple(index_argument(d, f"{what}: a shape entry")
-                 for d in ((shape,) if not isinstance(shape, Sequence) else shape))
+    dims = tuple(
+        index_argument(d, f"{what}: a shape entry") for d in ((shape,) if not isinstance(shape, Sequence) else shape)
+    )
     if any(d < 0 for d in dims):
         raise BackendError(ErrorStatus.InvalidArgument, f"{what}: shape {dims} has a negative entry")
     size = int(np.prod(dims, dtype=np.int64)) * dt.itemsize
     if nbytes is not None and index_argument(nbytes, f"{what}: nbytes") != size:
-        raise BackendError(ErrorStatus.InvalidArgument,
-                           f"{what}: shape {dims} of {dt} is {size} bytes, not the {nbytes} given; give one of the two, "
-                           "or both when they agree")
+        raise BackendError(
+            ErrorStatus.InvalidArgument,
+            f"{what}: shape {dims} of {dt} is {size} bytes, not the {nbytes} given; give one of the two, "
+            "or both when they agree",
+        )
     return dt, dims, size
 
 
@@ -317,10 +381,12 @@ def _numpy_dtype(dtype: npt.DTypeLike | DType, what: str) -> np.dtype[Any]:
             raise missing from None
         named = numpy_name(dtype)  # another library's dtype object, torch.float32: numpy wants its own name
         hint = f"; pass numpy's name for it, {named!r}" if named else ""
-        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                       f"{what}: {dtype!r} is not a numpy dtype: {error}{hint}") from None
+        raise InvalidArgumentTypeError(
+            ErrorStatus.InvalidArgument, f"{what}: {dtype!r} is not a numpy dtype: {error}{hint}"
+        ) from None
     if dt.hasobject or not dt.itemsize:
-        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                       f"{what}: dtype {dt} is not plain data (it holds Python objects or has no "
-                                       "size); use a numeric dtype")
+        raise InvalidArgumentTypeError(
+            ErrorStatus.InvalidArgument,
+            f"{what}: dtype {dt} is not plain data (it holds Python objects or has no size); use a numeric dtype",
+        )
     return dt

@@ -4,6 +4,7 @@ asked to write.
 Conventions: results go to stdout, errors to stderr with the exit status 1 (2 when an argument is wrong, as argparse
 does); ``--json`` writes machine-readable output.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 def _bytes(n: int) -> str:
     """A size in the binary unit that fits it: 128 MiB, 2 GiB, 32 KiB."""
     from .bench.units import binary
+
     return binary(n, "B")
 
 
@@ -39,6 +41,7 @@ def driver_version(vendor_id: int, version: int) -> str:
     if vendor_id == 0x8086 and sys.platform == "win32":
         return f"{version >> 14}.{version & 0x3FFF}"
     from .discovery import version_string
+
     return version_string(version)
 
 
@@ -54,6 +57,7 @@ def info(as_json: bool = False) -> int:
     """Print every device with its key limits, memory heaps and dtype support; ``as_json``: as a JSON list with one
     object per device (``index``, ``free_bytes`` and every field of :class:`~vkbackend.DeviceInfo`)."""
     from . import devices
+
     try:
         found = devices()
     except BackendError as error:
@@ -61,8 +65,11 @@ def info(as_json: bool = False) -> int:
         return 1
     if not found:
         if VulkanConfig.from_env().device_ids == []:
-            print("vkbackend: VKBACKEND_DEVICE_IDS is empty, which configures every device out; unset it or name "
-                  "devices (VKBACKEND_DEVICE_IDS=0)", file=sys.stderr)
+            print(
+                "vkbackend: VKBACKEND_DEVICE_IDS is empty, which configures every device out; unset it or name "
+                "devices (VKBACKEND_DEVICE_IDS=0)",
+                file=sys.stderr,
+            )
         else:
             print(f"vkbackend: no Vulkan device: {NO_DEVICE_HINT}", file=sys.stderr)
         return 1
@@ -72,32 +79,49 @@ def info(as_json: bool = False) -> int:
     for dev in found:
         i = dev.info
         print(f"device {dev.index}: {i.name} ({i.device_type}, vendor {i.vendor_id:#06x}, device {i.device_id:#06x})")
-        print(f"  Vulkan {i.api_version}, driver {driver_text(i.driver_name, i.driver_info, i.vendor_id, i.driver_version)}")
-        print(f"  work groups: max count {i.max_global_work_dims}, max size {i.max_local_work_dims}, "
-              f"max threads {i.max_local_threads}, subgroup {i.subgroup_size} (up to {i.max_subgroup_size})")
-        print(f"  shared memory {_bytes(i.local_mem_size)}, push constants {i.max_push_constants_size} B, "
-              f"storage buffers per kernel {i.max_storage_buffers}")
-        print(f"  buffers: max allocation {_bytes(i.max_memory_allocation_size)}, max storage range "
-              f"{_bytes(i.max_storage_buffer_range)}, offset alignment {i.min_storage_buffer_offset_alignment} B, "
-              f"max allocations {i.max_memory_allocation_count}; larger buffers: "
-              + (f"bound to several allocations (sparse binding, {_bytes(i.sparse_address_space_size)} in all)"
-                 if i.sparse_binding else "no (no sparse binding)"))
+        driver = driver_text(i.driver_name, i.driver_info, i.vendor_id, i.driver_version)
+        print(f"  Vulkan {i.api_version}, driver {driver}")
+        print(
+            f"  work groups: max count {i.max_global_work_dims}, max size {i.max_local_work_dims}, "
+            f"max threads {i.max_local_threads}, subgroup {i.subgroup_size} (up to {i.max_subgroup_size})"
+        )
+        print(
+            f"  shared memory {_bytes(i.local_mem_size)}, push constants {i.max_push_constants_size} B, "
+            f"storage buffers per kernel {i.max_storage_buffers}"
+        )
+        print(
+            f"  buffers: max allocation {_bytes(i.max_memory_allocation_size)}, max storage range "
+            f"{_bytes(i.max_storage_buffer_range)}, offset alignment {i.min_storage_buffer_offset_alignment} B, "
+            f"max allocations {i.max_memory_allocation_count}; larger buffers: "
+            + (
+                f"bound to several allocations (sparse binding, {_bytes(i.sparse_address_space_size)} in all)"
+                if i.sparse_binding
+                else "no (no sparse binding)"
+            )
+        )
         for n, heap in enumerate(i.memory_heaps):
             local = " device-local" if heap.device_local else ""
             print(f"  heap {n}: {_bytes(heap.size)}{local}, budget {_bytes(heap.budget)}")
-        print(f"  timestamps: {'yes, ' + str(i.timestamp_period_ns) + ' ns/tick' if i.timestamps else 'no'}; "
-              f"push descriptors: {'yes' if i.push_descriptors else 'no'}; robust buffer access: "
-              f"{'on' if i.robust_buffer_access else 'off'}")
+        print(
+            f"  timestamps: {'yes, ' + str(i.timestamp_period_ns) + ' ns/tick' if i.timestamps else 'no'}; "
+            f"push descriptors: {'yes' if i.push_descriptors else 'no'}; robust buffer access: "
+            f"{'on' if i.robust_buffer_access else 'off'}"
+        )
         print(f"  free device memory: {_bytes(dev.memory_pool.free_bytes)}")
         supported = [d.name for d, ops in i.dtype_capabilities.items() if ops]
         unsupported = [d.name for d, ops in i.dtype_capabilities.items() if not ops]
         print(f"  dtypes: {', '.join(supported)}" + (f" (not: {', '.join(unsupported)})" if unsupported else ""))
-        limited = [f"{d.name} without {', '.join(sorted(_missing(ops)))}" for d, ops in i.dtype_capabilities.items()
-                   if ops and d.is_float and _missing(ops)]
+        limited = [
+            f"{d.name} without {', '.join(sorted(_missing(ops)))}"
+            for d, ops in i.dtype_capabilities.items()
+            if ops and d.is_float and _missing(ops)
+        ]
         if limited:
             print(f"  limited: {'; '.join(limited)}")
-        shapes = [f"{c.m}x{c.n}x{c.k} {c.a_type}*{c.b_type}+{c.c_type}->{c.result_type} ({c.scope})"
-                  for c in i.cooperative_matrix_shapes]
+        shapes = [
+            f"{c.m}x{c.n}x{c.k} {c.a_type}*{c.b_type}+{c.c_type}->{c.result_type} ({c.scope})"
+            for c in i.cooperative_matrix_shapes
+        ]
         print(f"  cooperative matrices: {'; '.join(shapes) or 'none'}")
         print(f"  features: {', '.join(sorted(i.features))}")
     return 0
@@ -108,10 +132,15 @@ def _json_device(dev: Device) -> dict[str, Any]:
     number), ``driver_version_text`` (decoded as the text output decodes it), ``free_bytes`` and the
     ``vkbackend_version`` that described it."""
     from . import __version__
+
     info = dev.info
-    return {"index": dev.index, **_jsonable(info),
-            "driver_version_text": driver_version(info.vendor_id, info.driver_version),
-            "free_bytes": dev.memory_pool.free_bytes, "vkbackend_version": __version__}
+    return {
+        "index": dev.index,
+        **_jsonable(info),
+        "driver_version_text": driver_version(info.vendor_id, info.driver_version),
+        "free_bytes": dev.memory_pool.free_bytes,
+        "vkbackend_version": __version__,
+    }
 
 
 def _jsonable(value: Any) -> Any:
@@ -129,6 +158,7 @@ def _jsonable(value: Any) -> Any:
 
 def _missing(ops: frozenset[str]) -> set[str]:
     from .dtypes import TRANSCENDENTAL_OPS
+
     return set(TRANSCENDENTAL_OPS - ops)
 
 
@@ -186,13 +216,15 @@ def demo(index: int = 0, n: int | None = None) -> int:
     the device cannot be opened or the kernels cannot be compiled (no glslang), 2 when there is no device ``index``.
     """
     import numpy as np
+
     from . import compile_glsl, devices
     from .bench.units import binary, quantity
+
     try:
         dev = devices(dataclasses.replace(VulkanConfig.from_env(), device_ids=[index]))[0]
     except BackendError as error:
         print(f"vkbackend demo: cannot open device {index}: {error}", file=sys.stderr)
-        return 2 if isinstance(error, ValueError) else 1   # InvalidArgument: there is no such device
+        return 2 if isinstance(error, ValueError) else 1  # InvalidArgument: there is no such device
     pool = dev.memory_pool
     print(f"device {index}: {dev.info.name}")
     rng = np.random.default_rng(0)
@@ -257,9 +289,11 @@ def demo(index: int = 0, n: int | None = None) -> int:
         dev.release_program(p)
     print(f"  launches/s (dependent chain): {steps / t_chain:,.0f}")
     print(f"  saxpy (3 x {binary(x.nbytes, 'B')} per launch): {quantity(steps * 3 * x.nbytes / t_chain / 1e9, 'GB/s')}")
-    print(f"  upload: {quantity(2 * x.nbytes / t_up / 1e9, 'GB/s')}   download: "
-          f"{quantity(y.nbytes / t_down / 1e9, 'GB/s')}")
-    print(f"  matmul GPU time: {quantity(ns / 1e3, 'us')} ({quantity(2 * m ** 3 / ns, 'GFLOP/s')})")
+    print(
+        f"  upload: {quantity(2 * x.nbytes / t_up / 1e9, 'GB/s')}   download: "
+        f"{quantity(y.nbytes / t_down / 1e9, 'GB/s')}"
+    )
+    print(f"  matmul GPU time: {quantity(ns / 1e3, 'us')} ({quantity(2 * m**3 / ns, 'GFLOP/s')})")
     print("demo: all results match numpy" if ok else "demo: MISMATCH")
     return 0 if ok else 1
 

@@ -1,4 +1,5 @@
 """VulkanConfig and the environment variables that stand in for it."""
+
 from __future__ import annotations
 
 import math
@@ -58,8 +59,12 @@ class VulkanConfig:
             _bad("robust_buffer_access", self.robust_buffer_access, "None, True or False")
         if not isinstance(self.push_descriptors, bool):
             _bad("push_descriptors", self.push_descriptors, "True or False")
-        for name, low, high in (("window_launches", 1, 1 << 20), ("staging_buffer_bytes", 0, 1 << 40),
-                                ("staging_buffers", 2, 1024), ("copy_threads", 0, 256)):
+        for name, low, high in (
+            ("window_launches", 1, 1 << 20),
+            ("staging_buffer_bytes", 0, 1 << 40),
+            ("staging_buffers", 2, 1024),
+            ("copy_threads", 0, 256),
+        ):
             value = getattr(self, name)
             if not _is_int(value) or not low <= value <= high:
                 _bad(name, value, f"an int from {low} to {high}")
@@ -81,8 +86,10 @@ class VulkanConfig:
             try:
                 device_ids = [int(x) for x in ids.replace(" ", "").split(",") if x]
             except ValueError:
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"VKBACKEND_DEVICE_IDS={ids!r} is not a comma-separated list of device indices")
+                raise BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"VKBACKEND_DEVICE_IDS={ids!r} is not a comma-separated list of device indices",
+                )
         return VulkanConfig(device_ids=device_ids, push_descriptors=env_flag("VKBACKEND_PUSH_DESCRIPTORS", True))
 
     def resolved_copy_threads(self) -> int:
@@ -133,11 +140,19 @@ MAX_SECONDS = 1e7
 def check_seconds(name: str, value: object, positive: bool) -> float:
     """``value`` as seconds, or ``BackendError(InvalidArgument)`` naming ``name`` when it is not a finite number in
     range (more than 0 when ``positive``, else at least 0; at most MAX_SECONDS)."""
-    if (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            and (value > 0 if positive else value >= 0) and value <= MAX_SECONDS):
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and (value > 0 if positive else value >= 0)
+        and value <= MAX_SECONDS
+    ):
         return float(value)
-    _bad(name, value, f"a finite number of seconds, {'more than 0' if positive else 'at least 0'} and at most "
-                      f"{MAX_SECONDS:g}")
+    _bad(
+        name,
+        value,
+        f"a finite number of seconds, {'more than 0' if positive else 'at least 0'} and at most {MAX_SECONDS:g}",
+    )
 
 
 # The bounds of a cap on one allocation: below a megabyte the pool's chunks and a sparse buffer's pieces would be

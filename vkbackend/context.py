@@ -5,6 +5,7 @@ next sync point; a lost device is sticky and makes every later call fail fast. `
 fast path reads: false while the device is closed, lost, inherited by a forked child, or while the worker holds
 launches back (``set_busy``, see worker.py).
 """
+
 from __future__ import annotations
 
 import os
@@ -27,15 +28,15 @@ class DeviceContext:
     lib: object
     handles: DeviceHandles
     config: VulkanConfig
-    slots: object                       # vkb_slot_table*: the buffer table the pool writes and the recorder reads
-    sync_timeout_s: float               # the deadline of every wait on the GPU, resolved once when the device opens
-    allocation_cap: int | None = None   # VulkanConfig's cap on one allocation, resolved once when the device opens
+    slots: object  # vkb_slot_table*: the buffer table the pool writes and the recorder reads
+    sync_timeout_s: float  # the deadline of every wait on the GPU, resolved once when the device opens
+    allocation_cap: int | None = None  # VulkanConfig's cap on one allocation, resolved once when the device opens
     pending_error: BackendError | None = None
     lost: BackendError | None = None
     closed: bool = False
-    forked: bool = False                # this process was forked from the one that opened the device
-    abandoned: bool = False             # closed while its GPU work still ran: its objects are never destroyed
-    usable: bool = True                 # see the module's docstring
+    forked: bool = False  # this process was forked from the one that opened the device
+    abandoned: bool = False  # closed while its GPU work still ran: its objects are never destroyed
+    usable: bool = True  # see the module's docstring
     _busy: bool = False
     error_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -100,7 +101,9 @@ class DeviceContext:
 
     def closed_error(self) -> BackendError:
         """The error for a call on, or a wait cut short by, a closed device."""
-        return BackendError(ErrorStatus.InvalidArgument, f"{self.info.name} is closed; open it again with vkbackend.devices()")
+        return BackendError(
+            ErrorStatus.InvalidArgument, f"{self.info.name} is closed; open it again with vkbackend.devices()"
+        )
 
     def ensure_usable(self) -> None:
         """Fail fast on a closed, lost or inherited (forked) device."""
@@ -119,7 +122,9 @@ class DeviceContext:
             if self.closed:
                 raise self.closed_error()
             if time.monotonic() >= deadline:
-                raise BackendError(ErrorStatus.KernelSync, f"{what} within {timeout_s:.1f} s (VKBACKEND_SYNC_TIMEOUT_S)")
+                raise BackendError(
+                    ErrorStatus.KernelSync, f"{what} within {timeout_s:.1f} s (VKBACKEND_SYNC_TIMEOUT_S)"
+                )
 
 
 _contexts: "weakref.WeakSet[DeviceContext]" = weakref.WeakSet()

@@ -4,6 +4,7 @@ The device lists them with ``vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR``
 one entry of that list, with the component types named as :class:`vkbackend.DType` names, and
 ``DeviceInfo.cooperative_matrix_shapes`` holds them (empty where the device lacks the extension or its feature).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,15 +17,25 @@ __all__ = ["CooperativeMatrixShape", "query_shapes", "shape_from_properties"]
 
 # VkComponentTypeKHR -> the DType name of that type; types vkbackend has no DType for are "vk_component_type_<value>"
 _COMPONENT_TYPES = {
-    "VK_COMPONENT_TYPE_FLOAT16_KHR": "float16", "VK_COMPONENT_TYPE_FLOAT32_KHR": "float32",
-    "VK_COMPONENT_TYPE_FLOAT64_KHR": "float64", "VK_COMPONENT_TYPE_BFLOAT16_KHR": "bfloat16",
-    "VK_COMPONENT_TYPE_SINT8_KHR": "int8", "VK_COMPONENT_TYPE_SINT16_KHR": "int16",
-    "VK_COMPONENT_TYPE_SINT32_KHR": "int32", "VK_COMPONENT_TYPE_SINT64_KHR": "int64",
-    "VK_COMPONENT_TYPE_UINT8_KHR": "uint8", "VK_COMPONENT_TYPE_UINT16_KHR": "uint16",
-    "VK_COMPONENT_TYPE_UINT32_KHR": "uint32", "VK_COMPONENT_TYPE_UINT64_KHR": "uint64",
+    "VK_COMPONENT_TYPE_FLOAT16_KHR": "float16",
+    "VK_COMPONENT_TYPE_FLOAT32_KHR": "float32",
+    "VK_COMPONENT_TYPE_FLOAT64_KHR": "float64",
+    "VK_COMPONENT_TYPE_BFLOAT16_KHR": "bfloat16",
+    "VK_COMPONENT_TYPE_SINT8_KHR": "int8",
+    "VK_COMPONENT_TYPE_SINT16_KHR": "int16",
+    "VK_COMPONENT_TYPE_SINT32_KHR": "int32",
+    "VK_COMPONENT_TYPE_SINT64_KHR": "int64",
+    "VK_COMPONENT_TYPE_UINT8_KHR": "uint8",
+    "VK_COMPONENT_TYPE_UINT16_KHR": "uint16",
+    "VK_COMPONENT_TYPE_UINT32_KHR": "uint32",
+    "VK_COMPONENT_TYPE_UINT64_KHR": "uint64",
 }
-_SCOPES = {"VK_SCOPE_DEVICE_KHR": "device", "VK_SCOPE_WORKGROUP_KHR": "workgroup",
-           "VK_SCOPE_SUBGROUP_KHR": "subgroup", "VK_SCOPE_QUEUE_FAMILY_KHR": "queue_family"}
+_SCOPES = {
+    "VK_SCOPE_DEVICE_KHR": "device",
+    "VK_SCOPE_WORKGROUP_KHR": "workgroup",
+    "VK_SCOPE_SUBGROUP_KHR": "subgroup",
+    "VK_SCOPE_QUEUE_FAMILY_KHR": "queue_family",
+}
 
 
 @dataclass(frozen=True)
@@ -60,9 +71,16 @@ def shape_from_properties(p: Any) -> CooperativeMatrixShape:
         return types.get(value, f"vk_component_type_{value}")
 
     return CooperativeMatrixShape(
-        m=int(p.MSize), n=int(p.NSize), k=int(p.KSize), a_type=component(p.AType), b_type=component(p.BType),
-        c_type=component(p.CType), result_type=component(p.ResultType),
-        saturating_accumulation=bool(p.saturatingAccumulation), scope=scopes.get(p.scope, f"vk_scope_{p.scope}"))
+        m=int(p.MSize),
+        n=int(p.NSize),
+        k=int(p.KSize),
+        a_type=component(p.AType),
+        b_type=component(p.BType),
+        c_type=component(p.CType),
+        result_type=component(p.ResultType),
+        saturating_accumulation=bool(p.saturatingAccumulation),
+        scope=scopes.get(p.scope, f"vk_scope_{p.scope}"),
+    )
 
 
 def query_shapes(physical_device: Any) -> tuple[CooperativeMatrixShape, ...]:
@@ -73,8 +91,11 @@ def query_shapes(physical_device: Any) -> tuple[CooperativeMatrixShape, ...]:
     call = lib.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR
     while True:
         count = ffi.new("uint32_t*")
-        check(call(physical_device, count, ffi.NULL), "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR (count)",
-              ErrorStatus.Initialization)
+        check(
+            call(physical_device, count, ffi.NULL),
+            "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR (count)",
+            ErrorStatus.Initialization,
+        )
         items = ffi.new("VkCooperativeMatrixPropertiesKHR[]", count[0])
         for i in range(count[0]):
             items[i].sType = lib.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR

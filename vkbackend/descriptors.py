@@ -5,6 +5,7 @@ reset and kept for reuse. A window with more dispatches than a pool has sets tak
 (no allocation asks a pool for more sets than it has left); a pool that runs out is kept too, and the next one made
 is twice as large, so nothing has a fixed capacity. Used by the submitter on the worker only.
 """
+
 from __future__ import annotations
 
 from .errors import ErrorStatus, check, vk_error
@@ -17,8 +18,8 @@ class DescriptorSets:
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx
-        self._spare: list[tuple[object, int]] = []   # (pool, sets it holds), reset, smallest first
-        self._pool_sets = 1024                        # the size of the next pool made
+        self._spare: list[tuple[object, int]] = []  # (pool, sets it holds), reset, smallest first
+        self._pool_sets = 1024  # the size of the next pool made
 
     def allocate(self, layouts, count: int, held: list):
         """``VkDescriptorSet[count]`` for the set layouts ``layouts[0:count]``, from pools appended to ``held`` (the
@@ -61,13 +62,25 @@ class DescriptorSets:
         if fitting:
             pool, n = self._spare.pop(fitting[0])
         else:
-            size = ffi.new("VkDescriptorPoolSize*", {"type": lib.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                     "descriptorCount": n * ctx.info.max_storage_buffers})
-            info = ffi.new("VkDescriptorPoolCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                                                           "maxSets": n, "poolSizeCount": 1, "pPoolSizes": size})
+            size = ffi.new(
+                "VkDescriptorPoolSize*",
+                {"type": lib.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": n * ctx.info.max_storage_buffers},
+            )
+            info = ffi.new(
+                "VkDescriptorPoolCreateInfo*",
+                {
+                    "sType": lib.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                    "maxSets": n,
+                    "poolSizeCount": 1,
+                    "pPoolSizes": size,
+                },
+            )
             out = ffi.new("VkDescriptorPool*")
-            check(lib.vkCreateDescriptorPool(ctx.device, info, ffi.NULL, out), "vkCreateDescriptorPool",
-                  ErrorStatus.MemoryAllocation)
+            check(
+                lib.vkCreateDescriptorPool(ctx.device, info, ffi.NULL, out),
+                "vkCreateDescriptorPool",
+                ErrorStatus.MemoryAllocation,
+            )
             pool = out[0]
         held.append([pool, n, n])
         return pool

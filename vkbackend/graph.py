@@ -9,6 +9,7 @@ A graph holds a reference on every buffer it binds, so a buffer released by its 
 reused by another buffer, while a replay may still name it. Programs are not held: a replay of a released program
 is skipped and reported as ``KernelLaunch`` at the next sync point.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from .launch import Launcher
     from .memory import MemoryPool
 
-Launch = tuple[int, Sequence[int], Sequence[Scalar], Grid]   # (program, buffers, scalars, grid), as Device.launch takes
+Launch = tuple[int, Sequence[int], Sequence[Scalar], Grid]  # (program, buffers, scalars, grid), as Device.launch takes
 
 
 class LaunchGraph:
@@ -35,7 +36,7 @@ class LaunchGraph:
         # The device's launcher packs, queues and times the records; its pool holds the buffers the graph binds.
         self._launcher, self._pool = launcher, pool
         self._records: list[bytes] | None = []
-        self._held: list[tuple[int, ...]] = []   # per launch, the buffer ids it holds a reference on
+        self._held: list[tuple[int, ...]] = []  # per launch, the buffer ids it holds a reference on
         # The joined records and where each starts: an update of the same length is written in place.
         self._blob: bytearray | None = None
         self._starts: list[int] = []
@@ -59,8 +60,10 @@ class LaunchGraph:
         try:
             prog, buffers, scalars, grid = launch
         except (TypeError, ValueError):
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"a LaunchGraph launch is (program, buffers, scalars, grid) or None, got {launch!r}") from None
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"a LaunchGraph launch is (program, buffers, scalars, grid) or None, got {launch!r}",
+            ) from None
         record = self._launcher.record(prog, buffers, scalars, grid)
         if held and tuple(buffers) == held:
             return record, held
@@ -85,8 +88,10 @@ class LaunchGraph:
         if self._records is None:
             raise BackendError(ErrorStatus.InvalidArgument, "update of a closed LaunchGraph")
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self._records):
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"LaunchGraph.update: index {index!r} is outside 0..{len(self._records) - 1}")
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"LaunchGraph.update: index {index!r} is outside 0..{len(self._records) - 1}",
+            )
         old = self._held[index]
         record, held = self._pack(launch, old)
         self._held[index] = held
@@ -95,7 +100,7 @@ class LaunchGraph:
         if blob is not None:
             if len(record) == len(before):
                 start = self._starts[index]
-                blob[start:start + len(record)] = record
+                blob[start : start + len(record)] = record
             else:
                 self._blob = None
         if held is not old:

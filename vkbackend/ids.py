@@ -5,6 +5,7 @@ names nothing. They are odd integers above 2**53, which no float and no bool can
 ids with a dict lookup, so 1.0 or True can never pass for an id there, and junk always falls to the slow path that
 explains it.
 """
+
 from __future__ import annotations
 
 import itertools

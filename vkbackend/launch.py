@@ -8,6 +8,7 @@ path, :meth:`Launcher._pack`, explains the error, handles the case or waits for 
 ``LaunchGraph`` packs through a second packer per program, which returns the record instead of queueing it, and
 queues its records through :meth:`Launcher.enqueue`.
 """
+
 from __future__ import annotations
 
 import struct
@@ -38,8 +39,8 @@ class Launcher:
         self._ctx = ctx
         self._worker = worker
         self._pool = pool
-        self._packers: dict[int, Callable[[Sequence[int], Sequence[Scalar], Grid], None]] = {}   # they queue the record
-        self._graph_packers: dict[int, Callable[[Sequence[int], Sequence[Scalar], Grid], bytes]] = {}   # they return it
+        self._packers: dict[int, Callable[[Sequence[int], Sequence[Scalar], Grid], None]] = {}  # they queue the record
+        self._graph_packers: dict[int, Callable[[Sequence[int], Sequence[Scalar], Grid], bytes]] = {}  # they return it
         # Read directly by the launch paths: a launch costs a few hundred nanoseconds, a method call a good part of it.
         self._append = worker.queue.append
         self._live = programs.programs
@@ -52,8 +53,16 @@ class Launcher:
         if program.id not in self._packers:
             for packers, append in ((self._graph_packers, None), (self._packers, self._append)):
                 packers[program.id] = records.dispatch_packer(
-                    program.name, program.index, program.info, program.record_format, self._slot_of,
-                    self._pool.entries, self._max_grid, self._ctx, append)
+                    program.name,
+                    program.index,
+                    program.info,
+                    program.record_format,
+                    self._slot_of,
+                    self._pool.entries,
+                    self._max_grid,
+                    self._ctx,
+                    append,
+                )
 
     def _forget(self, program: Program) -> None:
         """A program's last reference went: its launches are refused from now on."""
@@ -87,7 +96,9 @@ class Launcher:
             trace.event("enqueue")
         self._worker.put(window)
 
-    def launch_timed(self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar] = (), grid: Grid = (1, 1, 1)) -> int:
+    def launch_timed(
+        self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar] = (), grid: Grid = (1, 1, 1)
+    ) -> int:
         """Run one launch alone and return its GPU time in nanoseconds (a sync point)."""
         return self.run_timed(self._pack(prog, buffers, scalars, grid))
 
@@ -108,12 +119,14 @@ class Launcher:
         """Check a launch, explaining what is wrong, and pack its record."""
         for name, seq in (("buffers", buffers), ("scalars", scalars)):
             if not _is_sequence(seq):  # a set would bind in hash order
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"launch: {name} must be a list or tuple (in binding order), got {type(seq).__name__}")
+                raise BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"launch: {name} must be a list or tuple (in binding order), got {type(seq).__name__}",
+                )
         try:
             p = self._live[prog]
-            slots = [self._slot_of[b] for b in buffers[:p.n_buffers]]
-            addressed = [self._pool.entries[b] for b in buffers[p.n_buffers:]]
+            slots = [self._slot_of[b] for b in buffers[: p.n_buffers]]
+            addressed = [self._pool.entries[b] for b in buffers[p.n_buffers :]]
         except (KeyError, TypeError):
             raise self._launch_error(prog, buffers) from None
         if len(buffers) != p.n_buffers + p.n_addresses or len(scalars) != p.n_scalars:
@@ -135,7 +148,9 @@ class Launcher:
     def _resolve_grid(self, grid: Grid, scalars: Sequence[Scalar]) -> tuple[int, int, int]:
         """The general grid path: 1 to 3 entries, ints or GridArg (whose range the worker checks)."""
         if not _is_sequence(grid):
-            raise BackendError(ErrorStatus.InvalidArgument, f"grid must be a list or tuple of 1 to 3 entries, got {grid!r}")
+            raise BackendError(
+                ErrorStatus.InvalidArgument, f"grid must be a list or tuple of 1 to 3 entries, got {grid!r}"
+            )
         entries = list(grid)
         if not 1 <= len(entries) <= 3:
             raise BackendError(ErrorStatus.InvalidArgument, f"grid must have 1 to 3 entries, got {len(entries)}")
@@ -144,44 +159,64 @@ class Launcher:
         for axis, entry in enumerate(entries):
             if isinstance(entry, GridArg):
                 if not 0 <= entry.index < len(scalars):
-                    raise BackendError(ErrorStatus.InvalidArgument,
-                                       f"{entry!r} names scalar {entry.index} but the launch has {len(scalars)} scalars")
+                    raise BackendError(
+                        ErrorStatus.InvalidArgument,
+                        f"{entry!r} names scalar {entry.index} but the launch has {len(scalars)} scalars",
+                    )
                 value = index_argument(scalars[entry.index], f"the scalar that {entry!r} names")
                 out.append(value if 0 <= value <= _U32_MAX else 0)  # 0: the recorder reports it at the next sync
                 continue
             entry = index_argument(entry, f"grid entry {axis}")
             if not 0 < entry <= self._max_grid[axis]:
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"grid entry {entry} on axis {'xyz'[axis]} is outside 1..{self._max_grid[axis]}")
+                raise BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"grid entry {entry} on axis {'xyz'[axis]} is outside 1..{self._max_grid[axis]}",
+                )
             out.append(entry)
         return out[0], out[1], out[2]
 
     def _launch_error(self, prog: int, buffers: Sequence[int]) -> BackendError:
         info = self._ctx.info
         if not _has(self._live, prog):
-            return BackendError(ErrorStatus.InvalidArgument,
-                                f"launch: program {prog!r} is not a live program of {info.name} (never compiled, or released)")
+            return BackendError(
+                ErrorStatus.InvalidArgument,
+                f"launch: program {prog!r} is not a live program of {info.name} (never compiled, or released)",
+            )
         n_bound = self._live[prog].n_buffers
         for i, b in enumerate(buffers if isinstance(buffers, Sequence) else ()):
             if not self._pool.is_live(b):
-                return BackendError(ErrorStatus.InvalidArgument,
-                                    f"launch: buffer {b!r} is not a live buffer of {info.name} (never allocated, or released)")
+                return BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"launch: buffer {b!r} is not a live buffer of {info.name} (never allocated, or released)",
+                )
             if i < n_bound and not _has(self._slot_of, b):
-                way = ("reach it by device address (a buffer_reference member of the push constants) or bind views "
-                       "of it" if info.buffer_device_address else "bind views of it")
-                return BackendError(ErrorStatus.InvalidArgument,
-                                    f"launch: buffer {b} is larger than maxStorageBufferRange "
-                                    f"({info.max_storage_buffer_range}), so it cannot be bound; {way}")
-        return BackendError(ErrorStatus.InvalidArgument, f"launch: buffers must be a sequence of buffer ids, got {buffers!r}")
+                way = (
+                    "reach it by device address (a buffer_reference member of the push constants) or bind views of it"
+                    if info.buffer_device_address
+                    else "bind views of it"
+                )
+                return BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"launch: buffer {b} is larger than maxStorageBufferRange "
+                    f"({info.max_storage_buffer_range}), so it cannot be bound; {way}",
+                )
+        return BackendError(
+            ErrorStatus.InvalidArgument, f"launch: buffers must be a sequence of buffer ids, got {buffers!r}"
+        )
 
 
 def _count_error(p: Program, buffers: Sequence[int], scalars: Sequence[Scalar]) -> BackendError:
-    addressed = (f" ({p.n_buffers} bound, then {p.n_addresses} by address: "
-                 f"{', '.join(a.name for a in p.info.addresses)})" if p.n_addresses else "")
-    return BackendError(ErrorStatus.InvalidArgument,
-                        f"launch of {p.name}: it takes {p.n_buffers + p.n_addresses} buffers{addressed} and "
-                        f"{p.n_scalars} scalars ({', '.join(m.name for m in p.info.push_constants) or 'none'}), "
-                        f"got {len(buffers)} and {len(scalars)}")
+    addressed = (
+        f" ({p.n_buffers} bound, then {p.n_addresses} by address: {', '.join(a.name for a in p.info.addresses)})"
+        if p.n_addresses
+        else ""
+    )
+    return BackendError(
+        ErrorStatus.InvalidArgument,
+        f"launch of {p.name}: it takes {p.n_buffers + p.n_addresses} buffers{addressed} and "
+        f"{p.n_scalars} scalars ({', '.join(m.name for m in p.info.push_constants) or 'none'}), "
+        f"got {len(buffers)} and {len(scalars)}",
+    )
 
 
 def _scalar_error(p: Program, scalars: Sequence[Scalar], error: Exception) -> BackendError:
@@ -189,9 +224,11 @@ def _scalar_error(p: Program, scalars: Sequence[Scalar], error: Exception) -> Ba
         try:
             struct.pack("<" + member.format, value.item() if hasattr(value, "item") else value)
         except (struct.error, OverflowError) as e:
-            return BackendError(ErrorStatus.InvalidArgument,
-                                f"launch of {p.name}: scalar {member.name}={value!r} does not fit its type "
-                                f"('{member.format}' in struct notation): {e}")
+            return BackendError(
+                ErrorStatus.InvalidArgument,
+                f"launch of {p.name}: scalar {member.name}={value!r} does not fit its type "
+                f"('{member.format}' in struct notation): {e}",
+            )
     return BackendError(ErrorStatus.InvalidArgument, f"launch of {p.name}: grid or scalars do not fit: {error}")
 
 

@@ -3,6 +3,7 @@
 The file is named by the device's pipeline-cache UUID, vendor, device and driver version, and its header is checked
 before the driver sees it, so another device's or a corrupt file is ignored rather than handed over.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,8 +27,9 @@ class PipelineCache:
     def __init__(self, ctx) -> None:
         self.ctx = ctx
         info = ctx.info
-        self.path: Path = cache_dir() / (f"{info.pipeline_cache_uuid}-{info.vendor_id:04x}-{info.device_id:04x}-"
-                                         f"{info.driver_version:08x}.bin")
+        self.path: Path = cache_dir() / (
+            f"{info.pipeline_cache_uuid}-{info.vendor_id:04x}-{info.device_id:04x}-{info.driver_version:08x}.bin"
+        )
         self.handle = ctx.ffi.NULL
 
     def open(self) -> None:
@@ -42,8 +44,14 @@ class PipelineCache:
         except OSError:
             pass
         keep = ffi.from_buffer(data) if data else ffi.NULL
-        info = ffi.new("VkPipelineCacheCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
-                                                      "initialDataSize": len(data), "pInitialData": keep})
+        info = ffi.new(
+            "VkPipelineCacheCreateInfo*",
+            {
+                "sType": lib.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                "initialDataSize": len(data),
+                "pInitialData": keep,
+            },
+        )
         out = ffi.new("VkPipelineCache*")
         result = lib.vkCreatePipelineCache(self.ctx.device, info, ffi.NULL, out)
         if result != 0 and data:  # a driver that rejects the data: start empty
@@ -58,8 +66,13 @@ class PipelineCache:
             return False
         size, version, vendor, device, uuid = HEADER.unpack_from(data)
         info = self.ctx.info
-        return (size >= HEADER.size and version == 1 and vendor == info.vendor_id and device == info.device_id
-                and uuid.hex() == info.pipeline_cache_uuid)
+        return (
+            size >= HEADER.size
+            and version == 1
+            and vendor == info.vendor_id
+            and device == info.device_id
+            and uuid.hex() == info.pipeline_cache_uuid
+        )
 
     def save(self) -> None:
         """Write the cache atomically (a temporary file renamed over the old one). A failure is logged, not raised:

@@ -6,6 +6,7 @@ against the device's persistent pipeline cache (pipeline_cache.py). Each program
 (``vkb_program*[]``, decl/vkb.h) that its dispatch records name; indices are never reused, so a queued record of a
 released program names no other.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,21 +28,39 @@ log = logging.getLogger("vkbackend")
 
 __all__ = ["Program", "ProgramCache", "ProgramTable"]
 
+
 class Program:
     """A compiled program: its reflected interface, its pipeline and the layout of its dispatch records."""
 
-    __slots__ = ("id", "index", "name", "info", "record_format", "push_items", "n_buffers", "n_addresses", "n_scalars",
-                 "refcount", "pipeline", "layout", "set_layout", "c_program", "access", "key", "robust")
+    __slots__ = (
+        "id",
+        "index",
+        "name",
+        "info",
+        "record_format",
+        "push_items",
+        "n_buffers",
+        "n_addresses",
+        "n_scalars",
+        "refcount",
+        "pipeline",
+        "layout",
+        "set_layout",
+        "c_program",
+        "access",
+        "key",
+        "robust",
+    )
 
     def __init__(self, prog_id: int, index: int, key: bytes, info: ProgramInfo, robust: bool = True) -> None:
-        self.id = prog_id       # the public id, unique in the process (ids.py)
-        self.index = index      # its place in the device's program table, which dispatch records name
+        self.id = prog_id  # the public id, unique in the process (ids.py)
+        self.index = index  # its place in the device's program table, which dispatch records name
         self.key = key
         self.info = info
-        self.robust = robust    # False: its pipeline runs without bounds checks (VK_EXT_pipeline_robustness)
+        self.robust = robust  # False: its pipeline runs without bounds checks (VK_EXT_pipeline_robustness)
         self.name = f"{info.entry_point}#{prog_id}[{key[:8].decode()}]"
-        self.n_buffers = len(info.buffers)        # bound through descriptors
-        self.n_addresses = len(info.addresses)    # reached by device address: the launch's buffers after the bound ones
+        self.n_buffers = len(info.buffers)  # bound through descriptors
+        self.n_addresses = len(info.addresses)  # reached by device address: the launch's buffers after the bound ones
         self.n_scalars = len(info.push_constants)
         self.record_format = records.dispatch_format(info)
         self.push_items = records.push_items(info)
@@ -62,8 +81,8 @@ class ProgramTable:
         self._ffi = ffi
         self.capacity = 64
         self.array = ffi.new("vkb_program*[]", self.capacity)
-        self._programs: dict[int, Program] = {}   # by index, released ones included while their pipelines live
-        self._tombstones: dict[int, tuple] = {}     # destroyed programs' entries (kept alive) and names
+        self._programs: dict[int, Program] = {}  # by index, released ones included while their pipelines live
+        self._tombstones: dict[int, tuple] = {}  # destroyed programs' entries (kept alive) and names
 
     def put(self, prog: Program) -> None:
         if prog.index >= self.capacity:
@@ -76,8 +95,15 @@ class ProgramTable:
     def remove(self, prog: Program) -> None:
         """Replace a destroyed program by a tombstone: its record lengths without a pipeline, so that a queued record
         of it (a LaunchGraph's replay, say) is skipped alone and the rest of its window still runs."""
-        tombstone = self._ffi.new("vkb_program*", {"n_buffers": prog.n_buffers, "n_addresses": prog.n_addresses,
-                                                    "push_words": prog.push_words, "access": prog.access})
+        tombstone = self._ffi.new(
+            "vkb_program*",
+            {
+                "n_buffers": prog.n_buffers,
+                "n_addresses": prog.n_addresses,
+                "push_words": prog.push_words,
+                "access": prog.access,
+            },
+        )
         self._tombstones[prog.index] = (tombstone, prog.access, prog.name)
         self.array[prog.index] = tombstone
         self._programs.pop(prog.index, None)
@@ -108,9 +134,9 @@ class ProgramCache:
         self._lock = threading.Lock()
         self._create_lock = threading.Lock()
         self._by_key: dict[bytes, Program] = {}
-        self.programs: dict[int, Program] = {}   # live programs by id; the Launcher's slow path reads this directly
+        self.programs: dict[int, Program] = {}  # live programs by id; the Launcher's slow path reads this directly
         self._next_index = 0
-        self._orphans: deque[int] = deque()   # releases asked for during a garbage collection
+        self._orphans: deque[int] = deque()  # releases asked for during a garbage collection
         self._released: Callable[[Program], None] | None = None
         self.pipeline_cache = PipelineCache(ctx)
         worker.call(self.pipeline_cache.open)
@@ -125,12 +151,14 @@ class ProgramCache:
         if self._orphans:
             self._release_orphans()
         if not isinstance(spirv, (bytes, bytearray, memoryview)):
-            raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument, f"compile needs SPIR-V bytes, got {type(spirv).__name__}")
+            raise InvalidArgumentTypeError(
+                ErrorStatus.InvalidArgument, f"compile needs SPIR-V bytes, got {type(spirv).__name__}"
+            )
         if not isinstance(entry_point, str):
             raise BackendError(ErrorStatus.InvalidArgument, f"compile: entry_point must be a str, got {entry_point!r}")
         spirv = bytes(spirv)
         digest = hashlib.sha256(spirv).hexdigest()
-        robust = robust or not self.ctx.info.pipeline_robustness   # without the extension there is nothing to choose
+        robust = robust or not self.ctx.info.pipeline_robustness  # without the extension there is nothing to choose
         key = (digest + "\0" + entry_point + ("" if robust else "\0unchecked")).encode()
         with self._lock:
             prog = self._by_key.get(key)
@@ -162,21 +190,29 @@ class ProgramCache:
             problems.append(f"{len(info.buffers)} storage buffers (the device allows {dev.max_storage_buffers})")
         limit = self.ctx.lib.VKB_MAX_BINDINGS  # the recorder's per-dispatch arrays
         if len(info.buffers) + len(info.addresses) > limit:
-            problems.append(f"{len(info.buffers) + len(info.addresses)} buffers bound or reached by address "
-                            f"(vkbackend allows {limit} per launch)")
+            problems.append(
+                f"{len(info.buffers) + len(info.addresses)} buffers bound or reached by address "
+                f"(vkbackend allows {limit} per launch)"
+            )
         if [b.binding for b in info.buffers] != list(range(len(info.buffers))):
             problems.append("bindings that are not 0..n-1 (launch binds buffers in binding order; leave no gaps)")
         if info.push_constant_size > dev.max_push_constants_size:
-            problems.append(f"{info.push_constant_size} bytes of push constants (the device allows {dev.max_push_constants_size})")
+            problems.append(
+                f"{info.push_constant_size} bytes of push constants (the device allows {dev.max_push_constants_size})"
+            )
         lx, ly, lz = info.local_size
         if any(v > m for v, m in zip(info.local_size, dev.max_local_work_dims)) or lx * ly * lz > dev.max_local_threads:
-            problems.append(f"local size {info.local_size} (the device allows {dev.max_local_work_dims}, "
-                            f"{dev.max_local_threads} threads)")
+            problems.append(
+                f"local size {info.local_size} (the device allows {dev.max_local_work_dims}, "
+                f"{dev.max_local_threads} threads)"
+            )
         if info.shared_memory_bytes > dev.local_mem_size:
             problems.append(f"{info.shared_memory_bytes} bytes of shared memory (the device has {dev.local_mem_size})")
         if problems:
-            raise BackendError(ErrorStatus.KernelCompilation,
-                               f"entry point {info.entry_point!r} needs " + "; ".join(problems) + f" on {dev.name}")
+            raise BackendError(
+                ErrorStatus.KernelCompilation,
+                f"entry point {info.entry_point!r} needs " + "; ".join(problems) + f" on {dev.name}",
+            )
 
     def _create(self, prog: Program, spirv: bytes) -> None:
         """On the worker: shader module, layouts and pipeline, then the program's entry in the table."""
@@ -185,11 +221,16 @@ class ProgramCache:
         created = []  # (destroy function, handle) to undo on failure
         try:
             code = ffi.from_buffer("uint32_t[]", spirv)
-            minfo = ffi.new("VkShaderModuleCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                                          "codeSize": len(spirv), "pCode": code})
+            minfo = ffi.new(
+                "VkShaderModuleCreateInfo*",
+                {"sType": lib.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, "codeSize": len(spirv), "pCode": code},
+            )
             module = ffi.new("VkShaderModule*")
-            check(lib.vkCreateShaderModule(dev, minfo, ffi.NULL, module), f"vkCreateShaderModule for {prog.name}",
-                  ErrorStatus.KernelCompilation)
+            check(
+                lib.vkCreateShaderModule(dev, minfo, ffi.NULL, module),
+                f"vkCreateShaderModule for {prog.name}",
+                ErrorStatus.KernelCompilation,
+            )
             created.append((lib.vkDestroyShaderModule, module[0]))
             bindings = ffi.new("VkDescriptorSetLayoutBinding[]", max(1, prog.n_buffers))
             for i in range(prog.n_buffers):
@@ -198,53 +239,100 @@ class ProgramCache:
                 bindings[i].descriptorCount = 1
                 bindings[i].stageFlags = lib.VK_SHADER_STAGE_COMPUTE_BIT
             flags = lib.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR if ctx.info.push_descriptors else 0
-            dinfo = ffi.new("VkDescriptorSetLayoutCreateInfo*", {
-                "sType": lib.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, "flags": flags,
-                "bindingCount": prog.n_buffers, "pBindings": bindings})
+            dinfo = ffi.new(
+                "VkDescriptorSetLayoutCreateInfo*",
+                {
+                    "sType": lib.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                    "flags": flags,
+                    "bindingCount": prog.n_buffers,
+                    "pBindings": bindings,
+                },
+            )
             set_layout = ffi.new("VkDescriptorSetLayout*")
-            check(lib.vkCreateDescriptorSetLayout(dev, dinfo, ffi.NULL, set_layout),
-                  f"vkCreateDescriptorSetLayout for {prog.name}", ErrorStatus.KernelCompilation)
+            check(
+                lib.vkCreateDescriptorSetLayout(dev, dinfo, ffi.NULL, set_layout),
+                f"vkCreateDescriptorSetLayout for {prog.name}",
+                ErrorStatus.KernelCompilation,
+            )
             created.append((lib.vkDestroyDescriptorSetLayout, set_layout[0]))
-            push = ffi.new("VkPushConstantRange*", {"stageFlags": lib.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0,
-                                                    "size": prog.push_words * 4})
-            linfo = ffi.new("VkPipelineLayoutCreateInfo*", {
-                "sType": lib.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, "setLayoutCount": 1,
-                "pSetLayouts": set_layout, "pushConstantRangeCount": 1 if prog.push_words else 0,
-                "pPushConstantRanges": push})
+            push = ffi.new(
+                "VkPushConstantRange*",
+                {"stageFlags": lib.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0, "size": prog.push_words * 4},
+            )
+            linfo = ffi.new(
+                "VkPipelineLayoutCreateInfo*",
+                {
+                    "sType": lib.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                    "setLayoutCount": 1,
+                    "pSetLayouts": set_layout,
+                    "pushConstantRangeCount": 1 if prog.push_words else 0,
+                    "pPushConstantRanges": push,
+                },
+            )
             layout = ffi.new("VkPipelineLayout*")
-            check(lib.vkCreatePipelineLayout(dev, linfo, ffi.NULL, layout), f"vkCreatePipelineLayout for {prog.name}",
-                  ErrorStatus.KernelCompilation)
+            check(
+                lib.vkCreatePipelineLayout(dev, linfo, ffi.NULL, layout),
+                f"vkCreatePipelineLayout for {prog.name}",
+                ErrorStatus.KernelCompilation,
+            )
             created.append((lib.vkDestroyPipelineLayout, layout[0]))
             entry = ffi.new("char[]", prog.info.entry_point.encode())
             unchecked = ffi.NULL
             if not prog.robust:
-                unchecked = ffi.new("VkPipelineRobustnessCreateInfoEXT*", {
-                    "sType": lib.VK_STRUCTURE_TYPE_PIPELINE_ROBUSTNESS_CREATE_INFO_EXT,
-                    "storageBuffers": lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT,
-                    "uniformBuffers": lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
-                    "vertexInputs": lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
-                    "images": lib.VK_PIPELINE_ROBUSTNESS_IMAGE_BEHAVIOR_DEVICE_DEFAULT_EXT})
-            pinfo = ffi.new("VkComputePipelineCreateInfo*", {
-                "sType": lib.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, "pNext": unchecked,
-                "stage": {"sType": lib.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                          "stage": lib.VK_SHADER_STAGE_COMPUTE_BIT, "module": module[0], "pName": entry},
-                "layout": layout[0], "basePipelineIndex": -1})
+                unchecked = ffi.new(
+                    "VkPipelineRobustnessCreateInfoEXT*",
+                    {
+                        "sType": lib.VK_STRUCTURE_TYPE_PIPELINE_ROBUSTNESS_CREATE_INFO_EXT,
+                        "storageBuffers": lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT,
+                        "uniformBuffers": lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
+                        "vertexInputs": lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
+                        "images": lib.VK_PIPELINE_ROBUSTNESS_IMAGE_BEHAVIOR_DEVICE_DEFAULT_EXT,
+                    },
+                )
+            pinfo = ffi.new(
+                "VkComputePipelineCreateInfo*",
+                {
+                    "sType": lib.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                    "pNext": unchecked,
+                    "stage": {
+                        "sType": lib.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                        "stage": lib.VK_SHADER_STAGE_COMPUTE_BIT,
+                        "module": module[0],
+                        "pName": entry,
+                    },
+                    "layout": layout[0],
+                    "basePipelineIndex": -1,
+                },
+            )
             pipeline = ffi.new("VkPipeline*")
-            check(lib.vkCreateComputePipelines(dev, self.pipeline_cache.handle, 1, pinfo, ffi.NULL, pipeline),
-                  f"vkCreateComputePipelines for {prog.name}", ErrorStatus.KernelCompilation)
+            check(
+                lib.vkCreateComputePipelines(dev, self.pipeline_cache.handle, 1, pinfo, ffi.NULL, pipeline),
+                f"vkCreateComputePipelines for {prog.name}",
+                ErrorStatus.KernelCompilation,
+            )
         except BackendError:
             for destroy, handle in reversed(created):
                 destroy(dev, handle, ffi.NULL)
             raise
         lib.vkDestroyShaderModule(dev, module[0], ffi.NULL)
         prog.pipeline, prog.layout, prog.set_layout = pipeline[0], layout[0], set_layout[0]
-        access = bytes((lib.VKB_ACCESS_READ if b.readable else 0) | (lib.VKB_ACCESS_WRITE if b.writable else 0)
-                       for b in (*prog.info.buffers, *prog.info.addresses))
+        access = bytes(
+            (lib.VKB_ACCESS_READ if b.readable else 0) | (lib.VKB_ACCESS_WRITE if b.writable else 0)
+            for b in (*prog.info.buffers, *prog.info.addresses)
+        )
         prog.access = ffi.new("uint8_t[]", access or b"\0")
-        prog.c_program = ffi.new("vkb_program*", {"pipeline": prog.pipeline, "layout": prog.layout,
-                                                  "set_layout": prog.set_layout, "n_buffers": prog.n_buffers,
-                                                  "n_addresses": prog.n_addresses, "push_words": prog.push_words,
-                                                  "access": prog.access})
+        prog.c_program = ffi.new(
+            "vkb_program*",
+            {
+                "pipeline": prog.pipeline,
+                "layout": prog.layout,
+                "set_layout": prog.set_layout,
+                "n_buffers": prog.n_buffers,
+                "n_addresses": prog.n_addresses,
+                "push_words": prog.push_words,
+                "access": prog.access,
+            },
+        )
         with self._lock:  # listed here, on the worker: a caller woken by close() must not leave its pipeline behind
             self.table.put(prog)
 
@@ -253,12 +341,14 @@ class ProgramCache:
         try:
             return self.programs[prog_id]
         except (KeyError, TypeError):
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"program {prog_id!r} is not a live program of {self.ctx.info.name} (never compiled, or "
-                               "released)") from None
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"program {prog_id!r} is not a live program of {self.ctx.info.name} (never compiled, or released)",
+            ) from None
 
     def on_release(self, released: Callable[[Program], None]) -> None:
-        """Have ``released(program)`` called whenever a program's last reference goes (the launcher drops its packer)."""
+        """Have ``released(program)`` called whenever a program's last reference goes (the launcher drops its
+        packer)."""
         self._released = released
 
     def release(self, prog_id: int) -> None:

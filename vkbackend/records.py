@@ -4,6 +4,7 @@ A record is a run of little-endian uint32 words: a kind, then its operands. Laun
 thread (the caller already holds the arguments, and it leaves the worker an append per launch), copies by the
 memory pool's transfers, timestamps by the submitter's timed runs.
 """
+
 from __future__ import annotations
 
 import linecache
@@ -14,15 +15,27 @@ from ._ffi import lib
 from .errors import BackendError, ErrorStatus
 from .spirv import ProgramInfo
 
-__all__ = ["DISPATCH", "COPY", "TIMESTAMP", "RESET_QUERIES", "push_items", "dispatch_format", "dispatch", "copy",
-           "timestamp", "reset_queries", "dispatch_packer", "forget_packer"]
+__all__ = [
+    "DISPATCH",
+    "COPY",
+    "TIMESTAMP",
+    "RESET_QUERIES",
+    "push_items",
+    "dispatch_format",
+    "dispatch",
+    "copy",
+    "timestamp",
+    "reset_queries",
+    "dispatch_packer",
+    "forget_packer",
+]
 
 DISPATCH, COPY = lib.VKB_RECORD_DISPATCH, lib.VKB_RECORD_COPY
 TIMESTAMP, RESET_QUERIES = lib.VKB_RECORD_TIMESTAMP, lib.VKB_RECORD_RESET_QUERIES
 
-_DISPATCH_HEADER = "<5I"            # kind, program index, gx, gy, gz; then slots (bound, then addressed), push constants
-_COPY = struct.Struct("<9I")        # kind, src slot, dst slot, src offset, dst offset, size (64-bit values as lo, hi)
-_TIMESTAMP = struct.Struct("<2I")   # kind, query
+_DISPATCH_HEADER = "<5I"  # kind, program index, gx, gy, gz; then slots (bound, then addressed), push constants
+_COPY = struct.Struct("<9I")  # kind, src slot, dst slot, src offset, dst offset, size (64-bit values as lo, hi)
+_TIMESTAMP = struct.Struct("<2I")  # kind, query
 _RESET_QUERIES = struct.Struct("<3I")  # kind, first, count
 
 
@@ -54,8 +67,15 @@ def dispatch_format(info: ProgramInfo) -> struct.Struct:
     return struct.Struct(_DISPATCH_HEADER + "I" * (len(info.buffers) + len(info.addresses)) + push_format(info))
 
 
-def dispatch(record: struct.Struct, items: list[tuple[str, int]], index: int, grid: tuple[int, int, int],
-             slots: list[int], addressed: list, scalars) -> bytes:
+def dispatch(
+    record: struct.Struct,
+    items: list[tuple[str, int]],
+    index: int,
+    grid: tuple[int, int, int],
+    slots: list[int],
+    addressed: list,
+    scalars,
+) -> bytes:
     """One dispatch record of program ``index`` (the slow path's; the packer below is the fast one): ``slots`` of
     its bound buffers, ``addressed`` the pool's records (``slot``, ``address``) of its buffers reached by address,
     ``items`` its :func:`push_items`."""
@@ -65,8 +85,17 @@ def dispatch(record: struct.Struct, items: list[tuple[str, int]], index: int, gr
 
 def copy(src_slot: int, dst_slot: int, src_offset: int, dst_offset: int, nbytes: int) -> bytes:
     """A copy of ``nbytes`` from byte ``src_offset`` of slot ``src_slot`` to byte ``dst_offset`` of ``dst_slot``."""
-    return _COPY.pack(COPY, src_slot, dst_slot, src_offset & 0xFFFFFFFF, src_offset >> 32,
-                      dst_offset & 0xFFFFFFFF, dst_offset >> 32, nbytes & 0xFFFFFFFF, nbytes >> 32)
+    return _COPY.pack(
+        COPY,
+        src_slot,
+        dst_slot,
+        src_offset & 0xFFFFFFFF,
+        src_offset >> 32,
+        dst_offset & 0xFFFFFFFF,
+        dst_offset >> 32,
+        nbytes & 0xFFFFFFFF,
+        nbytes >> 32,
+    )
 
 
 def timestamp(query: int) -> bytes:
@@ -83,7 +112,8 @@ def reset_queries(first: int, count: int) -> bytes:
 # a few comparisons, one struct.pack and one append. It is the whole per-launch cost in the caller's thread.
 # Anything unusual (a wrong count, an unknown buffer, a GridArg, a short grid, a scalar out of range, a device that is
 # not ctx.usable) raises KeyError/ValueError/TypeError/struct.error before queueing anything, and the Launcher
-# (launch.py) then takes the slow path, which explains the problem, handles the case or waits for room. Strictness costs little here
+# (launch.py) then takes the slow path, which explains the problem, handles the case or waits for room. Strictness
+# costs little here
 # (about 20 ns a launch on lavapipe, measured): no float or bool equals a buffer id (ids.py), struct refuses floats
 # for integers, of the bools only True could pass the grid's range check and it is looked for, buffers are indexed
 # once, which a set (bound in its hash order), a dict's keys or a generator cannot be, and scalars must be a list or a
@@ -91,7 +121,7 @@ def reset_queries(first: int, count: int) -> bytes:
 # other sequences, numpy arrays among them). That look-up costs 10 to 20 ns of a pack's 245 ns (a 3-scalar program on
 # lavapipe's 2-core host, best of 20 rounds of 100,000); indexing the first scalar would cost about half as much but
 # lets a dict keyed 0, 1, ... through.
-_ORDERED = {list: None, tuple: None}   # the scalars' types the fast path takes: anything else is a KeyError
+_ORDERED = {list: None, tuple: None}  # the scalars' types the fast path takes: anything else is a KeyError
 _PACKER = """\
 def pack(buffers, scalars, grid):
     [{buffers}] = buffers
@@ -106,8 +136,17 @@ def pack(buffers, scalars, grid):
 """
 
 
-def dispatch_packer(name: str, index: int, info: ProgramInfo, record: struct.Struct, slot_of: dict, entries: dict,
-                    max_grid: tuple[int, int, int], ctx, append: Callable[[bytes], None] | None) -> Callable:
+def dispatch_packer(
+    name: str,
+    index: int,
+    info: ProgramInfo,
+    record: struct.Struct,
+    slot_of: dict,
+    entries: dict,
+    max_grid: tuple[int, int, int],
+    ctx,
+    append: Callable[[bytes], None] | None,
+) -> Callable:
     """A function ``(buffers, scalars, grid)`` that checks and packs one dispatch of program ``index`` and queues it
     with ``append`` (with ``append=None`` it returns the record: a LaunchGraph's). Bound buffers are found in the
     pool's ``slot_of``, buffers reached by address in its ``entries``. Its source is registered with linecache
@@ -116,17 +155,36 @@ def dispatch_packer(name: str, index: int, info: ProgramInfo, record: struct.Str
     bufs = [f"b{i}" for i in range(n_bound + len(info.addresses))]
     scalars = [f"s{i}" for i in range(len(info.push_constants))]
     push = [f"s{i}" if kind == "scalar" else f"e{n_bound + i}.address" for kind, i in push_items(info)]
-    args = ", ".join([f"DISPATCH, {int(index)}, gx, gy, gz", *(f"slot_of[{b}]" for b in bufs[:n_bound]),
-                      *(f"e{n_bound + j}.slot" for j in range(len(info.addresses))), *push])
+    args = ", ".join(
+        [
+            f"DISPATCH, {int(index)}, gx, gy, gz",
+            *(f"slot_of[{b}]" for b in bufs[:n_bound]),
+            *(f"e{n_bound + j}.slot" for j in range(len(info.addresses))),
+            *push,
+        ]
+    )
     mx, my, mz = (int(m) for m in max_grid)
-    source = _PACKER.format(buffers=", ".join(bufs), scalars=", ".join(scalars), mx=mx, my=my, mz=mz,
-                            indexed="    buffers[0]\n" if bufs else "",
-                            addressed="".join(f"    e{j} = entries[b{j}]\n" for j in range(n_bound, len(bufs))),
-                            emit=f"return record({args})" if append is None else f"return append(record({args}))")
+    source = _PACKER.format(
+        buffers=", ".join(bufs),
+        scalars=", ".join(scalars),
+        mx=mx,
+        my=my,
+        mz=mz,
+        indexed="    buffers[0]\n" if bufs else "",
+        addressed="".join(f"    e{j} = entries[b{j}]\n" for j in range(n_bound, len(bufs))),
+        emit=f"return record({args})" if append is None else f"return append(record({args}))",
+    )
     filename = _packer_filename(name, append is None)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"record": record.pack, "slot_of": slot_of, "entries": entries, "ctx": ctx, "append": append,
-                 "DISPATCH": DISPATCH, "ORDERED": _ORDERED}
+    namespace = {
+        "record": record.pack,
+        "slot_of": slot_of,
+        "entries": entries,
+        "ctx": ctx,
+        "append": append,
+        "DISPATCH": DISPATCH,
+        "ORDERED": _ORDERED,
+    }
     exec(compile(source, filename, "exec"), namespace)
     return namespace["pack"]
 

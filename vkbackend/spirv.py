@@ -10,6 +10,7 @@ Malformed input of any kind (random bytes, truncations) raises ``BackendError(Ke
 rewriter of SPIR-V in the package (the tinygrad plugin's tinygrad/compiler/compiler.py and bf16_spirv.py); the
 specification's numbers they need are named once, below.
 """
+
 from __future__ import annotations
 
 import struct
@@ -62,8 +63,12 @@ OP_EXECUTION_MODE_ID = 331
 OP_TYPE_COOPERATIVE_MATRIX_KHR = 4456
 
 _TYPE_DESCRIPTIONS = {
-    OP_TYPE_VECTOR: "a vector", OP_TYPE_MATRIX: "a matrix", OP_TYPE_ARRAY: "an array",
-    OP_TYPE_RUNTIME_ARRAY: "a runtime array", OP_TYPE_STRUCT: "a struct", OP_TYPE_POINTER: "a pointer",
+    OP_TYPE_VECTOR: "a vector",
+    OP_TYPE_MATRIX: "a matrix",
+    OP_TYPE_ARRAY: "an array",
+    OP_TYPE_RUNTIME_ARRAY: "a runtime array",
+    OP_TYPE_STRUCT: "a struct",
+    OP_TYPE_POINTER: "a pointer",
 }
 
 # Execution model and modes.
@@ -83,8 +88,18 @@ DEC_DESCRIPTOR_SET = 34
 DEC_OFFSET = 35
 BUILTIN_WORKGROUP_SIZE = 25
 # Only these are recorded: it keeps group decorations linear (each group carries at most this many).
-_READ_DECORATIONS = frozenset({DEC_BLOCK, DEC_BUFFER_BLOCK, DEC_BUILTIN, DEC_NON_WRITABLE,
-                               DEC_NON_READABLE, DEC_BINDING, DEC_DESCRIPTOR_SET, DEC_OFFSET})
+_READ_DECORATIONS = frozenset(
+    {
+        DEC_BLOCK,
+        DEC_BUFFER_BLOCK,
+        DEC_BUILTIN,
+        DEC_NON_WRITABLE,
+        DEC_NON_READABLE,
+        DEC_BINDING,
+        DEC_DESCRIPTOR_SET,
+        DEC_OFFSET,
+    }
+)
 # Sizes beyond this are not real shared memory; treating them as unknown keeps nested huge arrays from building
 # ever larger integers.
 _MAX_TYPE_SIZE = 1 << 40
@@ -104,8 +119,16 @@ FP_ENCODING_BFLOAT16_KHR = 0  # the FPEncoding operand of OpTypeFloat
 MATRIX_USE_A_KHR = 0
 MATRIX_USE_B_KHR = 1
 
-_INT_FORMATS = {(8, True): "b", (8, False): "B", (16, True): "h", (16, False): "H",
-                (32, True): "i", (32, False): "I", (64, True): "q", (64, False): "Q"}
+_INT_FORMATS = {
+    (8, True): "b",
+    (8, False): "B",
+    (16, True): "h",
+    (16, False): "H",
+    (32, True): "i",
+    (32, False): "I",
+    (64, True): "q",
+    (64, False): "Q",
+}
 _FLOAT_FORMATS = {16: "e", 32: "f", 64: "d"}
 
 
@@ -154,10 +177,10 @@ class ProgramInfo:
 
     entry_point: str
     local_size: tuple[int, int, int]
-    buffers: tuple[BufferBinding, ...]        # sorted by binding
-    push_constants: tuple[PushMember, ...]    # in member order
-    push_constant_size: int                   # bytes spanned by the block, rounded up to 4
-    shared_memory_bytes: int                  # best-effort total of Workgroup variables; 0 if unknown
+    buffers: tuple[BufferBinding, ...]  # sorted by binding
+    push_constants: tuple[PushMember, ...]  # in member order
+    push_constant_size: int  # bytes spanned by the block, rounded up to 4
+    shared_memory_bytes: int  # best-effort total of Workgroup variables; 0 if unknown
     addresses: tuple[AddressMember, ...] = ()  # device-address members of the push-constant block, by offset
     # The module's OpCapability operands: what it needs of the device rather than its interface, so not compared.
     capabilities: frozenset[int] = field(default=frozenset(), compare=False)
@@ -182,8 +205,10 @@ def module_words(spirv: bytes) -> tuple[int, ...]:
     elif len(data) >= 4 and first == int.from_bytes(MAGIC.to_bytes(4, "little"), "big"):
         order = ">"
     else:
-        _fail(f"not a SPIR-V module: it starts with {data[:4]!r}, not the magic number {MAGIC:#010x}; "
-              "pass the binary produced by glslang (or compile_glsl), not GLSL source or text assembly")
+        _fail(
+            f"not a SPIR-V module: it starts with {data[:4]!r}, not the magic number {MAGIC:#010x}; "
+            "pass the binary produced by glslang (or compile_glsl), not GLSL source or text assembly"
+        )
     if len(data) % 4 != 0:
         _fail(f"SPIR-V is {len(data)} bytes, not a whole number of 32-bit words; the module is truncated or corrupt")
     if len(data) < 4 * _HEADER_WORDS:
@@ -205,9 +230,11 @@ def instructions(words: Sequence[int]) -> Iterator[tuple[int, int, int, Sequence
         word = words[index]
         length, opcode = word >> 16, word & 0xFFFF
         if length == 0 or index + length > count:
-            _fail(f"malformed SPIR-V: the instruction at word {index} (opcode {opcode}) has word count "
-                  f"{length} but {count - index} words remain; the module is truncated or corrupt")
-        yield index, opcode, length, words[index + 1:index + length]
+            _fail(
+                f"malformed SPIR-V: the instruction at word {index} (opcode {opcode}) has word count "
+                f"{length} but {count - index} words remain; the module is truncated or corrupt"
+            )
+        yield index, opcode, length, words[index + 1 : index + length]
         index += length
 
 
@@ -230,7 +257,7 @@ class _Module:
     def __init__(self, words: tuple[int, ...]) -> None:
         self.version = words[1]
         self.entry_points: list[tuple[int, int, str, tuple[int, ...]]] = []  # (model, function id, name, interface)
-        self.execution_modes: dict[tuple[int, int], tuple[int, ...]] = {}    # (function id, mode) -> operands
+        self.execution_modes: dict[tuple[int, int], tuple[int, ...]] = {}  # (function id, mode) -> operands
         self.names: dict[int, str] = {}
         self.member_names: dict[tuple[int, int], str] = {}
         self.decorations: dict[int, dict[int, tuple[int, ...]]] = {}
@@ -251,18 +278,34 @@ class _Module:
 
     def _parse(self, words: tuple[int, ...]) -> None:
         handlers: dict[int, Callable[[tuple[int, ...], int, int], None]] = {
-            OP_NAME: self._on_name, OP_MEMBER_NAME: self._on_member_name, OP_CAPABILITY: self._on_capability,
+            OP_NAME: self._on_name,
+            OP_MEMBER_NAME: self._on_member_name,
+            OP_CAPABILITY: self._on_capability,
             OP_ENTRY_POINT: self._on_entry_point,
-            OP_EXECUTION_MODE: self._on_execution_mode, OP_EXECUTION_MODE_ID: self._on_execution_mode,
-            OP_DECORATE: self._on_decorate, OP_MEMBER_DECORATE: self._on_member_decorate,
-            OP_GROUP_DECORATE: self._on_group_decorate, OP_GROUP_MEMBER_DECORATE: self._on_group_member_decorate,
-            OP_CONSTANT: self._on_constant, OP_SPEC_CONSTANT: self._on_constant,
-            OP_CONSTANT_COMPOSITE: self._on_composite, OP_SPEC_CONSTANT_COMPOSITE: self._on_composite,
+            OP_EXECUTION_MODE: self._on_execution_mode,
+            OP_EXECUTION_MODE_ID: self._on_execution_mode,
+            OP_DECORATE: self._on_decorate,
+            OP_MEMBER_DECORATE: self._on_member_decorate,
+            OP_GROUP_DECORATE: self._on_group_decorate,
+            OP_GROUP_MEMBER_DECORATE: self._on_group_member_decorate,
+            OP_CONSTANT: self._on_constant,
+            OP_SPEC_CONSTANT: self._on_constant,
+            OP_CONSTANT_COMPOSITE: self._on_composite,
+            OP_SPEC_CONSTANT_COMPOSITE: self._on_composite,
             OP_SPEC_CONSTANT_OP: self._on_spec_constant_op,
             OP_VARIABLE: self._on_variable,
         }
-        for opcode in (OP_TYPE_BOOL, OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX,
-                       OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER):
+        for opcode in (
+            OP_TYPE_BOOL,
+            OP_TYPE_INT,
+            OP_TYPE_FLOAT,
+            OP_TYPE_VECTOR,
+            OP_TYPE_MATRIX,
+            OP_TYPE_ARRAY,
+            OP_TYPE_RUNTIME_ARRAY,
+            OP_TYPE_STRUCT,
+            OP_TYPE_POINTER,
+        ):
             handlers[opcode] = self._on_type
         for index, opcode, length, _ in instructions(words):
             handler = handlers.get(opcode)
@@ -446,26 +489,36 @@ def _find_entry_point(module: _Module, entry_point: str) -> tuple[int, tuple[int
         if name == entry_point and model == MODEL_GLCOMPUTE:
             return function, interface
     if any(name == entry_point for _, _, name, _ in module.entry_points):
-        _fail(f"entry point '{entry_point}' is not a compute shader (GLCompute); compile the kernel as a compute "
-              "shader (glslangValidator -S comp)")
+        _fail(
+            f"entry point '{entry_point}' is not a compute shader (GLCompute); compile the kernel as a compute "
+            "shader (glslangValidator -S comp)"
+        )
     available = sorted({name for model, _, name, _ in module.entry_points if model == MODEL_GLCOMPUTE})
     listing = ", ".join(f"'{name}'" for name in available) if available else "none"
-    _fail(f"entry point '{entry_point}' not found in the SPIR-V module (compute entry points: {listing}); "
-          "pass one of those as entry_point")
+    _fail(
+        f"entry point '{entry_point}' not found in the SPIR-V module (compute entry points: {listing}); "
+        "pass one of those as entry_point"
+    )
 
 
 def _check_structure(module: _Module, function: int) -> None:
     """A module cut short or missing code fails here: drivers are not required to survive it (lavapipe segfaults)."""
     if module.open_function is not None:
-        _fail(f"malformed SPIR-V: the module ends inside function %{module.open_function} (no OpFunctionEnd); "
-              "it is truncated")
+        _fail(
+            f"malformed SPIR-V: the module ends inside function %{module.open_function} (no OpFunctionEnd); "
+            "it is truncated"
+        )
     if function not in module.defined_functions:
-        _fail(f"malformed SPIR-V: the entry point's function %{function} has no body in the module; it is truncated "
-              "or incomplete")
+        _fail(
+            f"malformed SPIR-V: the entry point's function %{function} has no body in the module; it is truncated "
+            "or incomplete"
+        )
     missing = module.called_functions - module.defined_functions
     if missing:
-        _fail(f"malformed SPIR-V: calls to function(s) {', '.join(f'%{m}' for m in sorted(missing))} that have no "
-              "body in the module; it is truncated or incomplete")
+        _fail(
+            f"malformed SPIR-V: calls to function(s) {', '.join(f'%{m}' for m in sorted(missing))} that have no "
+            "body in the module; it is truncated or incomplete"
+        )
 
 
 def _resolve_size(module: _Module, constant: int, axis: str) -> int:
@@ -473,10 +526,14 @@ def _resolve_size(module: _Module, constant: int, axis: str) -> int:
     if constant in module.int_constants:
         return module.int_constants[constant]
     if constant in module.spec_ops:
-        _fail(f"the workgroup size along {axis} is a specialization-constant expression (OpSpecConstantOp), which "
-              "reflection does not evaluate; use a literal local_size or a plain specialization constant")
-    _fail(f"the workgroup size along {axis} refers to %{constant}, which is not an integer constant; "
-          "the module is malformed")
+        _fail(
+            f"the workgroup size along {axis} is a specialization-constant expression (OpSpecConstantOp), which "
+            "reflection does not evaluate; use a literal local_size or a plain specialization constant"
+        )
+    _fail(
+        f"the workgroup size along {axis} refers to %{constant}, which is not an integer constant; "
+        "the module is malformed"
+    )
 
 
 def _local_size(module: _Module, function: int) -> tuple[int, int, int]:
@@ -512,16 +569,16 @@ def _is_storage_buffer(module: _Module, storage_class: int, block: int | None) -
     if storage_class == SC_STORAGE_BUFFER:
         return True
     # Before SPIR-V 1.3, storage buffers were Uniform variables whose block is decorated BufferBlock.
-    return (storage_class == SC_UNIFORM and block is not None
-            and module.decoration(block, DEC_BUFFER_BLOCK) is not None)
+    return storage_class == SC_UNIFORM and block is not None and module.decoration(block, DEC_BUFFER_BLOCK) is not None
 
 
 def _access_denied(module: _Module, variable: int, block: int, member_count: int, decoration: int) -> bool:
     """True when ``decoration`` (NonWritable or NonReadable) is on the variable or on every member of its block."""
     if module.decoration(variable, decoration) is not None:
         return True
-    return member_count > 0 and all(module.member_decoration(block, index, decoration) is not None
-                                    for index in range(member_count))
+    return member_count > 0 and all(
+        module.member_decoration(block, index, decoration) is not None for index in range(member_count)
+    )
 
 
 def _buffers(module: _Module) -> tuple[BufferBinding, ...]:
@@ -539,36 +596,51 @@ def _buffers(module: _Module) -> tuple[BufferBinding, ...]:
         element = module.array_element(block)  # an array of blocks is still classified by its block
         if not _is_storage_buffer(module, storage_class, block if element is None else element):
             if storage_class in (SC_UNIFORM_CONSTANT, SC_UNIFORM) or set_number is not None or binding is not None:
-                kind = {SC_UNIFORM_CONSTANT: "an image, sampler or other opaque resource",
-                        SC_UNIFORM: "a uniform buffer (UBO)"}.get(storage_class, "a descriptor resource")
-                _fail(f"unsupported resource {module.describe(variable)}: {kind}; only storage buffers "
-                      "(layout(set = 0, binding = N) buffer ...) are supported, pass other data through storage "
-                      "buffers or push constants")
+                kind = {
+                    SC_UNIFORM_CONSTANT: "an image, sampler or other opaque resource",
+                    SC_UNIFORM: "a uniform buffer (UBO)",
+                }.get(storage_class, "a descriptor resource")
+                _fail(
+                    f"unsupported resource {module.describe(variable)}: {kind}; only storage buffers "
+                    "(layout(set = 0, binding = N) buffer ...) are supported, pass other data through storage "
+                    "buffers or push constants"
+                )
             continue
         name = module.name_of(variable) or module.name_of(block)
         label = f"'{name}'" if name else f"%{variable}"
         if element is not None:
-            _fail(f"unsupported resource {label}: arrays of storage buffers are not supported; declare one "
-                  "buffer block per binding")
+            _fail(
+                f"unsupported resource {label}: arrays of storage buffers are not supported; declare one "
+                "buffer block per binding"
+            )
         members = module.struct_members(block)
         if block is None or members is None:
-            _fail(f"storage buffer {label} is not a block; declare it as layout(set = 0, binding = N) buffer "
-                  "Name { ... };")
+            _fail(
+                f"storage buffer {label} is not a block; declare it as layout(set = 0, binding = N) buffer "
+                "Name { ... };"
+            )
         if not set_number or not binding:
-            _fail(f"storage buffer {label} has no descriptor set or binding; declare it with "
-                  "layout(set = 0, binding = N)")
+            _fail(
+                f"storage buffer {label} has no descriptor set or binding; declare it with layout(set = 0, binding = N)"
+            )
         if set_number[0] != 0:
-            _fail(f"unsupported resource {label}: it is in descriptor set {set_number[0]}, only set 0 is "
-                  "supported; declare it with layout(set = 0, binding = N)")
+            _fail(
+                f"unsupported resource {label}: it is in descriptor set {set_number[0]}, only set 0 is "
+                "supported; declare it with layout(set = 0, binding = N)"
+            )
         number = binding[0]
         if number in buffers:
-            _fail(f"storage buffers {labels[number]} and {label} both use binding {number}; give each buffer "
-                  "its own binding number")
+            _fail(
+                f"storage buffers {labels[number]} and {label} both use binding {number}; give each buffer "
+                "its own binding number"
+            )
         labels[number] = label
         buffers[number] = BufferBinding(
-            binding=number, name=name,
+            binding=number,
+            name=name,
             readable=not _access_denied(module, variable, block, len(members), DEC_NON_READABLE),
-            writable=not _access_denied(module, variable, block, len(members), DEC_NON_WRITABLE))
+            writable=not _access_denied(module, variable, block, len(members), DEC_NON_WRITABLE),
+        )
     return tuple(buffers[number] for number in sorted(buffers))
 
 
@@ -591,13 +663,19 @@ def _scalar_format(module: _Module, type_id: int, member_label: str) -> tuple[st
     if opcode == OP_TYPE_FLOAT and len(operands) == 1 and operands[0] in _FLOAT_FORMATS:
         return _FLOAT_FORMATS[operands[0]], operands[0] // 8
     if opcode == OP_TYPE_BOOL:
-        _fail(f"push-constant member {member_label} is a bool, which has no size in memory; declare it as int or "
-              "uint and pass 0 or 1")
+        _fail(
+            f"push-constant member {member_label} is a bool, which has no size in memory; declare it as int or "
+            "uint and pass 0 or 1"
+        )
     if opcode in _TYPE_DESCRIPTIONS:
-        _fail(f"push-constant member {member_label} is {_TYPE_DESCRIPTIONS[opcode]}; only scalar members "
-              "(int, uint, float, double, and 8/16/64-bit ints, float16) are supported, split it into scalars")
-    _fail(f"push-constant member {member_label} has an unsupported type (opcode {opcode}); only 8-64 bit "
-          "integers and 16-64 bit floats are supported")
+        _fail(
+            f"push-constant member {member_label} is {_TYPE_DESCRIPTIONS[opcode]}; only scalar members "
+            "(int, uint, float, double, and 8/16/64-bit ints, float16) are supported, split it into scalars"
+        )
+    _fail(
+        f"push-constant member {member_label} has an unsupported type (opcode {opcode}); only 8-64 bit "
+        "integers and 16-64 bit floats are supported"
+    )
 
 
 def _address_member(module: _Module, type_id: int, name: str, offset: int) -> AddressMember | None:
@@ -610,22 +688,30 @@ def _address_member(module: _Module, type_id: int, name: str, offset: int) -> Ad
         return None
     members = module.struct_members(block)
     if members is None:
-        _fail(f"push-constant member '{name}' points to something that is not a block; declare the type as "
-              "layout(buffer_reference) buffer Name { ... };")
+        _fail(
+            f"push-constant member '{name}' points to something that is not a block; declare the type as "
+            "layout(buffer_reference) buffer Name { ... };"
+        )
 
     def denied(decoration: int) -> bool:
-        return len(members) > 0 and all(module.member_decoration(block, i, decoration) is not None
-                                        for i in range(len(members)))
+        return len(members) > 0 and all(
+            module.member_decoration(block, i, decoration) is not None for i in range(len(members))
+        )
 
-    return AddressMember(name=name, offset=offset, readable=not denied(DEC_NON_READABLE),
-                         writable=not denied(DEC_NON_WRITABLE))
+    return AddressMember(
+        name=name, offset=offset, readable=not denied(DEC_NON_READABLE), writable=not denied(DEC_NON_WRITABLE)
+    )
 
 
-def _push_constants(module: _Module, in_entry_point: Callable[[int], bool]
-                    ) -> tuple[tuple[PushMember, ...], tuple[AddressMember, ...]]:
+def _push_constants(
+    module: _Module, in_entry_point: Callable[[int], bool]
+) -> tuple[tuple[PushMember, ...], tuple[AddressMember, ...]]:
     """The scalar members of the push-constant block, and its device-address members (sorted by offset)."""
-    blocks = [(variable, pointer_type) for variable, pointer_type, storage_class in module.variables
-              if storage_class == SC_PUSH_CONSTANT and in_entry_point(variable)]
+    blocks = [
+        (variable, pointer_type)
+        for variable, pointer_type, storage_class in module.variables
+        if storage_class == SC_PUSH_CONSTANT and in_entry_point(variable)
+    ]
     if not blocks:
         return (), ()
     if len(blocks) > 1:
@@ -634,8 +720,10 @@ def _push_constants(module: _Module, in_entry_point: Callable[[int], bool]
     block = module.pointee(pointer_type)
     member_types = module.struct_members(block)
     if block is None or member_types is None:
-        _fail(f"push constant {module.describe(variable)} is not a block; declare "
-              "layout(push_constant) uniform Params { ... } params;")
+        _fail(
+            f"push constant {module.describe(variable)} is not a block; declare "
+            "layout(push_constant) uniform Params { ... } params;"
+        )
     members, addresses = [], []
     for index, type_id in enumerate(member_types):
         name = module.member_names.get((block, index)) or f"m{index}"
@@ -652,9 +740,11 @@ def _push_constants(module: _Module, in_entry_point: Callable[[int], bool]
 
 
 def _shared_memory_bytes(module: _Module, in_entry_point: Callable[[int], bool]) -> int:
-    return sum(module.pointee_size(pointer_type)
-               for variable, pointer_type, storage_class in module.variables
-               if storage_class == SC_WORKGROUP and in_entry_point(variable))
+    return sum(
+        module.pointee_size(pointer_type)
+        for variable, pointer_type, storage_class in module.variables
+        if storage_class == SC_WORKGROUP and in_entry_point(variable)
+    )
 
 
 def reflect(spirv: bytes, entry_point: str = "main", *, require_code: bool = False) -> ProgramInfo:
@@ -671,9 +761,11 @@ def reflect(spirv: bytes, entry_point: str = "main", *, require_code: bool = Fal
     except (IndexError, KeyError, ValueError, TypeError, OverflowError, struct.error) as error:
         # Defence in depth: the parser checks operand counts explicitly (and is fuzzed), but a corrupt module that
         # still reaches an unchecked path must surface as a compilation error, never as a raw Python exception.
-        raise BackendError(ErrorStatus.KernelCompilation,
-                           f"malformed SPIR-V: reflection failed ({type(error).__name__}: {error}); the module is "
-                           "corrupt, recompile it (if spirv-val accepts it, this is a vkbackend bug)") from error
+        raise BackendError(
+            ErrorStatus.KernelCompilation,
+            f"malformed SPIR-V: reflection failed ({type(error).__name__}: {error}); the module is "
+            "corrupt, recompile it (if spirv-val accepts it, this is a vkbackend bug)",
+        ) from error
 
 
 def _reflect(spirv: bytes, entry_point: str, require_code: bool = False) -> ProgramInfo:
@@ -683,8 +775,9 @@ def _reflect(spirv: bytes, entry_point: str, require_code: bool = False) -> Prog
         _check_structure(module, function)
     in_entry_point = _in_entry_point(module, interface)
     push_constants, addresses = _push_constants(module, in_entry_point)
-    span = max([member.offset + member.size for member in push_constants] + [a.offset + 8 for a in addresses],
-               default=0)
+    span = max(
+        [member.offset + member.size for member in push_constants] + [a.offset + 8 for a in addresses], default=0
+    )
     return ProgramInfo(
         entry_point=entry_point,
         local_size=_local_size(module, function),

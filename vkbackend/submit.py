@@ -5,6 +5,7 @@ The worker moves launch records from its queue into the window (``take_records``
 and submits it. Command buffers, fences and descriptor pools are recycled when their batch's fence signals; nothing
 has a fixed capacity. Everything here runs on the device's worker thread.
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,15 +24,17 @@ log = logging.getLogger("vkbackend")
 __all__ = ["BatchSubmitter"]
 
 WAITED_SPIN_NS = 5_000_000  # a sync point's wait spins this long before it sleeps in slices (csrc/fence.c)
-SHORT_SPIN_NS = 50_000      # ... on a CPU device or with two cores or fewer
-RESUME_NS = 1_000_000       # after a hand-off or a kick, how long the worker waits for a caller to wait (csrc/fence.c)
+SHORT_SPIN_NS = 50_000  # ... on a CPU device or with two cores or fewer
+RESUME_NS = 1_000_000  # after a hand-off or a kick, how long the worker waits for a caller to wait (csrc/fence.c)
 TRACE_QUERY_PAIRS = 256  # tracing: batches whose GPU start and end are kept at once (a batch completes long before)
 
 # why the recorder skipped a record (vkb_window.error_code, decl/vkb.h), by the name of its code there
-_RECORD_ERRORS = {"VKB_ERROR_GRID": "its grid is outside 1..maxComputeWorkGroupCount per axis",
-                  "VKB_ERROR_PROGRAM": "the program was released or is unknown",
-                  "VKB_ERROR_SLOT": "a buffer was released before the launch ran",
-                  "VKB_ERROR_MALFORMED": "a malformed record"}
+_RECORD_ERRORS = {
+    "VKB_ERROR_GRID": "its grid is outside 1..maxComputeWorkGroupCount per axis",
+    "VKB_ERROR_PROGRAM": "the program was released or is unknown",
+    "VKB_ERROR_SLOT": "a buffer was released before the launch ran",
+    "VKB_ERROR_MALFORMED": "a malformed record",
+}
 
 
 class Batch:
@@ -54,20 +57,33 @@ class BatchSubmitter:
         self._table = table
         ffi, lib = ctx.ffi, ctx.lib
         info = ctx.info
-        pool_info = ffi.new("VkCommandPoolCreateInfo*", {
-            "sType": lib.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-            "flags": lib.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-            "queueFamilyIndex": ctx.handles.physical.queue_family})
+        pool_info = ffi.new(
+            "VkCommandPoolCreateInfo*",
+            {
+                "sType": lib.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                "flags": lib.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                "queueFamilyIndex": ctx.handles.physical.queue_family,
+            },
+        )
         pool = ffi.new("VkCommandPool*")
-        check(lib.vkCreateCommandPool(ctx.device, pool_info, ffi.NULL, pool), "vkCreateCommandPool", ErrorStatus.Initialization)
+        check(
+            lib.vkCreateCommandPool(ctx.device, pool_info, ffi.NULL, pool),
+            "vkCreateCommandPool",
+            ErrorStatus.Initialization,
+        )
         self._command_pool = pool[0]
         self._query_pool = ffi.NULL
         self._gpu_clock = None  # tracing: (GPU ticks, host ns) taken at one instant, where the device can tell
         if info.timestamps:
             # queries 0 and 1 time a timed run; with tracing, each batch writes its start and end into a pair past them
-            qinfo = ffi.new("VkQueryPoolCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                                                       "queryType": lib.VK_QUERY_TYPE_TIMESTAMP,
-                                                       "queryCount": 2 + (2 * TRACE_QUERY_PAIRS if trace.enabled else 0)})
+            qinfo = ffi.new(
+                "VkQueryPoolCreateInfo*",
+                {
+                    "sType": lib.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                    "queryType": lib.VK_QUERY_TYPE_TIMESTAMP,
+                    "queryCount": 2 + (2 * TRACE_QUERY_PAIRS if trace.enabled else 0),
+                },
+            )
             qp = ffi.new("VkQueryPool*")
             result = lib.vkCreateQueryPool(ctx.device, qinfo, ffi.NULL, qp)
             if result != 0:
@@ -76,16 +92,16 @@ class BatchSubmitter:
             self._query_pool = qp[0]
             if trace.enabled:
                 self._gpu_clock = _calibrate(ctx)
-        self._records: list[bytes] = []      # the window: records not yet submitted, in order
+        self._records: list[bytes] = []  # the window: records not yet submitted, in order
         self._callbacks: list[Callable] = []  # what runs once the window's batch completes
-        self._free_bytes = 0                  # device memory those completions give back
+        self._free_bytes = 0  # device memory those completions give back
         self.window_limit = max(1, ctx.config.window_launches)
         self._in_flight: deque[Batch] = deque()
-        self._abandoned: list[Batch] = []    # given up on (device lost, deadline at close): destroyed with the rest
+        self._abandoned: list[Batch] = []  # given up on (device lost, deadline at close): destroyed with the rest
         self._spare: list[Batch] = []
         self._descriptors = None if info.push_descriptors else DescriptorSets(ctx)
-        self.submitted = 0      # serial of the last submitted batch
-        self.completed = 0      # serial of the last completed batch
+        self.submitted = 0  # serial of the last submitted batch
+        self.completed = 0  # serial of the last completed batch
         self._window = ffi.new("vkb_window*")
         self._window.device = ctx.device
         self._window.query_pool = self._query_pool
@@ -97,7 +113,7 @@ class BatchSubmitter:
         # the serial of the last batch completed (its completions run), for callers waiting at sync points (fence.c)
         self.progress = ffi.new("vkb_progress*")
         self.progress.spin_ns = WAITED_SPIN_NS if ctx.polling_pays else SHORT_SPIN_NS
-        self.progress.resume_ns = RESUME_NS if ctx.polling_pays else 0   # the wait takes a core
+        self.progress.resume_ns = RESUME_NS if ctx.polling_pays else 0  # the wait takes a core
         self.stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0}
 
     # ----- the window ---------------------------------------------------------------------------------------------
@@ -146,9 +162,15 @@ class BatchSubmitter:
         if self._spare:
             return self._spare.pop()
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
-        alloc = ffi.new("VkCommandBufferAllocateInfo*", {
-            "sType": lib.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self._command_pool,
-            "level": lib.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1})
+        alloc = ffi.new(
+            "VkCommandBufferAllocateInfo*",
+            {
+                "sType": lib.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                "commandPool": self._command_pool,
+                "level": lib.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                "commandBufferCount": 1,
+            },
+        )
         cmd = ffi.new("VkCommandBuffer*")
         check(lib.vkAllocateCommandBuffers(dev, alloc, cmd), "vkAllocateCommandBuffers", ErrorStatus.MemoryAllocation)
         fence = ffi.new("VkFence*")
@@ -201,13 +223,20 @@ class BatchSubmitter:
             if trace.enabled:
                 trace.event("submitted", serial)
             if w.n_errors:
-                ctx.fail(BackendError(ErrorStatus.KernelLaunch,
-                                      f"{w.n_errors} launch(es) skipped; the first, of {self._table.name(w.error_program)}, "
-                                      f"because {_record_error(lib, w.error_code)}"))
+                ctx.fail(
+                    BackendError(
+                        ErrorStatus.KernelLaunch,
+                        f"{w.n_errors} launch(es) skipped; the first, of {self._table.name(w.error_program)}, "
+                        f"because {_record_error(lib, w.error_code)}",
+                    )
+                )
             check(result, f"recording and submitting {w.n_dispatches} dispatches", ErrorStatus.KernelLaunch)
         except Exception as error:  # whatever it was, waiters must be released and the error must reach a sync point
-            ctx.fail(error if isinstance(error, BackendError)
-                     else BackendError(ErrorStatus.KernelLaunch, f"submitting a window failed: {error!r}"))
+            ctx.fail(
+                error
+                if isinstance(error, BackendError)
+                else BackendError(ErrorStatus.KernelLaunch, f"submitting a window failed: {error!r}")
+            )
             if lib.vkResetCommandBuffer(batch.cmd, 0) != 0:  # keep it out of reuse: it may hold the failed recording
                 self._abandoned.append(batch)
                 self._unsubmitted(callbacks)
@@ -221,8 +250,13 @@ class BatchSubmitter:
         batch.callbacks = callbacks
         self._in_flight.append(batch)
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("batch %d: %d dispatches, %d copies, %d barriers", batch.serial, w.n_dispatches, w.n_copies,
-                      w.n_barriers)
+            log.debug(
+                "batch %d: %d dispatches, %d copies, %d barriers",
+                batch.serial,
+                w.n_dispatches,
+                w.n_copies,
+                w.n_barriers,
+            )
         st = self.stats
         st["batches"] += 1
         st["dispatches"] += w.n_dispatches
@@ -277,8 +311,11 @@ class BatchSubmitter:
             try:
                 fn()
             except Exception as error:
-                self.ctx.fail(error if isinstance(error, BackendError)
-                              else BackendError(ErrorStatus.KernelSync, f"a completion failed: {error!r}"))
+                self.ctx.fail(
+                    error
+                    if isinstance(error, BackendError)
+                    else BackendError(ErrorStatus.KernelSync, f"a completion failed: {error!r}")
+                )
 
     def _fence_failed(self, result: int, what: str) -> None:
         """A fence query failed: a lost device is sticky and releases every waiter; other failures are kept."""
@@ -293,8 +330,9 @@ class BatchSubmitter:
         first, so that their completions (frees among them) release nothing it still uses."""
         deadline = time.monotonic_ns() + wait_ns
         for batch in self._in_flight if wait_ns else ():  # its result does not matter: each batch is given up anyway
-            self.ctx.lib.vkb_wait_fence(self.ctx.device, batch.fence, max(0, deadline - time.monotonic_ns()),
-                                        self.progress)
+            self.ctx.lib.vkb_wait_fence(
+                self.ctx.device, batch.fence, max(0, deadline - time.monotonic_ns()), self.progress
+            )
         while self._in_flight:
             batch = self._in_flight.popleft()
             self._abandoned.append(batch)
@@ -348,9 +386,11 @@ class BatchSubmitter:
             if self.ctx.lost is not None:
                 return
             if result == self.ctx.lib.VK_TIMEOUT:
-                raise BackendError(ErrorStatus.KernelSync,
-                                   f"GPU work on {self.ctx.info.name} did not finish within "
-                                   f"{timeout_ns / 1e9:.1f} s (VKBACKEND_SYNC_TIMEOUT_S); it may still be running")
+                raise BackendError(
+                    ErrorStatus.KernelSync,
+                    f"GPU work on {self.ctx.info.name} did not finish within "
+                    f"{timeout_ns / 1e9:.1f} s (VKBACKEND_SYNC_TIMEOUT_S); it may still be running",
+                )
 
     def timed(self, window: bytes, timeout_ns: int) -> int:
         """Run packed records alone between two timestamps; GPU nanoseconds (wall clock without timestamps)."""
@@ -366,9 +406,20 @@ class BatchSubmitter:
         if self.ctx.lost is not None:
             return 0
         stamps = ffi.new("uint64_t[2]")
-        check(lib.vkGetQueryPoolResults(self.ctx.device, self._query_pool, 0, 2, 16, stamps, 8,
-                                        lib.VK_QUERY_RESULT_64_BIT | lib.VK_QUERY_RESULT_WAIT_BIT),
-              "vkGetQueryPoolResults", ErrorStatus.KernelSync)
+        check(
+            lib.vkGetQueryPoolResults(
+                self.ctx.device,
+                self._query_pool,
+                0,
+                2,
+                16,
+                stamps,
+                8,
+                lib.VK_QUERY_RESULT_64_BIT | lib.VK_QUERY_RESULT_WAIT_BIT,
+            ),
+            "vkGetQueryPoolResults",
+            ErrorStatus.KernelSync,
+        )
         bits = self.ctx.handles.physical.timestamp_bits
         ticks = (stamps[1] - stamps[0]) & ((1 << bits) - 1 if bits < 64 else (1 << 64) - 1)
         return int(ticks * self.ctx.info.timestamp_period_ns)
@@ -378,8 +429,12 @@ class BatchSubmitter:
         ffi, lib = self.ctx.ffi, self.ctx.lib
         stamps = ffi.new("uint64_t[2]")
         query = 2 + 2 * (serial % TRACE_QUERY_PAIRS)
-        if lib.vkGetQueryPoolResults(self.ctx.device, self._query_pool, query, 2, 16, stamps, 8,
-                                     lib.VK_QUERY_RESULT_64_BIT) != 0:
+        if (
+            lib.vkGetQueryPoolResults(
+                self.ctx.device, self._query_pool, query, 2, 16, stamps, 8, lib.VK_QUERY_RESULT_64_BIT
+            )
+            != 0
+        ):
             return  # a debugging aid: a batch whose stamps cannot be read has no GPU events in the trace
         ticks, host_ns = self._gpu_clock
         period = self.ctx.info.timestamp_period_ns
@@ -422,8 +477,10 @@ def _calibrate(ctx: DeviceContext) -> tuple[int, int] | None:
     wanted = (lib.VK_TIME_DOMAIN_DEVICE_EXT, lib.VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT)
     if not all(d in list(domains) for d in wanted):
         return None
-    infos = ffi.new("VkCalibratedTimestampInfoEXT[2]", [
-        {"sType": lib.VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT, "timeDomain": d} for d in wanted])
+    infos = ffi.new(
+        "VkCalibratedTimestampInfoEXT[2]",
+        [{"sType": lib.VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT, "timeDomain": d} for d in wanted],
+    )
     stamps = ffi.new("uint64_t[2]")
     deviation = ffi.new("uint64_t*")
     if lib.vkGetCalibratedTimestampsEXT(ctx.device, 2, infos, stamps, deviation) != 0:

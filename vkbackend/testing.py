@@ -13,6 +13,7 @@ so a fault reaches the backend exactly where a real driver failure would, on whi
 One fault is armed at a time, process-wide (every device of the process shares the dispatch table); injecting again
 replaces it. It fires once and then disarms itself.
 """
+
 from __future__ import annotations
 
 from . import _ffi
@@ -23,14 +24,21 @@ __all__ = ["inject", "clear", "pending"]
 
 def _result_value(result: str) -> int:
     if not isinstance(result, str) or not result.startswith("VK_"):
-        raise BackendError(ErrorStatus.InvalidArgument,
-                           f"inject: result must be a VkResult name such as 'VK_ERROR_DEVICE_LOST', got {result!r}")
+        raise BackendError(
+            ErrorStatus.InvalidArgument,
+            f"inject: result must be a VkResult name such as 'VK_ERROR_DEVICE_LOST', got {result!r}",
+        )
     value = getattr(_ffi.lib, result, None)
-    if not isinstance(value, int) or value == 0 or not (result.startswith("VK_ERROR_")
-                                                        or result in ("VK_TIMEOUT", "VK_NOT_READY", "VK_INCOMPLETE")):
-        raise BackendError(ErrorStatus.InvalidArgument,
-                           f"inject: {result!r} is not a VkResult failure code this build knows (VK_ERROR_*, "
-                           "VK_TIMEOUT, VK_NOT_READY, VK_INCOMPLETE)")
+    if (
+        not isinstance(value, int)
+        or value == 0
+        or not (result.startswith("VK_ERROR_") or result in ("VK_TIMEOUT", "VK_NOT_READY", "VK_INCOMPLETE"))
+    ):
+        raise BackendError(
+            ErrorStatus.InvalidArgument,
+            f"inject: {result!r} is not a VkResult failure code this build knows (VK_ERROR_*, "
+            "VK_TIMEOUT, VK_NOT_READY, VK_INCOMPLETE)",
+        )
     return value
 
 
@@ -45,11 +53,14 @@ def inject(function: str, result: str, after: int = 0) -> None:
     ``VkResult`` (a ``void`` function cannot fail), for an unknown result name, and for a negative ``after``.
     """
     if not isinstance(function, str):
-        raise BackendError(ErrorStatus.InvalidArgument, f"inject: function must be a Vulkan function name, got {function!r}")
+        raise BackendError(
+            ErrorStatus.InvalidArgument, f"inject: function must be a Vulkan function name, got {function!r}"
+        )
     index = _ffi.function_index(function)  # InvalidArgument for names vkbackend does not declare
     if not _ffi.lib.vkb_function_returns_result(index):
-        raise BackendError(ErrorStatus.InvalidArgument,
-                           f"inject: {function} returns no VkResult, so it cannot be made to fail")
+        raise BackendError(
+            ErrorStatus.InvalidArgument, f"inject: {function} returns no VkResult, so it cannot be made to fail"
+        )
     value = _result_value(result)
     if not isinstance(after, int) or isinstance(after, bool) or after < 0:
         raise BackendError(ErrorStatus.InvalidArgument, f"inject: after must be a non-negative integer, got {after!r}")

@@ -12,6 +12,7 @@ Events, by thread: callers: ``sync``, ``sync_done``, ``readback``, ``readback_re
 ``publish`` (the serial a waiting caller waits for), ``complete`` (the worker saw the batch's fence); the GPU:
 ``gpu_start``, ``gpu_end``.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -52,8 +53,10 @@ def events() -> list[tuple[int, str, str, int]]:
 
 def dump(path: str) -> None:
     """Write the events as Chrome trace-event JSON (instant events; ``ts`` in microseconds)."""
-    trace = [{"name": name, "ph": "i", "s": "t", "ts": ns / 1e3, "pid": 0, "tid": thread, "args": {"serial": serial}}
-             for ns, thread, name, serial in events()]
+    trace = [
+        {"name": name, "ph": "i", "s": "t", "ts": ns / 1e3, "pid": 0, "tid": thread, "args": {"serial": serial}}
+        for ns, thread, name, serial in events()
+    ]
     with open(path, "w") as f:
         json.dump({"traceEvents": trace, "displayTimeUnit": "ns"}, f)
 

@@ -1,6 +1,7 @@
 """Types of the public API that are not classes of their own: the host buffers transfers take, the DLPack producers
 ``Buffer.from_dlpack`` takes, the scalars and grid entries of a launch, and the dictionaries ``stats()`` returns. For
 annotations in code that uses vkbackend."""
+
 from __future__ import annotations
 
 import sys
@@ -17,7 +18,17 @@ from .errors import index_argument
 if TYPE_CHECKING:
     import numpy
 
-__all__ = ["Buffer", "DeviceStats", "Grid", "GridArg", "HostBuffer", "LiveObjects", "PoolStats", "Scalar", "SupportsDLPack"]
+__all__ = [
+    "Buffer",
+    "DeviceStats",
+    "Grid",
+    "GridArg",
+    "HostBuffer",
+    "LiveObjects",
+    "PoolStats",
+    "Scalar",
+    "SupportsDLPack",
+]
 
 # A C-contiguous buffer-protocol object: bytes, bytearray, memoryview, array.array, a numpy array. numpy's stubs give
 # ndarray the buffer protocol (``__buffer__``) only from Python 3.12 on, hence the explicit ndarray.
@@ -25,7 +36,6 @@ HostBuffer = Union[Buffer, "numpy.ndarray[Any, Any]"]
 
 # One push-constant member's value: a Python number (bool is an int), or a numpy scalar such as numpy.float32(2).
 Scalar = Union[int, float, "numpy.generic[Any]"]
-
 
 
 class GridArg:
@@ -89,6 +99,6 @@ class DeviceStats(TypedDict):
     barriers: int
     copies: int
     submit_ns: int
-    throttled: int      # times launching threads waited for the worker to catch up (back-pressure)
+    throttled: int  # times launching threads waited for the worker to catch up (back-pressure)
     pool: PoolStats
     live_objects: LiveObjects

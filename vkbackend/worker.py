@@ -22,6 +22,7 @@ worker looks at the queue after each full window; while it takes nothing from it
 GPU, or inside a call such as a pipeline creation), launching threads look themselves. Launching stays one append:
 the fast path reads only ``ctx.usable``, which both states turn off (``DeviceContext.set_busy``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -41,12 +42,12 @@ log = logging.getLogger("vkbackend")
 __all__ = ["Worker"]
 
 _COPY, _DEFER, _CALL, _MARK, _STOP = range(5)
-MAX_EARLY_IN_FLIGHT = 2       # while the GPU is busy, the worker queues at most this many batches behind it
-BUSY_POLL_NS = 200_000        # while the GPU runs and callers feed us: how long one fence wait may block
-FREE_FLUSH_BYTES = 64 << 20   # released memory a window may hold back before it is submitted
-IDLE_WAIT_NS = 1_000_000      # nothing queued but batches in flight: the longest a new item waits for us
-IDLE_SPIN_NS = 1_000_000      # nothing queued or in flight: how long the worker polls for a new item before it sleeps
-STOP_GRACE_S = 10.0           # stop(): how much longer than the deadline the thread may take to end
+MAX_EARLY_IN_FLIGHT = 2  # while the GPU is busy, the worker queues at most this many batches behind it
+BUSY_POLL_NS = 200_000  # while the GPU runs and callers feed us: how long one fence wait may block
+FREE_FLUSH_BYTES = 64 << 20  # released memory a window may hold back before it is submitted
+IDLE_WAIT_NS = 1_000_000  # nothing queued but batches in flight: the longest a new item waits for us
+IDLE_SPIN_NS = 1_000_000  # nothing queued or in flight: how long the worker polls for a new item before it sleeps
+STOP_GRACE_S = 10.0  # stop(): how much longer than the deadline the thread may take to end
 MAX_IN_FLIGHT = 4
 QUEUE_HIGH = 1 << 16
 QUEUE_LOW = 1 << 14
@@ -72,15 +73,15 @@ class Worker:
         self.queue: deque = deque()
         self.wake = Signal()
         self._kick = ctx.ffi.cast("uint32_t*", ctx.ffi.addressof(submitter.progress, "kick"))
-        self.idle = False           # polling or asleep with nothing queued, recorded or running; the waker clears it
+        self.idle = False  # polling or asleep with nothing queued, recorded or running; the waker clears it
         self.idle_spin_ns = IDLE_SPIN_NS if ctx.polling_pays else 0
         self.queue_high, self.queue_low = QUEUE_HIGH, QUEUE_LOW
-        self.throttled = False      # launching threads wait (admit) until the queue is down to queue_low
-        self._watched = False       # the worker takes nothing from its queue for now: launchers check its length
-        self._room = Signal()       # set when the throttle lifts
+        self.throttled = False  # launching threads wait (admit) until the queue is down to queue_low
+        self._watched = False  # the worker takes nothing from its queue for now: launchers check its length
+        self._room = Signal()  # set when the throttle lifts
         self._gate = threading.Lock()  # the two flags change together with ctx.usable (from the worker or a launcher)
         self.throttle_count = 0
-        self.finished = False       # set by the thread as it ends: every batch completed (or the device was lost)
+        self.finished = False  # set by the thread as it ends: every batch completed (or the device was lost)
         self.thread = threading.Thread(target=self._run, name=f"vkbackend-worker:{ctx.info.name}", daemon=True)
         self.thread.start()
 
@@ -158,8 +159,9 @@ class Worker:
             if ctx.closed:
                 raise ctx.closed_error()
             if time.monotonic() >= deadline:
-                raise BackendError(ErrorStatus.KernelSync,
-                                   f"{what} within {ctx.sync_timeout_s:.1f} s (VKBACKEND_SYNC_TIMEOUT_S)")
+                raise BackendError(
+                    ErrorStatus.KernelSync, f"{what} within {ctx.sync_timeout_s:.1f} s (VKBACKEND_SYNC_TIMEOUT_S)"
+                )
 
     def drain(self) -> None:
         """Submit everything queued and wait for the GPU to finish it, within the sync deadline (no error check)."""
@@ -196,6 +198,7 @@ class Worker:
         last sync point."""
         if log.isEnabledFor(logging.DEBUG) and validation_enabled():
             from .discovery import validation_messages  # only with VKBACKEND_DEBUG=1 and VKBACKEND_VALIDATION=1
+
             messages = validation_messages()
             if messages:
                 log.debug("validation layer:\n%s", messages)
@@ -221,9 +224,11 @@ class Worker:
                 self._room.set()  # pass the wake-up on to the next launching thread
             ctx.ensure_usable()
             if self.throttled and time.monotonic() >= deadline:
-                raise BackendError(ErrorStatus.KernelSync,
-                                   f"the launch queue of {ctx.info.name} did not drain within {ctx.sync_timeout_s:.1f} s "
-                                   "(VKBACKEND_SYNC_TIMEOUT_S): the GPU is far behind and made no progress")
+                raise BackendError(
+                    ErrorStatus.KernelSync,
+                    f"the launch queue of {ctx.info.name} did not drain within {ctx.sync_timeout_s:.1f} s "
+                    "(VKBACKEND_SYNC_TIMEOUT_S): the GPU is far behind and made no progress",
+                )
 
     def stop(self) -> bool:
         """Finish queued work within the sync deadline, then end the thread.
@@ -271,8 +276,11 @@ class Worker:
                             return
                 except Exception as error:  # keep the thread alive whatever happens; report at the next sync
                     log.exception("vkbackend worker error")
-                    self.ctx.fail(error if isinstance(error, BackendError)
-                                  else BackendError(ErrorStatus.KernelLaunch, f"worker error: {error!r}"))
+                    self.ctx.fail(
+                        error
+                        if isinstance(error, BackendError)
+                        else BackendError(ErrorStatus.KernelLaunch, f"worker error: {error!r}")
+                    )
                 continue
             try:
                 sub.reap()
@@ -290,8 +298,11 @@ class Worker:
                     continue
             except Exception as error:
                 log.exception("vkbackend worker error")
-                self.ctx.fail(error if isinstance(error, BackendError)
-                              else BackendError(ErrorStatus.KernelSync, f"worker error: {error!r}"))
+                self.ctx.fail(
+                    error
+                    if isinstance(error, BackendError)
+                    else BackendError(ErrorStatus.KernelSync, f"worker error: {error!r}")
+                )
                 # give up on the batches in flight, but on a live device only once the GPU is done with them
                 sub.abandon(0 if self.ctx.lost is not None else self.ctx.sync_timeout_ns)
                 continue

@@ -39,6 +39,7 @@ def glslang():
 def vk_device():
     """tinygrad's ``VK`` device, or a skip when there is no Vulkan driver."""
     from tinygrad import Device
+
     from vkbackend.errors import BackendError
 
     try:

@@ -14,7 +14,6 @@ import types
 
 import numpy as np
 import pytest
-
 from tinygrad import Tensor, Variable, dtypes
 from tinygrad.device import Compiled
 from tinygrad.helpers import Context

@@ -16,7 +16,6 @@ import types
 
 import numpy as np
 import pytest
-
 from tinygrad import Tensor, Variable, dtypes
 from tinygrad.device import Compiled
 from tinygrad.helpers import Context, Target
@@ -49,12 +48,13 @@ class _RecordingProgram(NullProgram):
 def render_device(name: str, caps) -> str:
     """Register tinygrad device ``name``: it renders and compiles kernels for ``caps``, records them in SEEN and runs
     nothing. Returns the name."""
+
     class Device(Compiled):
         def __init__(self, device: str):
             super().__init__(device, NullAllocator(self), [VKRenderer], _RecordingProgram, arch=make_arch(caps))
 
     module = types.ModuleType(f"tinygrad.runtime.ops_{name.lower()}")
-    setattr(module, f"{name}Device", Device)   # tinygrad finds the class by this name
+    setattr(module, f"{name}Device", Device)  # tinygrad finds the class by this name
     sys.modules[module.__name__] = module
     return name
 
@@ -276,7 +276,7 @@ def test_vector_loads_and_stores(dt, vec):
     usual, views = _variant(lib.source, False), _variant(lib.source, True)
     # the usual variant declares every buffer as an array of vectors and reads/writes whole vectors
     assert re.search(rf"buffer VKB1 {{ {vec} data1_1024\[\]; }}", usual), usual
-    assert re.search(rf"#define VK_V1_4\(i\) \(data1_1024\[\(i\)>>2\]\)", usual), usual
+    assert re.search(r"#define VK_V1_4\(i\) \(data1_1024\[\(i\)>>2\]\)", usual), usual
     assert re.search(r"#define VK_S0_4\(i, v\) data0_1024\[\(i\)>>2\] = \(v\);", usual), usual
     # the views variant (per-binding offsets that need not be multiples of 4 elements) composes them from scalars
     assert re.search(rf"buffer VKB1 {{ {TYPE[dt]} data1_1024\[\]; }}", views), views
@@ -422,8 +422,8 @@ def test_arguments_past_the_storage_range_are_reached_by_address():
     assert "#extension GL_EXT_buffer_reference : require" in lib.source
     assert re.search(r"layout\(buffer_reference, std430, buffer_reference_align=\d+\) readonly buffer VKR1", lib.source)
     assert re.search(r"layout\(push_constant\) uniform VKPC \{ VKR1 vk_ref1;", lib.source), lib.source
-    assert "layout(set=0, binding=0, std430) buffer VKB0" in lib.source   # the bound output keeps binding 0
-    assert "VK_E1" not in lib.source                                      # 32-bit indices suffice
+    assert "layout(set=0, binding=0, std430) buffer VKB0" in lib.source  # the bound output keeps binding 0
+    assert "VK_E1" not in lib.source  # 32-bit indices suffice
     _both_variants(lib)
 
 
@@ -432,7 +432,7 @@ def test_arguments_of_2_31_elements_or_more_use_64_bit_addresses():
     lib = libs[0]
     assert "#extension GL_EXT_buffer_reference2 : require" in lib.source
     assert "#define VK_E1(i) (VKE1(uint64_t(vk_ref1) + uint64_t(i) *" in lib.source
-    assert "int(alu" not in lib.source   # no 64-bit index is cut to 32 bits
+    assert "int(alu" not in lib.source  # no 64-bit index is cut to 32 bits
     _both_variants(lib)
 
 
@@ -440,9 +440,11 @@ def test_arguments_of_2_gib_or_more_use_64_bit_addresses():
     """An array index into a buffer reference is 32-bit, and so is the byte offset NVIDIA computes from it (the H200
     read and wrote the wrong words past 4 GiB): 2 GiB and more of float32 (fewer than 2**31 elements) is reached by
     64-bit address arithmetic; just under 2 GiB by the array."""
+
     def source(numel):
         libs = kernels(lambda: (Tensor.empty(numel, device="VKADDRESS") * 2).sum().realize())
         return next(lib.source for lib in libs if any(b["address"] for b in lib.meta["bindings"]))
+
     assert "#define VK_E1(i) (VKE1(uint64_t(vk_ref1) + uint64_t(i) *" in source(2**29)
     assert "VK_E1" not in source(2**29 - 1024)
 
@@ -461,11 +463,11 @@ def test_kernels_that_rely_on_special_values_ask_to_keep_them():
     assert parse_arch(make_arch(PRESERVE)) == PRESERVE
     a = Tensor([0.5, 2.0], device="VKPRESERVE").realize()
     big = Tensor.empty(4096, device="VKPRESERVE")
-    for make in (lambda: a.sin(), lambda: (a != a), lambda: big.max()):   # a NaN constant, a NaN test, -inf
+    for make in (lambda: a.sin(), lambda: a != a, lambda: big.max()):  # a NaN constant, a NaN test, -inf
         lib = kernels(lambda: make().realize())[-1]
         assert MODE in lib.source, lib.source
         _both_variants(lib)
     plain = kernels(lambda: (a * 2 + 1).realize())[-1]
     assert "spirv_execution_mode" not in plain.source
-    on_full = kernels(lambda: Tensor([0.5], device=DEV).sin().realize())[-1]   # a device that cannot keep them
+    on_full = kernels(lambda: Tensor([0.5], device=DEV).sin().realize())[-1]  # a device that cannot keep them
     assert "spirv_execution_mode" not in on_full.source

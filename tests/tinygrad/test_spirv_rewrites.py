@@ -8,19 +8,16 @@ from __future__ import annotations
 import struct
 
 import pytest
-
-from tinygrad import Tensor, dtypes
-from tinygrad.helpers import Context
-
 from test_renderer import DEV, kernels
 from test_tensor_cores import F16_F32, _render_matmul, _tc_arch
+from tinygrad import Tensor, dtypes
+from tinygrad.helpers import Context
 
 from vkbackend.errors import BackendError, ErrorStatus
 from vkbackend.tinygrad.compiler.bf16_spirv import retype_cooperative_matrices
 from vkbackend.tinygrad.compiler.compiler import compile_variant, with_local_size
 from vkbackend.tinygrad.compiler.kernel_format import read_meta
 from vkbackend.tinygrad.renderer.caps import TCShape
-
 
 # ----- the reference implementations ---------------------------------------------------------------------------------
 
@@ -76,8 +73,11 @@ def reference_retype(spirv: bytes) -> bytes:
         raise ValueError("the module has no float16 A or B cooperative-matrix type to make bfloat16")
     last_capability = max(i for i, ins in enumerate(out) if ins[0] & 0xFFFF == 17)
     extension = list(struct.unpack("<5I", b"SPV_KHR_bfloat16\0\0\0\0"))
-    out[last_capability + 1 : last_capability + 1] = [_instruction(17, [5116]), _instruction(17, [5118]),
-                                                      _instruction(10, extension)]
+    out[last_capability + 1 : last_capability + 1] = [
+        _instruction(17, [5116]),
+        _instruction(17, [5118]),
+        _instruction(10, extension),
+    ]
     header = [*words[:3], bf16 + 1, words[4]]
     body = [w for ins in out for w in ins]
     return struct.pack(f"<{len(header) + len(body)}I", *header, *body)
@@ -165,12 +165,16 @@ def _before_retyping(lib) -> list[bytes]:
     import vkbackend
 
     meta = read_meta(lib.source)
-    return [vkbackend.compile_glsl(lib.source, {"VK_VIEWS": views}, target_env=meta["target_env"])
-            for views in ("0", "1")]
+    return [
+        vkbackend.compile_glsl(lib.source, {"VK_VIEWS": views}, target_env=meta["target_env"]) for views in ("0", "1")
+    ]
 
 
-@pytest.mark.parametrize("shape", [TCShape(16, 16, 16, "bf16", "f32"), TCShape(16, 8, 16, "bf16", "f32"),
-                                   TCShape(16, 8, 8, "f16", "f16"), F16_F32], ids=TCShape.token)
+@pytest.mark.parametrize(
+    "shape",
+    [TCShape(16, 16, 16, "bf16", "f32"), TCShape(16, 8, 16, "bf16", "f32"), TCShape(16, 8, 8, "f16", "f16"), F16_F32],
+    ids=TCShape.token,
+)
 def test_retyping_matches_the_reference_on_tensor_core_kernels(glslang, shape):
     from vkbackend import glsl
 
@@ -201,12 +205,15 @@ def _malformed(spirv: bytes) -> list[bytes]:
         pos += words[pos] >> 16
     cut = [start for start in starts if words[start] >> 16 >= 3][-1] + 2
     middle = starts[len(starts) // 2]
-    zero = [*words[:middle], words[middle] & 0xFFFF, *words[middle + 1:]]
+    zero = [*words[:middle], words[middle] & 0xFFFF, *words[middle + 1 :]]
     return [spirv[: 4 * cut], struct.pack(f"<{len(zero)}I", *zero)]
 
 
-@pytest.mark.parametrize("rewrite", [lambda spirv: with_local_size(spirv, (8, 4, 2)), retype_cooperative_matrices],
-                         ids=["with_local_size", "retype_cooperative_matrices"])
+@pytest.mark.parametrize(
+    "rewrite",
+    [lambda spirv: with_local_size(spirv, (8, 4, 2)), retype_cooperative_matrices],
+    ids=["with_local_size", "retype_cooperative_matrices"],
+)
 def test_malformed_modules_raise_kernel_compilation(glslang, rewrite):
     for spirv in _malformed(_glsl(SPEC_AND_MORE)):
         with pytest.raises(BackendError) as caught:

@@ -23,12 +23,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
+from test_renderer import DEV as RENDER_DEV
+from test_renderer import FULL, kernels
 from tinygrad import Tensor, dtypes
 from tinygrad.codegen.opt import tc as tinygrad_tc
 from tinygrad.helpers import Context, Target
-
-from test_renderer import DEV as RENDER_DEV, FULL, kernels
 
 from vkbackend import CooperativeMatrixShape
 from vkbackend.spirv import reflect
@@ -48,6 +47,8 @@ def glslang13(glslang):
 
     if glsl._find_compiler((13, 0)) is None:
         pytest.skip("no glslangValidator 13 or newer (pip install 'vkbackend[glsl]')")
+
+
 F16_F32 = TCShape(16, 16, 16, "f16", "f32")
 DTYPES = {"f16": dtypes.half, "bf16": dtypes.bfloat16, "f32": dtypes.float}
 
@@ -106,8 +107,18 @@ def test_the_layout_derivation_gives_ptx_mma_m16n8k16_for_tinygrads_cuda_tensor_
             assert c[(lane, i)] == (group + 8 * (i >> 1), tid * 2 + (i & 1))
 
 
-@pytest.mark.parametrize("m,n,k,threads", [(16, 16, 16, 32), (16, 8, 16, 32), (16, 8, 8, 32), (16, 16, 16, 64),
-                                           (16, 16, 16, 16), (8, 8, 8, 32), (32, 32, 16, 32)])
+@pytest.mark.parametrize(
+    "m,n,k,threads",
+    [
+        (16, 16, 16, 32),
+        (16, 8, 16, 32),
+        (16, 8, 8, 32),
+        (16, 16, 16, 64),
+        (16, 16, 16, 16),
+        (8, 8, 8, 32),
+        (32, 32, 16, 32),
+    ],
+)
 def test_our_tensor_cores_hold_row_major_chunks(m, n, k, threads):
     """Lane l holds elements l*e .. l*e+e-1 of each operand's row-major tile: what the staging writes and reads."""
     tc = make_tensor_core(TCShape(m, n, k, "f16", "f32"), threads)
@@ -117,9 +128,9 @@ def test_our_tensor_cores_hold_row_major_chunks(m, n, k, threads):
 
 
 def test_shapes_tinygrad_cannot_describe_get_no_tensor_core():
-    assert make_tensor_core(TCShape(16, 16, 12, "f16", "f32"), 32) is None   # not a power of two
-    assert make_tensor_core(TCShape(4, 4, 4, "f16", "f32"), 32) is None      # fewer elements than lanes
-    assert make_tensor_core(TCShape(16, 16, 32, "f16", "f32"), 32) is None   # B's vector would hold a lane bit
+    assert make_tensor_core(TCShape(16, 16, 12, "f16", "f32"), 32) is None  # not a power of two
+    assert make_tensor_core(TCShape(4, 4, 4, "f16", "f32"), 32) is None  # fewer elements than lanes
+    assert make_tensor_core(TCShape(16, 16, 32, "f16", "f32"), 32) is None  # B's vector would hold a lane bit
 
 
 # ----- the arch, and which shapes a device gives ----------------------------------------------------------------------
@@ -131,8 +142,10 @@ def test_arch_round_trip_with_tensor_cores():
     assert "w32" in arch.split(",") and "m16.8.16.bf16.f32" in arch.split(",") and ":" not in arch and "+" not in arch
     assert parse_arch(arch) == caps
     renderer = pickle.loads(pickle.dumps(VKRenderer(Target("VK", arch=arch))))  # as tinygrad's compile workers get it
-    assert [(tc.dims, tc.dtype_in) for tc in renderer.tensor_cores] == [((16, 16, 16), dtypes.half),
-                                                                        ((8, 16, 16), dtypes.bfloat16)]
+    assert [(tc.dims, tc.dtype_in) for tc in renderer.tensor_cores] == [
+        ((16, 16, 16), dtypes.half),
+        ((8, 16, 16), dtypes.bfloat16),
+    ]
     assert parse_arch(make_arch(dataclasses.replace(caps, tc_emulate=True))).tc_emulate
     assert parse_arch(arch + ",m16.16.16.f64.f32,m1.2").tc_shapes == caps.tc_shapes  # unknown shapes are ignored
     assert not any(t[0] in "wm" for t in make_arch(FULL).split(","))  # no tensor cores: today's arch
@@ -141,16 +154,33 @@ def test_arch_round_trip_with_tensor_cores():
 
 def _info(**over) -> SimpleNamespace:
     """A DeviceInfo as an H200's could read (its driver lists these shapes, among others), for device_shapes."""
-    shapes = (CooperativeMatrixShape(16, 16, 16, "float16", "float16", "float32", "float32", False, "subgroup"),
-              CooperativeMatrixShape(16, 8, 16, "float16", "float16", "float16", "float16", False, "subgroup"),
-              CooperativeMatrixShape(16, 16, 16, "bfloat16", "bfloat16", "float32", "float32", False, "subgroup"),
-              CooperativeMatrixShape(16, 16, 32, "int8", "int8", "int32", "int32", False, "subgroup"),
-              CooperativeMatrixShape(16, 16, 16, "float16", "float16", "float32", "float32", False, "workgroup"))
-    feats = {"cooperativeMatrix", "vulkanMemoryModel", "shaderFloat16", "shaderInt16", "shaderBFloat16Type",
-             "shaderBFloat16CooperativeMatrix"}
-    return SimpleNamespace(**{"features": frozenset(feats), "api_version": "1.4.312", "subgroup_size": 32,
-                              "max_subgroup_size": 32, "subgroup_operations": 0xFF, "max_local_threads": 1024,
-                              "cooperative_matrix_shapes": shapes, **over})
+    shapes = (
+        CooperativeMatrixShape(16, 16, 16, "float16", "float16", "float32", "float32", False, "subgroup"),
+        CooperativeMatrixShape(16, 8, 16, "float16", "float16", "float16", "float16", False, "subgroup"),
+        CooperativeMatrixShape(16, 16, 16, "bfloat16", "bfloat16", "float32", "float32", False, "subgroup"),
+        CooperativeMatrixShape(16, 16, 32, "int8", "int8", "int32", "int32", False, "subgroup"),
+        CooperativeMatrixShape(16, 16, 16, "float16", "float16", "float32", "float32", False, "workgroup"),
+    )
+    feats = {
+        "cooperativeMatrix",
+        "vulkanMemoryModel",
+        "shaderFloat16",
+        "shaderInt16",
+        "shaderBFloat16Type",
+        "shaderBFloat16CooperativeMatrix",
+    }
+    return SimpleNamespace(
+        **{
+            "features": frozenset(feats),
+            "api_version": "1.4.312",
+            "subgroup_size": 32,
+            "max_subgroup_size": 32,
+            "subgroup_operations": 0xFF,
+            "max_local_threads": 1024,
+            "cooperative_matrix_shapes": shapes,
+            **over,
+        }
+    )
 
 
 def test_device_shapes_follow_the_switch_and_the_device(monkeypatch):
@@ -161,13 +191,24 @@ def test_device_shapes_follow_the_switch_and_the_device(monkeypatch):
     assert device_shapes(_info()) == (usable, 32)  # int8 and workgroup scope are not ours
     no_bf16 = _info(features=_info().features - {"shaderBFloat16CooperativeMatrix"})
     assert device_shapes(no_bf16) == (usable[:2], 32)
-    for missing in ({"features": _info().features - {"vulkanMemoryModel"}}, {"api_version": "1.2.199"},
-                    {"subgroup_operations": 0}, {"cooperative_matrix_shapes": ()}):
+    for missing in (
+        {"features": _info().features - {"vulkanMemoryModel"}},
+        {"api_version": "1.2.199"},
+        {"subgroup_operations": 0},
+        {"cooperative_matrix_shapes": ()},
+    ):
         assert device_shapes(_info(**missing)) == ((), 0), missing
     assert device_shapes(_info(max_subgroup_size=64))[1] == 64  # warps are the largest subgroup
-    caps = caps_from_info(SimpleNamespace(**vars(_info()), dtype_capabilities={}, max_global_work_dims=(1, 1, 1),
-                                          max_local_work_dims=(1024, 1024, 64), local_mem_size=49152,
-                                          max_storage_buffer_range=1 << 32))
+    caps = caps_from_info(
+        SimpleNamespace(
+            **vars(_info()),
+            dtype_capabilities={},
+            max_global_work_dims=(1, 1, 1),
+            max_local_work_dims=(1024, 1024, 64),
+            local_mem_size=49152,
+            max_storage_buffer_range=1 << 32,
+        )
+    )
     assert caps.tc_shapes == usable and len(tensor_cores(caps)) == 3
 
 
@@ -189,16 +230,18 @@ def test_the_default_renderer_has_no_tensor_cores_on_this_device(vk_device, monk
 
 
 def _tc_arch(*shapes: TCShape, threads: int = 32, emulate: bool = False, shared: int = 49152) -> str:
-    return make_arch(dataclasses.replace(FULL, tc_threads=threads, tc_shapes=shapes, tc_emulate=emulate,
-                                         shared_max=shared))
+    return make_arch(
+        dataclasses.replace(FULL, tc_threads=threads, tc_shapes=shapes, tc_emulate=emulate, shared_max=shared)
+    )
 
 
 def _render_matmul(arch: str, m: int, n: int, k: int, din: str, dout: str):
     """The tensor-core kernel of ``A (m x k) @ B (k x n)`` on the render-only device with ``arch``."""
     dt_in, dt_out = DTYPES[din], DTYPES[dout]
     with Context(DEV=f"{RENDER_DEV}::{arch}"):
-        libs = kernels(lambda: Tensor.empty(m, k, dtype=dt_in).matmul(Tensor.empty(k, n, dtype=dt_in),
-                                                                      dtype=dt_out).realize())
+        libs = kernels(
+            lambda: Tensor.empty(m, k, dtype=dt_in).matmul(Tensor.empty(k, n, dtype=dt_in), dtype=dt_out).realize()
+        )
     wmma = [lib for lib in libs if "vk_wmma_" in lib.source]
     assert len(wmma) == 1, [lib.meta["name"] for lib in libs]
     return wmma[0]
@@ -212,13 +255,19 @@ def _spirv_val(spirv: bytes, env: str) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("shape", [F16_F32, TCShape(16, 8, 16, "f16", "f32"), TCShape(16, 8, 8, "f16", "f16"),
-                                   TCShape(16, 16, 16, "bf16", "f32")], ids=TCShape.token)
+@pytest.mark.parametrize(
+    "shape",
+    [F16_F32, TCShape(16, 8, 16, "f16", "f32"), TCShape(16, 8, 8, "f16", "f16"), TCShape(16, 16, 16, "bf16", "f32")],
+    ids=TCShape.token,
+)
 def test_a_tensor_core_kernel_uses_cooperative_matrices(glslang13, shape):
     lib = _render_matmul(_tc_arch(shape), 64, 64, 64, shape.dtype_in, shape.dtype_out)
     src = lib.source
-    for line in ("#extension GL_KHR_cooperative_matrix : require", "#extension GL_KHR_memory_scope_semantics : require",
-                 "#extension GL_KHR_shader_subgroup_basic : require"):
+    for line in (
+        "#extension GL_KHR_cooperative_matrix : require",
+        "#extension GL_KHR_memory_scope_semantics : require",
+        "#extension GL_KHR_shader_subgroup_basic : require",
+    ):
         assert line in src
     m, n, k = shape.m, shape.n, shape.k
     # float16 inputs, and bfloat16 ones (loaded as float16 matrices, retyped in the SPIR-V)
@@ -307,20 +356,26 @@ def _matmul_against_numpy(arch: str, m: int, n: int, k: int, din: str, dout: str
 
 # (shape, warp size, matrix m x n x k): one warp and one WMMA per step; two warps of four (tinygrad's heuristic
 # upcasts N by 4 and locals the rest); float16 results; bfloat16 inputs; NVIDIA's smaller shapes; warps of 64
-EMULATED = [(F16_F32, 32, (16, 16, 64)), (F16_F32, 32, (16, 128, 32)),
-            (TCShape(16, 16, 16, "f16", "f16"), 32, (16, 16, 32)),
-            (TCShape(16, 16, 16, "bf16", "f32"), 32, (16, 16, 64)),
-            (TCShape(16, 8, 16, "f16", "f32"), 32, (16, 8, 32)), (TCShape(16, 8, 8, "bf16", "f32"), 32, (32, 8, 16)),
-            (F16_F32, 64, (16, 16, 32))]
+EMULATED = [
+    (F16_F32, 32, (16, 16, 64)),
+    (F16_F32, 32, (16, 128, 32)),
+    (TCShape(16, 16, 16, "f16", "f16"), 32, (16, 16, 32)),
+    (TCShape(16, 16, 16, "bf16", "f32"), 32, (16, 16, 64)),
+    (TCShape(16, 8, 16, "f16", "f32"), 32, (16, 8, 32)),
+    (TCShape(16, 8, 8, "bf16", "f32"), 32, (32, 8, 16)),
+    (F16_F32, 64, (16, 16, 32)),
+]
 
 
-@pytest.mark.parametrize("shape,threads,mnk", EMULATED, ids=[f"{s.token()}-w{t}-{'x'.join(map(str, d))}"
-                                                            for s, t, d in EMULATED])
+@pytest.mark.parametrize(
+    "shape,threads,mnk", EMULATED, ids=[f"{s.token()}-w{t}-{'x'.join(map(str, d))}" for s, t, d in EMULATED]
+)
 def test_emulated_tensor_cores_against_numpy(vk_device, glslang, monkeypatch, shape, threads, mnk):
     """The staging, the lanes and warps and the layout, on any device: the emulated WMMA (tcemu) computes each
     invocation's elements from the staged tiles in scalar code."""
-    caps = dataclasses.replace(caps_from_info(vk_device.vk.info), tc_threads=threads, tc_shapes=(shape,),
-                               tc_emulate=True)
+    caps = dataclasses.replace(
+        caps_from_info(vk_device.vk.info), tc_threads=threads, tc_shapes=(shape,), tc_emulate=True
+    )
     _matmul_against_numpy(make_arch(caps), *mnk, shape.dtype_in, shape.dtype_out, _sources(monkeypatch), "vk_wmma_")
 
 
@@ -333,8 +388,10 @@ def cooperative_caps(vk_device, monkeypatch) -> DeviceCaps:
     monkeypatch.setenv(SWITCH, "1")
     caps = caps_from_info(info)
     if not caps.tc_shapes:
-        pytest.skip(f"none of the device's cooperative-matrix shapes is one the renderer can use (or a feature it "
-                    f"needs is missing): {info.cooperative_matrix_shapes}")
+        pytest.skip(
+            f"none of the device's cooperative-matrix shapes is one the renderer can use (or a feature it "
+            f"needs is missing): {info.cooperative_matrix_shapes}"
+        )
     return caps
 
 

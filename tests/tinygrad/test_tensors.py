@@ -6,7 +6,6 @@ import shutil
 
 import numpy as np
 import pytest
-
 from tinygrad import Device, Tensor, TinyJit, Variable, dtypes, nn
 from tinygrad.helpers import Context
 
@@ -15,8 +14,9 @@ RNG = np.random.default_rng(0)
 
 # Some of tinygrad's work runs on its CPU device even under DEV=VK, and that device compiles with clang (a machine
 # whose cc is gcc cannot serve it).
-needs_clang = pytest.mark.skipif(shutil.which("clang") is None,
-                                 reason="tinygrad's CPU device needs clang (apt-get install clang)")
+needs_clang = pytest.mark.skipif(
+    shutil.which("clang") is None, reason="tinygrad's CPU device needs clang (apt-get install clang)"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -477,15 +477,17 @@ def test_tensors_past_the_storage_range_reduce_correctly(vk_device):
     # the H200, with the suite's other processes on the GPU, ended in VK_ERROR_DEVICE_LOST within 7 s).
     n = (info.max_storage_buffer_range // 4 + (1 << 20)) >> 16 << 16
     if 4 * n > info.max_memory_allocation_size and not info.sparse_binding:
-        pytest.skip(f"{info.name}: the largest allocation ({info.max_memory_allocation_size} B) is not 4 MiB past "
-                    f"maxStorageBufferRange ({info.max_storage_buffer_range} B), and without sparse binding no "
-                    "tensor is")
-    assert (Tensor.ones(n) * 2).sum().item() == 2 * n      # exact: every partial sum is a small integer
+        pytest.skip(
+            f"{info.name}: the largest allocation ({info.max_memory_allocation_size} B) is not 4 MiB past "
+            f"maxStorageBufferRange ({info.max_storage_buffer_range} B), and without sparse binding no "
+            "tensor is"
+        )
+    assert (Tensor.ones(n) * 2).sum().item() == 2 * n  # exact: every partial sum is a small integer
     a = RNG.random(n, dtype=np.float32)
     t = Tensor(a)
     np.testing.assert_allclose(t.sum().item(), a.astype(np.float64).sum(), rtol=1e-6)
     assert (t * 3).max().item() == (a * 3).max()
-    tail = (t[-1000:] + 1).numpy()                         # a view at the far end, by address too
+    tail = (t[-1000:] + 1).numpy()  # a view at the far end, by address too
     np.testing.assert_array_equal(tail, a[-1000:] + 1)
-    spread = (Tensor([1.5]).expand(n) * 2).contiguous()    # a big output (by address) before a bound input
+    spread = (Tensor([1.5]).expand(n) * 2).contiguous()  # a big output (by address) before a bound input
     assert spread.sum().item() == 3 * n and spread[-1].item() == 3

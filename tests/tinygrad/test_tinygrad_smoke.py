@@ -1,4 +1,5 @@
 """tinygrad's own smoke suite, test/test_tiny.py from the tinygrad 0.14.0 sdist, run with DEV=VK on vkbackend."""
+
 from __future__ import annotations
 
 import os
@@ -22,11 +23,29 @@ def tinygrad_sdist() -> Path:
     if found:
         return found[0]
     SDIST_CACHE.mkdir(parents=True, exist_ok=True)
-    download = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
-                               "tinygrad==0.14.0", "-d", str(SDIST_CACHE)], capture_output=True, text=True, timeout=300)
+    download = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-binary",
+            ":all:",
+            "--no-deps",
+            "tinygrad==0.14.0",
+            "-d",
+            str(SDIST_CACHE),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if download.returncode != 0:  # a machine without access to PyPI (the GPU machines of the project's own runs)
-        pytest.skip(f"cannot download the tinygrad 0.14.0 sdist from PyPI (or put it in {SDIST_CACHE}): "
-                    f"{download.stderr.strip()[-300:]}")
+        pytest.skip(
+            f"cannot download the tinygrad 0.14.0 sdist from PyPI (or put it in {SDIST_CACHE}): "
+            f"{download.stderr.strip()[-300:]}"
+        )
     return SDIST_CACHE / "tinygrad-0.14.0.tar.gz"
 
 
@@ -39,9 +58,24 @@ def test_tinygrad_test_tiny_passes_on_vk(device, tmp_path):
     # the child imports the vkbackend this suite tests, installed or not
     root = str(Path(vkbackend.__file__).resolve().parent.parent)
     env = {**os.environ, "DEV": "VK", "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "vkbackend.tinygrad.testing_skips",
-                             "-p", "no:cacheprovider", "test_tiny.py"], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=900)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "vkbackend.tinygrad.testing_skips",
+            "-p",
+            "no:cacheprovider",
+            "test_tiny.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else result.stderr[-2000:]
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in summary and "failed" not in summary, summary

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from tinygrad import Tensor, Variable, dtypes
 from tinygrad.helpers import Context
 from tinygrad.uop.ops import Ops, UOp
@@ -13,8 +12,12 @@ from tinygrad.uop.ops import Ops, UOp
 from vkbackend.tinygrad.renderer.renderer import WIDE_GROUP, widen_single_invocation_groups
 
 RNG = np.random.default_rng(7)
-BODY = ["  float acc0[1];", "  int gidx0 = int(gl_WorkGroupID.x); /* {n} */", "  acc0[0] = 0.0f;",
-        "  data0_{n}[gidx0] = acc0[0];"]
+BODY = [
+    "  float acc0[1];",
+    "  int gidx0 = int(gl_WorkGroupID.x); /* {n} */",
+    "  acc0[0] = 0.0f;",
+    "  data0_{n}[gidx0] = acc0[0];",
+]
 
 
 def special(size) -> UOp:

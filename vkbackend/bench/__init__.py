@@ -10,6 +10,7 @@ first use, so the children (``python -m vkbackend.bench.peers`` / ``.compile_pro
 
 ``bench --tinygrad`` is the subpackage ``tinygrad`` (``tinygrad.runner`` drives it; its ``__init__`` lists the rest).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -17,8 +18,13 @@ from collections.abc import Sequence
 __all__ = ["run"]
 
 
-def run(device: int = 0, json_path: str | None = None, plot_path: str | None = None, quick: bool = False,
-        cases: Sequence[str] | None = None) -> int:
+def run(
+    device: int = 0,
+    json_path: str | None = None,
+    plot_path: str | None = None,
+    quick: bool = False,
+    cases: Sequence[str] | None = None,
+) -> int:
     """Run every case (or those named in ``cases``) on device ``device`` and on each importable peer; print the
     table; write the JSON and plot.
 
@@ -26,4 +32,5 @@ def run(device: int = 0, json_path: str | None = None, plot_path: str | None = N
     2 when the device could not be opened or a case name is unknown. See ``runner.run``.
     """
     from .runner import run as run_bench
+
     return run_bench(device=device, json_path=json_path, plot_path=plot_path, quick=quick, cases=cases)

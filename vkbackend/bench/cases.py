@@ -1,4 +1,5 @@
 """Our cases: each runs through vkbackend's public API on one open device, checks its result, and gives records."""
+
 from __future__ import annotations
 
 import itertools
@@ -78,11 +79,17 @@ class OurCases(CaseSet):
         self.rng = np.random.default_rng(0)
 
     def plan(self) -> Plan:
-        return [(("launch_chain",), self.launch_chain), (("launch_independent",), self.launch_independent),
-                (("add_bw",), self.add_bw), (("upload", "download"), self.transfers),
-                (("compile_cold", "compile_warm"), self.compile), (("alloc_release",), self.alloc_release),
-                (("sync_idle",), self.sync_idle), (("launch_sync",), self.launch_sync),
-                (("readback_small",), self.readback_small)]
+        return [
+            (("launch_chain",), self.launch_chain),
+            (("launch_independent",), self.launch_independent),
+            (("add_bw",), self.add_bw),
+            (("upload", "download"), self.transfers),
+            (("compile_cold", "compile_warm"), self.compile),
+            (("alloc_release",), self.alloc_release),
+            (("sync_idle",), self.sync_idle),
+            (("launch_sync",), self.launch_sync),
+            (("readback_small",), self.readback_small),
+        ]
 
     def run(self, log: Callable[[str], None], only: Collection[str] | None = None) -> Iterator[Record]:
         """Warm the device first, then every case (those in ``only``, when given)."""
@@ -121,6 +128,7 @@ class OurCases(CaseSet):
             for bufs in itertools.islice(itertools.cycle(bindings), count):
                 launch(prog, bufs, scalars, grid)
             sync()
+
         return run
 
     # ----- the cases ----------------------------------------------------------------------------------------------
@@ -142,10 +150,12 @@ class OurCases(CaseSet):
         prog = self.dev.compile(kernels.inc())
         zeros = np.zeros(s.small_floats, np.float32)
         with self._buffers(*[s.small_floats * 4] * n_buffers) as bufs:
+
             def reset() -> None:
                 for buf in bufs:
                     self.pool.host_to_pool(zeros, buf)
                 self.dev.sync()
+
             run = self._launch_loop(prog, [[buf] for buf in bufs], (s.small_floats,), s.launches)
             seconds = best_of(wall(run), s.reps, setup=reset)
             expected = [s.launches // n_buffers + (1 if i < s.launches % n_buffers else 0) for i in range(n_buffers)]
@@ -218,9 +228,12 @@ class OurCases(CaseSet):
 
             def probe(what: str) -> float:
                 glsl_args = ["--glsl", str(len(modules))] if what == "cold" else []
-                result = run_module("vkbackend.bench.compile_probe",
-                                    ["--device", str(self.index), *glsl_args, str(spv_dir)],
-                                    {"VKBACKEND_CACHE_DIR": str(cache), **DRIVER_CACHES_OFF}, timeout_s=300)
+                result = run_module(
+                    "vkbackend.bench.compile_probe",
+                    ["--device", str(self.index), *glsl_args, str(spv_dir)],
+                    {"VKBACKEND_CACHE_DIR": str(cache), **DRIVER_CACHES_OFF},
+                    timeout_s=300,
+                )
                 if not result.ok or not result.lines:
                     raise CaseError(f"compile_{what}: {result.error or 'the probe printed nothing'}")
                 line = result.lines[-1]
@@ -234,17 +247,24 @@ class OurCases(CaseSet):
                 nonlocal cache
                 cache = next(caches)
                 cache.mkdir()
+
             cold = best_of(lambda: probe("cold"), self.sizes.compile_reps, warmup=0, setup=empty_cache)
             warm = best_of(lambda: probe("warm"), self.sizes.compile_reps, warmup=0)
             saved = sum(p.stat().st_size for p in cache.glob("*.bin"))
         if glsl:
             best, in_process = min(glsl)
-            self.log(f"vkbackend: GLSL to SPIR-V of the {len(modules)} kernels took {best:.1f} ms in a fresh process "
-                     f"({'libglslang, in-process' if in_process else 'glslangValidator: libglslang could not be opened'})")
-        self.log(f"vkbackend: the pipeline cache a cold run saved holds {saved} bytes"
-                 + (" (a header only: this driver caches nothing)" if saved <= 32 else ""))
-        return [Record.of("compile_cold", OURS, cold * 1e3, all(checks["cold"])),
-                Record.of("compile_warm", OURS, warm * 1e3, all(checks["warm"]))]
+            self.log(
+                f"vkbackend: GLSL to SPIR-V of the {len(modules)} kernels took {best:.1f} ms in a fresh process "
+                f"({'libglslang, in-process' if in_process else 'glslangValidator: libglslang could not be opened'})"
+            )
+        self.log(
+            f"vkbackend: the pipeline cache a cold run saved holds {saved} bytes"
+            + (" (a header only: this driver caches nothing)" if saved <= 32 else "")
+        )
+        return [
+            Record.of("compile_cold", OURS, cold * 1e3, all(checks["cold"])),
+            Record.of("compile_warm", OURS, warm * 1e3, all(checks["warm"])),
+        ]
 
     def alloc_release(self) -> list[Record]:
         """``allocate`` + ``release`` of one small buffer, ``allocs`` times per sample: us per pair."""
@@ -255,6 +275,7 @@ class OurCases(CaseSet):
             allocate, release = self.pool.allocate, self.pool.release
             for _ in range(s.allocs):
                 release(allocate(s.alloc_bytes))
+
         seconds = best_of(wall(cycle), s.reps)
         correct = self.pool.stats()["live_buffers"] == before
         return [Record.of("alloc_release", OURS, seconds / s.allocs * 1e6, correct)]
@@ -288,6 +309,7 @@ class OurCases(CaseSet):
             def trip() -> None:
                 launch(prog, bound, scalars, grid)
                 sync()
+
             samples = self._timed_trips(trip)
             want = s.roundtrip_warmup + s.roundtrips
             correct = bool(np.all(self._download(buf, s.small_floats) == want))
@@ -309,6 +331,7 @@ class OurCases(CaseSet):
                 launch(prog, bound, scalars, grid)
                 pool_to_host(buf, out)
                 seen.append(float(out[0]))
+
             samples = self._timed_trips(trip)
         correct = seen == [float(i + 1) for i in range(s.roundtrip_warmup + s.roundtrips)]
         return [Record.of_round_trips("readback_small", OURS, samples, correct)]

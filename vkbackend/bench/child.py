@@ -5,6 +5,7 @@ Vulkan instance or CUDA context, their own memory). A child, a Python module (``
 (``run_command``, the C reference), prints one JSON object per line on stdout; anything else it prints is ignored.
 ``emit`` is a Python child's side.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,11 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding v
 # ``python -m MODULE`` with the package root on sys.path, put there inside the child rather than through PYTHONPATH:
 # PYTHONPATH would reach every program the child starts (glslangValidator, a C compiler, another Python's tools), and
 # where the root is a site-packages folder another Python would import this one's packages.
-_BOOTSTRAP = ("import runpy, sys; root, module = sys.argv[1:3]; del sys.argv[1:3]\n"
-              "if root not in sys.path: sys.path.insert(1, root)\n"
-              "runpy.run_module(module, run_name='__main__', alter_sys=True)")
+_BOOTSTRAP = (
+    "import runpy, sys; root, module = sys.argv[1:3]; del sys.argv[1:3]\n"
+    "if root not in sys.path: sys.path.insert(1, root)\n"
+    "runpy.run_module(module, run_name='__main__', alter_sys=True)"
+)
 
 
 @dataclass
@@ -38,17 +41,34 @@ class ChildResult:
         return self.returncode == 0 and not self.error
 
 
-def run_module(module: str, args: list[str], env: dict[str, str] | None = None, timeout_s: float = 600,
-               progress: Callable[[float], None] | None = None, every_s: float = 60) -> ChildResult:
+def run_module(
+    module: str,
+    args: list[str],
+    env: dict[str, str] | None = None,
+    timeout_s: float = 600,
+    progress: Callable[[float], None] | None = None,
+    every_s: float = 60,
+) -> ChildResult:
     """Run ``python -m module *args`` with ``env`` added to ours (which it otherwise inherits as it is), finding this
     package where we found it; never raises for the child's failures. ``progress``: see ``run_command``."""
-    return run_command([sys.executable, "-c", _BOOTSTRAP, _PACKAGE_ROOT, module, *args], env, timeout_s, what=module,
-                       progress=progress, every_s=every_s)
+    return run_command(
+        [sys.executable, "-c", _BOOTSTRAP, _PACKAGE_ROOT, module, *args],
+        env,
+        timeout_s,
+        what=module,
+        progress=progress,
+        every_s=every_s,
+    )
 
 
-def run_command(command: list[str], env: dict[str, str] | None = None, timeout_s: float = 600,
-                what: str | None = None, progress: Callable[[float], None] | None = None,
-                every_s: float = 60) -> ChildResult:
+def run_command(
+    command: list[str],
+    env: dict[str, str] | None = None,
+    timeout_s: float = 600,
+    what: str | None = None,
+    progress: Callable[[float], None] | None = None,
+    every_s: float = 60,
+) -> ChildResult:
     """Run ``command`` with ``env`` added to ours and read its JSON lines; never raises for the child's failures.
 
     ``what`` names the child in the error (default: the program's file name). ``progress`` is called with the seconds
@@ -56,8 +76,14 @@ def run_command(command: list[str], env: dict[str, str] | None = None, timeout_s
     """
     what = what or Path(command[0]).name
     try:
-        proc = subprocess.Popen(command, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, errors="replace")
+        proc = subprocess.Popen(
+            command,
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+        )
     except OSError as error:
         return ChildResult(returncode=-1, error=f"{what} could not start: {error}")
     with proc:  # _wait kills it on the way out of an exception (Ctrl-C), as subprocess.run does
@@ -78,8 +104,9 @@ def run_command(command: list[str], env: dict[str, str] | None = None, timeout_s
     return ChildResult(lines, proc.returncode, error)
 
 
-def _wait(proc: subprocess.Popen, timeout_s: float, progress: Callable[[float], None] | None,
-          every_s: float) -> tuple[str | None, str]:
+def _wait(
+    proc: subprocess.Popen, timeout_s: float, progress: Callable[[float], None] | None, every_s: float
+) -> tuple[str | None, str]:
     """The child's stdout and stderr once it has exited; (None, "") when it ran past ``timeout_s`` and was killed."""
     start = time.monotonic()
     try:

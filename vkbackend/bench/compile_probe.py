@@ -4,9 +4,11 @@
 bring-up excluded), ``programs`` (distinct program ids) and ``cache_bytes`` (the pipeline-cache files found in
 ``VKBACKEND_CACHE_DIR`` before compiling). With ``--glsl K`` it first compiles K of the bench's GLSL kernels to SPIR-V
 with ``compile_glsl`` and adds ``glsl_ms`` (those K, the first one's opening of libglslang included) and
-``glsl_in_process`` (false: glslangValidator ran, libglslang could not be opened). The parent (cases.py) sets the cache folder and turns the drivers' own
-shader caches off, so "cold" is cold and "warm" is warm only through our pipeline cache.
+``glsl_in_process`` (false: glslangValidator ran, libglslang could not be opened). The parent (cases.py) sets the
+cache folder and turns the drivers' own shader caches off, so "cold" is cold and "warm" is warm only through our
+pipeline cache.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +21,8 @@ from ..device import devices
 from .child import emit
 
 DRIVER_CACHES_OFF = {
-    "MESA_SHADER_CACHE_DISABLE": "true",   # Mesa (lavapipe, RADV, ANV)
-    "__GL_SHADER_DISK_CACHE": "0",         # NVIDIA (OpenGL and Vulkan)
+    "MESA_SHADER_CACHE_DISABLE": "true",  # Mesa (lavapipe, RADV, ANV)
+    "__GL_SHADER_DISK_CACHE": "0",  # NVIDIA (OpenGL and Vulkan)
 }
 """Environment that turns off the drivers' own on-disk shader caches, leaving ours as the only one."""
 

@@ -1,4 +1,5 @@
 """The GLSL compute kernels the cases run, compiled to SPIR-V with glslang (``vkbackend.compile_glsl``)."""
+
 from __future__ import annotations
 
 from ..glsl import compile_glsl

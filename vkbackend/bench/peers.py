@@ -10,6 +10,7 @@ round-trip cases (sync_idle, launch_sync, readback_small) run on the C reference
 ``python -m vkbackend.bench.peers vulkan-c|wgpu|torch --sizes JSON [--device-name NAME]`` is the child; ``run_peer``
 starts it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,10 +36,10 @@ ADD_REPEAT = 20  # launches per add_bw sample, as wgpu's and torch's reference s
 NOTES = {
     vulkan_ref.IMPL: vulkan_ref.NOTE,
     "wgpu": "wgpu: launches recorded into one compute pass (one submit); add_bw = wall time of 20 dispatches in one "
-            "pass; upload/download = queue.write_buffer / queue.read_buffer; no round-trip cases",
+    "pass; upload/download = queue.write_buffer / queue.read_buffer; no round-trip cases",
     "torch": "torch: eager add_(1) launches; add_bw = wall time of 20 torch.add; upload/download from/into a "
-             "pageable numpy array (torch.from_numpy); sync_idle = torch.cuda.synchronize(), launch_sync = add_(1) "
-             "then synchronize, readback_small = add_(1)[0].item()",
+    "pageable numpy array (torch.from_numpy); sync_idle = torch.cuda.synchronize(), launch_sync = add_(1) "
+    "then synchronize, readback_small = add_(1)[0].item()",
 }
 """How each peer measures, where it differs from ours, for the report's footnotes."""
 
@@ -73,13 +74,18 @@ class WgpuCases(CaseSet):
 
     def __init__(self, sizes: Sizes, device_name: str | None) -> None:
         import wgpu
+
         self.wgpu, self.sizes = wgpu, sizes
         adapter = self._adapter(device_name)
         limits = adapter.limits
         self.max_binding = min(limits["max-storage-buffer-binding-size"], limits["max-buffer-size"])
         self.max_groups = limits["max-compute-workgroups-per-dimension"]
-        self.device = adapter.request_device_sync(required_limits={
-            "max-storage-buffer-binding-size": self.max_binding, "max-buffer-size": limits["max-buffer-size"]})
+        self.device = adapter.request_device_sync(
+            required_limits={
+                "max-storage-buffer-binding-size": self.max_binding,
+                "max-buffer-size": limits["max-buffer-size"],
+            }
+        )
         info = dict(adapter.info)
         emit(info=f"wgpu: wgpu-py {wgpu.__version__} on {info.get('device')} ({info.get('backend_type')})")
         self.inc = self._pipeline(WGSL_INC)
@@ -98,8 +104,12 @@ class WgpuCases(CaseSet):
         return adapter
 
     def plan(self) -> Plan:
-        return [(("launch_chain",), self.launch_chain), (("launch_independent",), self.launch_independent),
-                (("add_bw", "upload", "download"), self.arrays), (("alloc_release",), self.alloc_release)]
+        return [
+            (("launch_chain",), self.launch_chain),
+            (("launch_independent",), self.launch_independent),
+            (("add_bw", "upload", "download"), self.arrays),
+            (("alloc_release",), self.alloc_release),
+        ]
 
     def _buffer(self, nbytes: int):
         u = self.wgpu.BufferUsage
@@ -110,8 +120,12 @@ class WgpuCases(CaseSet):
         return self.device.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": "main"})
 
     def _bind(self, pipeline, buffers: list):
-        return self.device.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=[
-            {"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}} for i, b in enumerate(buffers)])
+        return self.device.create_bind_group(
+            layout=pipeline.get_bind_group_layout(0),
+            entries=[
+                {"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}} for i, b in enumerate(buffers)
+            ],
+        )
 
     def _sync(self) -> None:
         self.device.queue.read_buffer(self.sync_buf, 0, 4)  # maps after everything submitted before it
@@ -143,6 +157,7 @@ class WgpuCases(CaseSet):
             cp.end()
             self.device.queue.submit([encoder.finish()])
             self._sync()
+
         seconds = best_of(wall(run), s.reps, setup=reset)
         expected = [s.launches // n_buffers + (1 if i < s.launches % n_buffers else 0) for i in range(n_buffers)]
         correct = all(np.all(self._read(b) == want) for b, want in zip(bufs, expected))
@@ -186,15 +201,18 @@ class WgpuCases(CaseSet):
             cp.end()
             queue.submit([encoder.finish()])
             self._sync()
+
         add_s = best_of(wall(run_add), s.reps) / ADD_REPEAT
         out: list[np.ndarray] = []
         down = best_of(wall(lambda: out.append(self._read(c))), s.reps, setup=out.clear)
         add_ok = np.array_equal(out[-1], a_h + b_h)
         for buf in (a, b, c):
             buf.destroy()
-        return [Record.of("add_bw", self.impl, 3 * nbytes / add_s / 1e9, add_ok),
-                Record.of("upload", self.impl, nbytes / up / 1e9, up_ok),
-                Record.of("download", self.impl, nbytes / down / 1e9, add_ok)]
+        return [
+            Record.of("add_bw", self.impl, 3 * nbytes / add_s / 1e9, add_ok),
+            Record.of("upload", self.impl, nbytes / up / 1e9, up_ok),
+            Record.of("download", self.impl, nbytes / down / 1e9, add_ok),
+        ]
 
     def alloc_release(self) -> list[Record]:
         s = self.sizes
@@ -204,6 +222,7 @@ class WgpuCases(CaseSet):
             create = self.device.create_buffer
             for _ in range(s.allocs):
                 create(size=s.alloc_bytes, usage=u.STORAGE | u.COPY_DST).destroy()
+
         seconds = best_of(wall(cycle), s.reps)
         return [Record.of("alloc_release", self.impl, seconds / s.allocs * 1e6, True)]
 
@@ -216,6 +235,7 @@ class TorchCases(CaseSet):
 
     def __init__(self, sizes: Sizes, device_name: str | None) -> None:
         import torch
+
         if not torch.cuda.is_available():
             raise Skip(f"torch {torch.__version__} has no CUDA device")
         names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
@@ -224,10 +244,16 @@ class TorchCases(CaseSet):
         emit(info=f"torch: torch {torch.__version__} on {names[index]} ({self.dev})")
 
     def plan(self) -> Plan:
-        return [(("launch_chain",), self.launch_chain), (("launch_independent",), self.launch_independent),
-                (("add_bw",), self.add_bw), (("upload", "download"), self.transfers),
-                (("alloc_release",), self.alloc_release), (("sync_idle",), self.sync_idle),
-                (("launch_sync",), self.launch_sync), (("readback_small",), self.readback_small)]
+        return [
+            (("launch_chain",), self.launch_chain),
+            (("launch_independent",), self.launch_independent),
+            (("add_bw",), self.add_bw),
+            (("upload", "download"), self.transfers),
+            (("alloc_release",), self.alloc_release),
+            (("sync_idle",), self.sync_idle),
+            (("launch_sync",), self.launch_sync),
+            (("readback_small",), self.readback_small),
+        ]
 
     def _sync(self) -> None:
         self.torch.cuda.synchronize(self.dev)
@@ -245,6 +271,7 @@ class TorchCases(CaseSet):
             for y in itertools.islice(itertools.cycle(ys), s.launches):
                 y.add_(1.0)
             self._sync()
+
         seconds = best_of(wall(run), s.reps, setup=reset)
         expected = [s.launches // n_buffers + (1 if i < s.launches % n_buffers else 0) for i in range(n_buffers)]
         correct = all(bool((y == want).all()) for y, want in zip(ys, expected))
@@ -267,6 +294,7 @@ class TorchCases(CaseSet):
             for _ in range(ADD_REPEAT):
                 torch.add(a, b, out=c)
             self._sync()
+
         seconds = best_of(wall(run), s.reps) / ADD_REPEAT
         correct = np.array_equal(c.cpu().numpy(), a_h + b_h)
         return [Record.of("add_bw", self.impl, 3 * s.array_bytes / seconds / 1e9, correct)]
@@ -284,6 +312,7 @@ class TorchCases(CaseSet):
         def download() -> None:
             torch.from_numpy(dst).copy_(on_device[0])
             self._sync()
+
         up = best_of(wall(upload), s.reps)
         down = best_of(wall(download), s.reps, setup=lambda: dst.fill(0))
         correct = np.array_equal(dst, src)
@@ -298,6 +327,7 @@ class TorchCases(CaseSet):
             for _ in range(s.allocs):
                 torch.empty(floats, device=self.dev)
             self._sync()
+
         seconds = best_of(wall(cycle), s.reps)
         return [Record.of("alloc_release", self.impl, seconds / s.allocs * 1e6, True)]
 
@@ -321,6 +351,7 @@ class TorchCases(CaseSet):
         def trip() -> None:
             y.add_(1.0)
             self._sync()
+
         samples = self._timed_trips(trip)
         correct = bool((y == s.roundtrip_warmup + s.roundtrips).all())
         return [Record.of_round_trips("launch_sync", self.impl, samples, correct)]
@@ -338,12 +369,16 @@ class TorchCases(CaseSet):
 
 
 PEER_CLASSES: dict[str, Callable[[Sizes, str | None], CaseSet]] = {
-    vulkan_ref.IMPL: vulkan_ref.VulkanRefCases, "wgpu": WgpuCases, "torch": TorchCases}
+    vulkan_ref.IMPL: vulkan_ref.VulkanRefCases,
+    "wgpu": WgpuCases,
+    "torch": TorchCases,
+}
 
 
 # ----- the parent's side --------------------------------------------------------------------------------------------
-def run_peer(peer: str, sizes: Sizes, device_name: str, log: Callable[[str], None],
-             only: Sequence[str] | None = None) -> list[Record]:
+def run_peer(
+    peer: str, sizes: Sizes, device_name: str, log: Callable[[str], None], only: Sequence[str] | None = None
+) -> list[Record]:
     """The peer's records (of the cases in ``only``, when given), from a child process; none (and a logged reason)
     when it is skipped or fails."""
     if peer in PYTHON_PEERS and importlib.util.find_spec(peer) is None:

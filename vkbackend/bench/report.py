@@ -1,4 +1,5 @@
 """The bench's outputs: the side-by-side table, the JSON records and the PNG bar chart."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,16 +56,19 @@ def scaled(record: Record | None, factor: float) -> Record | None:
     """The record with every figure multiplied by ``factor`` (a change of unit; see ``units.rescale``)."""
     if record is None or factor == 1:
         return record
-    changes = {name: getattr(record, name) * factor for name in SPREAD_FIELDS
-               if getattr(record, name, None) is not None}
+    changes = {
+        name: getattr(record, name) * factor for name in SPREAD_FIELDS if getattr(record, name, None) is not None
+    }
     return dataclasses.replace(record, **changes)
 
 
 def columns(rows: list[list[str]], left: int) -> list[str]:
     """``rows`` (the first is the header) as aligned text: the first ``left`` columns flush left, the rest right."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) if i < left else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-             for row in rows]
+    lines = [
+        "  ".join(cell.ljust(w) if i < left else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+        for row in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
 
@@ -74,8 +78,14 @@ def _p99(record: Record | None) -> Record | None:
     return None if record is None else dataclasses.replace(record, value=record.p99)
 
 
-def table(records: Sequence[Record], notes: Sequence[str] = (), cases: Sequence[Case] = CASES,
-          impls: Sequence[str] = IMPLS, ours_label: str = "ours", labels: dict[str, str] | None = None) -> str:
+def table(
+    records: Sequence[Record],
+    notes: Sequence[str] = (),
+    cases: Sequence[Case] = CASES,
+    impls: Sequence[str] = IMPLS,
+    ours_label: str = "ours",
+    labels: dict[str, str] | None = None,
+) -> str:
     """One row per case (``labels`` may rename a case's row): the unit, chosen per row so that its figures read
     naturally (``units.rescale``), our figure (``impls[0]``), and each peer that ran with our ratio to it. A
     round-trip case has two rows, its median and its p99."""
@@ -105,13 +115,15 @@ def table(records: Sequence[Record], notes: Sequence[str] = (), cases: Sequence[
     if any(case.name in ROUND_TRIPS for case in cases):
         footer.append("median, p99: of every round trip, each timed on its own (min and max are in the JSON)")
     if peers:
-        footer.append(f"{ours_label}/peer: our figure divided by the peer's, then how many times faster or slower ours "
-                      "is")
+        footer.append(
+            f"{ours_label}/peer: our figure divided by the peer's, then how many times faster or slower ours is"
+        )
     footer.append("units: chosen per row; the JSON keeps each case's own unit")
     cold, warm = by.get(("compile_cold", ours_impl)), by.get(("compile_warm", ours_impl))
     if cold and warm and cold.value and warm.value:
-        footer.append(f"compile_cold / compile_warm = {cold.value / warm.value:.3g} "
-                      "(the speed-up of a filled pipeline cache)")
+        footer.append(
+            f"compile_cold / compile_warm = {cold.value / warm.value:.3g} (the speed-up of a filled pipeline cache)"
+        )
     if any(not r.correct for r in records):
         footer.append("! or FAILED: the case's correctness check failed, or the case did not run")
     return "\n".join(lines + [""] + footer + list(notes))
@@ -128,8 +140,9 @@ def write_json(records: Sequence[Record], path: str | Path) -> None:
         Path(path).write_text(text)
 
 
-def bar_labels(records: Sequence[Record], case: Case, impls: Sequence[str] = IMPLS,
-               ours_label: str = "ours") -> list[tuple[str, Record, str]]:
+def bar_labels(
+    records: Sequence[Record], case: Case, impls: Sequence[str] = IMPLS, ours_label: str = "ours"
+) -> list[tuple[str, Record, str]]:
     """(impl, record, x label) of each bar of ``case``'s panel: the implementations with a figure, each peer's label
     carrying the table's ratio to it (``ratio_text``)."""
     by = _index(records)
@@ -147,8 +160,9 @@ def bar_labels(records: Sequence[Record], case: Case, impls: Sequence[str] = IMP
     return bars
 
 
-def speedups(records: Sequence[Record], cases: Sequence[Case] = CASES,
-             impls: Sequence[str] = IMPLS) -> list[tuple[str, str, float]]:
+def speedups(
+    records: Sequence[Record], cases: Sequence[Case] = CASES, impls: Sequence[str] = IMPLS
+) -> list[tuple[str, str, float]]:
     """(case, peer, how many times faster ours is) for every case where ours and the peer have figures."""
     by = _index(records)
     found = []
@@ -160,17 +174,25 @@ def speedups(records: Sequence[Record], cases: Sequence[Case] = CASES,
     return found
 
 
-def figure(records: Sequence[Record], title: str, cases: Sequence[Case] = CASES, impls: Sequence[str] = IMPLS,
-           ours_label: str = "ours", labels: dict[str, str] | None = None):
+def figure(
+    records: Sequence[Record],
+    title: str,
+    cases: Sequence[Case] = CASES,
+    impls: Sequence[str] = IMPLS,
+    ours_label: str = "ours",
+    labels: dict[str, str] | None = None,
+):
     """The matplotlib Figure ``plot`` saves: one panel per case, and below them one panel of speed-ups.
 
     A case's bars stand on a linear axis from zero, so their heights compare as the figures do (a log axis makes
     3x and 1.03x look alike); the unit is chosen per panel. The speed-up panel puts every ratio of ours to a peer on
     one log axis centred on 1, where 2x faster and 2x slower are bars of the same length."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
+
     labels = labels or {}
     colours = dict(zip(impls, ("#1b7837", "#2166ac", "#d6604d", "#8073ac", "#e08214")))
     impls = [impls[0]] + [impl for impl in impls[1:] if any(r.impl == impl for r in records)]
@@ -188,8 +210,15 @@ def figure(records: Sequence[Record], title: str, cases: Sequence[Case] = CASES,
         drawn = ax.bar([label for _, _, label in bars], heights, color=[colours[impl] for impl, _, _ in bars])
         for bar, (_, r, _) in zip(drawn, bars):
             text = number(r.value * factor) + ("" if r.correct else " !")
-            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
-                        fontsize=9, xytext=(0, 2), textcoords="offset points")
+            ax.annotate(
+                text,
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=9,
+                xytext=(0, 2),
+                textcoords="offset points",
+            )
         ax.set_ylim(0, max(heights, default=1) * 1.15)
         median = " (median)" if case.name in ROUND_TRIPS else ""
         ax.set_title(f"{labels.get(case.name, case.name)}\n{unit}{median}, {case.better} is better", fontsize=10)
@@ -204,8 +233,15 @@ def figure(records: Sequence[Record], title: str, cases: Sequence[Case] = CASES,
         factors = [g for _, _, g in gains]
         ax.barh(names, [g - 1 for g in factors], left=1, color=["#1b7837" if g >= 1 else "#d6604d" for g in factors])
         for y, g in enumerate(factors):
-            ax.annotate(verdict(g), (g, y), va="center", ha="left" if g >= 1 else "right", fontsize=8,
-                        xytext=(3 if g >= 1 else -3, 0), textcoords="offset points")
+            ax.annotate(
+                verdict(g),
+                (g, y),
+                va="center",
+                ha="left" if g >= 1 else "right",
+                fontsize=8,
+                xytext=(3 if g >= 1 else -3, 0),
+                textcoords="offset points",
+            )
         ax.set_xscale("log", base=2)
         span = max(2.0, max(max(g, 1 / g) for g in factors) ** 1.25)
         ax.set_xlim(1 / span, span)
@@ -213,8 +249,9 @@ def figure(records: Sequence[Record], title: str, cases: Sequence[Case] = CASES,
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{number(v)}x"))
         ax.invert_yaxis()
         ax.tick_params(axis="y", labelsize=8)
-        ax.set_title(f"{ours_label} vs each peer: how many times faster (right, green) or slower (left, red)",
-                     fontsize=10)
+        ax.set_title(
+            f"{ours_label} vs each peer: how many times faster (right, green) or slower (left, red)", fontsize=10
+        )
     if any(not r.correct for r in records):
         title += "\n! = the correctness check failed"
     fig.suptitle(title, fontsize=11)
@@ -222,8 +259,15 @@ def figure(records: Sequence[Record], title: str, cases: Sequence[Case] = CASES,
     return fig
 
 
-def plot(records: Sequence[Record], path: str | Path, title: str, cases: Sequence[Case] = CASES,
-         impls: Sequence[str] = IMPLS, ours_label: str = "ours", labels: dict[str, str] | None = None) -> str | None:
+def plot(
+    records: Sequence[Record],
+    path: str | Path,
+    title: str,
+    cases: Sequence[Case] = CASES,
+    impls: Sequence[str] = IMPLS,
+    ours_label: str = "ours",
+    labels: dict[str, str] | None = None,
+) -> str | None:
     """A PNG of ``figure``: one bar group per case and the speed-ups; None on success, else why not."""
     try:
         import matplotlib.pyplot as plt

@@ -1,4 +1,5 @@
 """The bench's driver: open the device, run our cases and the peers', print and write the results."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,8 +20,13 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def run(device: int = 0, json_path: str | None = None, plot_path: str | None = None, quick: bool = False,
-        cases: Sequence[str] | None = None) -> int:
+def run(
+    device: int = 0,
+    json_path: str | None = None,
+    plot_path: str | None = None,
+    quick: bool = False,
+    cases: Sequence[str] | None = None,
+) -> int:
     """Run every case (or those named in ``cases``, see ``spec.select``) on device ``device`` and on each importable
     peer; print the table; write the JSON and plot.
 

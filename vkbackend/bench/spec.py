@@ -1,4 +1,5 @@
 """What a bench run measures: the cases, their units and direction, the work sizes, and the record of one figure."""
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,9 @@ class Case:
 
 
 CASES: tuple[Case, ...] = (
-    Case("launch_chain", "us", False,
-         "dependent tiny launches (y += 1 on one 256-float buffer), one sync: us per launch"),
+    Case(
+        "launch_chain", "us", False, "dependent tiny launches (y += 1 on one 256-float buffer), one sync: us per launch"
+    ),
     Case("launch_independent", "us", False, "tiny launches round robin over 64 buffers, one sync: us per launch"),
     Case("add_bw", "GB/s", True, "c = a + b on float32 with a vec4 kernel, GPU time: GB/s counting 3 arrays"),
     Case("upload", "GB/s", True, "float32 numpy array -> device buffer, until the copy has completed"),
@@ -37,8 +39,9 @@ CASES: tuple[Case, ...] = (
     Case("compile_warm", "ms", False, "the same 20 kernels in another fresh process, filled pipeline cache"),
     Case("alloc_release", "us", False, "allocate + release of a 4 KiB buffer"),
     Case("sync_idle", "us", False, "a sync with nothing queued: us per round trip"),
-    Case("launch_sync", "us", False,
-         "one tiny launch (y += 1 on one 256-float buffer), then a sync: us per round trip"),
+    Case(
+        "launch_sync", "us", False, "one tiny launch (y += 1 on one 256-float buffer), then a sync: us per round trip"
+    ),
     Case("readback_small", "us", False, "one tiny launch, then a 4-byte read-back of its buffer: us per round trip"),
 )
 CASE_BY_NAME: dict[str, Case] = {case.name: case for case in CASES}
@@ -54,8 +57,9 @@ def select(names: Sequence[str] | None) -> tuple[str, ...]:
     wanted = {name.strip() for item in names for name in item.split(",") if name.strip()}
     unknown = sorted(wanted - set(CASE_BY_NAME))
     if unknown or not wanted:
-        raise ValueError(f"unknown case {', '.join(map(repr, unknown)) or '(none named)'}: choose from "
-                         f"{', '.join(CASE_BY_NAME)}")
+        raise ValueError(
+            f"unknown case {', '.join(map(repr, unknown)) or '(none named)'}: choose from {', '.join(CASE_BY_NAME)}"
+        )
     return tuple(name for name in CASE_BY_NAME if name in wanted)
 
 
@@ -63,18 +67,18 @@ def select(names: Sequence[str] | None) -> tuple[str, ...]:
 class Sizes:
     """How much work each case does. ``full()`` is the issue's table; ``quick()`` runs on lavapipe in seconds."""
 
-    launches: int           # launch_chain, launch_independent
-    elems: int              # float32 elements per array: add_bw, upload, download
-    allocs: int             # alloc_release iterations per sample
-    reps: int               # timed samples per case (the best is kept)
-    kernel_reps: int        # add_bw samples (GPU timestamps, one launch each)
-    warmup_s: float         # device warm-up before the first case
-    buffers: int = 64       # launch_independent: buffers in the round robin
-    kernels: int = 20       # compile_cold / compile_warm: distinct kernels
-    compile_reps: int = 3   # compile_cold / compile_warm: fresh processes each (the best is kept)
+    launches: int  # launch_chain, launch_independent
+    elems: int  # float32 elements per array: add_bw, upload, download
+    allocs: int  # alloc_release iterations per sample
+    reps: int  # timed samples per case (the best is kept)
+    kernel_reps: int  # add_bw samples (GPU timestamps, one launch each)
+    warmup_s: float  # device warm-up before the first case
+    buffers: int = 64  # launch_independent: buffers in the round robin
+    kernels: int = 20  # compile_cold / compile_warm: distinct kernels
+    compile_reps: int = 3  # compile_cold / compile_warm: fresh processes each (the best is kept)
     small_floats: int = 256  # the tiny launches' buffer size
     alloc_bytes: int = 4096  # alloc_release buffer size
-    roundtrips: int = 2000   # sync_idle, launch_sync, readback_small: timed round trips each
+    roundtrips: int = 2000  # sync_idle, launch_sync, readback_small: timed round trips each
     roundtrip_warmup: int = 100  # untimed round trips before them
 
     @classmethod
@@ -83,16 +87,27 @@ class Sizes:
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(launches=1_000, elems=1 << 20, allocs=1_000, reps=3, kernel_reps=5, warmup_s=1.0, compile_reps=1,
-                   roundtrips=200, roundtrip_warmup=20)
+        return cls(
+            launches=1_000,
+            elems=1 << 20,
+            allocs=1_000,
+            reps=3,
+            kernel_reps=5,
+            warmup_s=1.0,
+            compile_reps=1,
+            roundtrips=200,
+            roundtrip_warmup=20,
+        )
 
     @property
     def array_bytes(self) -> int:
         return self.elems * 4
 
     def describe(self) -> str:
-        return (f"{self.launches:,} launches, {binary(self.elems, ' float32')} ({binary(self.array_bytes, 'B')}) "
-                f"per array, {self.kernels} kernels, {self.allocs:,} allocations, {self.roundtrips:,} round trips")
+        return (
+            f"{self.launches:,} launches, {binary(self.elems, ' float32')} ({binary(self.array_bytes, 'B')}) "
+            f"per array, {self.kernels} kernels, {self.allocs:,} allocations, {self.roundtrips:,} round trips"
+        )
 
 
 def spread(samples: Sequence[float]) -> tuple[float, float, float, float]:
@@ -104,6 +119,7 @@ def spread(samples: Sequence[float]) -> tuple[float, float, float, float]:
 
     def percentile(p: int) -> float:
         return ordered[max(1, -(-p * len(ordered) // 100)) - 1]
+
     return ordered[0], percentile(50), percentile(99), ordered[-1]
 
 

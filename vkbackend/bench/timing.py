@@ -1,5 +1,6 @@
 """The timing loops every case uses, ours and the peers' alike: the best of a few samples, or (the round-trip
 cases) every one of many."""
+
 from __future__ import annotations
 
 import time
@@ -8,15 +9,18 @@ from collections.abc import Callable
 
 def wall(fn: Callable[[], object]) -> Callable[[], float]:
     """A sample that runs ``fn`` once and returns its wall-clock time in seconds."""
+
     def sample() -> float:
         start = time.perf_counter()
         fn()
         return time.perf_counter() - start
+
     return sample
 
 
-def best_of(sample: Callable[[], float], reps: int, warmup: int = 1,
-            setup: Callable[[], object] | None = None) -> float:
+def best_of(
+    sample: Callable[[], float], reps: int, warmup: int = 1, setup: Callable[[], object] | None = None
+) -> float:
     """The smallest of ``reps`` samples, in seconds, after ``warmup`` samples that are thrown away.
 
     ``sample`` returns the seconds one run took: wrap a plain procedure with ``wall``, or return a GPU time.

@@ -2,6 +2,7 @@
 than 0.1 GiB, 64 Ki floats rather than 0.0625 Mi floats). The bench's JSON records keep each case's fixed unit; only
 text is rescaled.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,8 @@ def rescale(values: Sequence[float], unit: str) -> tuple[float, str]:
     size = dict(ladder)[unit]
     if 1 <= max(finite) < 1e4:
         return 1.0, unit
-    top = max(finite) * 10.0 ** size
-    name, step = next(((name, step) for name, step in reversed(ladder) if top >= 10.0 ** step), ladder[0])
+    top = max(finite) * 10.0**size
+    name, step = next(((name, step) for name, step in reversed(ladder) if top >= 10.0**step), ladder[0])
     return float(10 ** (size - step)) if size >= step else 1 / 10 ** (step - size), name
 
 
@@ -43,7 +44,7 @@ def quantity(value: float, unit: str, digits: int = 3) -> str:
 
 def number(value: float, digits: int = 3) -> str:
     """``value`` to ``digits`` significant digits, without an exponent for magnitudes below 10**(digits + 3)."""
-    if value != 0 and math.isfinite(value) and abs(value) >= 10 ** digits:
+    if value != 0 and math.isfinite(value) and abs(value) >= 10**digits:
         return f"{value:.0f}"
     return f"{value:.{digits}g}"
 
@@ -56,7 +57,7 @@ def binary(n: float, unit: str) -> str:
         n /= 1024
         step += 1
     prefix = BINARY[step]
-    if unit.startswith(" "):   # a noun ("floats"): the prefix stands alone, "64 Ki floats"
+    if unit.startswith(" "):  # a noun ("floats"): the prefix stands alone, "64 Ki floats"
         return f"{number(n)} {prefix}{unit}" if prefix else f"{number(n)}{unit}"
     return f"{number(n)} {prefix}{unit}"
 

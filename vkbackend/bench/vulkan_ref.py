@@ -9,6 +9,7 @@ runs the program and checks what it brought back. Building needs a C compiler (`
 headers, looked for where build_vulkan.py looks; without either the peer is skipped with the reason. The program
 opens libvulkan.so.1 itself (dlopen), so nothing is linked against it.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,18 +30,28 @@ from .spec import ROUND_TRIPS, Record, Sizes
 
 IMPL = "vulkan-c"
 SOURCE = Path(__file__).with_name("vulkan_ref.c")
-CASE_NAMES = ("launch_chain", "launch_independent", "sync_idle", "launch_sync", "readback_small", "add_bw", "upload",
-              "download")
+CASE_NAMES = (
+    "launch_chain",
+    "launch_independent",
+    "sync_idle",
+    "launch_sync",
+    "readback_small",
+    "add_bw",
+    "upload",
+    "download",
+)
 """In the order the program runs them."""
 ARRAY_CASES = ("add_bw", "upload", "download")
 """The cases on the input arrays, which run together."""
 TIMEOUT_S = 600
-NOTE = (f"{IMPL}: raw Vulkan in C (vkbackend/bench/vulkan_ref.c); each launch case is one command buffer and one "
-        "submit, launch_chain with a barrier after every dispatch, launch_independent with one per round of the "
-        "buffers; add_bw = GPU timestamps around one dispatch, as ours; upload/download = one memcpy and one copy "
-        "through a host-visible staging buffer the size of the array; sync_idle = vkQueueWaitIdle with nothing "
-        "queued; launch_sync = one dispatch recorded, submitted with a fence, the fence waited for and reset, per "
-        "round trip; readback_small = the same with a 4-byte copy to a host-visible staging buffer after the dispatch")
+NOTE = (
+    f"{IMPL}: raw Vulkan in C (vkbackend/bench/vulkan_ref.c); each launch case is one command buffer and one "
+    "submit, launch_chain with a barrier after every dispatch, launch_independent with one per round of the "
+    "buffers; add_bw = GPU timestamps around one dispatch, as ours; upload/download = one memcpy and one copy "
+    "through a host-visible staging buffer the size of the array; sync_idle = vkQueueWaitIdle with nothing "
+    "queued; launch_sync = one dispatch recorded, submitted with a fence, the fence waited for and reset, per "
+    "round trip; readback_small = the same with a 4-byte copy to a host-visible staging buffer after the dispatch"
+)
 """How the C reference measures, for the report's footnotes."""
 
 
@@ -63,15 +74,27 @@ def vulkan_include() -> Path:
     for folder in candidates:
         if (folder / "vulkan" / "vulkan_core.h").is_file():
             return folder
-    raise Skip("no Vulkan headers (<vulkan/vulkan.h>): install them (Debian/Ubuntu: apt-get install libvulkan-dev) "
-               "or set VULKAN_SDK to an SDK that has include/vulkan")
+    raise Skip(
+        "no Vulkan headers (<vulkan/vulkan.h>): install them (Debian/Ubuntu: apt-get install libvulkan-dev) "
+        "or set VULKAN_SDK to an SDK that has include/vulkan"
+    )
 
 
 def build(compiler: list[str], include: Path, folder: Path) -> Path:
     """``vulkan_ref.c`` compiled into ``folder``; CaseError with the compiler's messages when it does not build."""
     program = folder / "vulkan_ref"
-    command = [*compiler, "-O2", "-std=c11", "-Wall", "-Wextra", f"-I{include}", str(SOURCE), "-o", str(program),
-               "-ldl"]  # dlopen: in libc from glibc 2.34 on, in libdl before
+    command = [
+        *compiler,
+        "-O2",
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        f"-I{include}",
+        str(SOURCE),
+        "-o",
+        str(program),
+        "-ldl",
+    ]  # dlopen: in libc from glibc 2.34 on, in libdl before
     proc = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=300, check=False)
     if proc.returncode != 0:
         raise CaseError(f"{shlex.join(command)} failed ({proc.returncode}):\n{proc.stderr.strip()[-2000:]}")
@@ -105,16 +128,33 @@ class VulkanRefCases(CaseSet):
             if a is not None and b is not None:
                 a.tofile(folder / "a.f32")
                 b.tofile(folder / "b.f32")
-            args = [s.launches, s.buffers, s.small_floats, s.elems, s.reps, s.kernel_reps, s.warmup_s, s.roundtrips,
-                    s.roundtrip_warmup, ",".join(names)]
+            args = [
+                s.launches,
+                s.buffers,
+                s.small_floats,
+                s.elems,
+                s.reps,
+                s.kernel_reps,
+                s.warmup_s,
+                s.roundtrips,
+                s.roundtrip_warmup,
+                ",".join(names),
+            ]
             result = run_command([str(program), tmp, self.device_name, *map(str, args)], timeout_s=TIMEOUT_S)
             out = folder / "c.f32"
             c = np.fromfile(out, np.float32) if out.exists() else None
         return records_from(result, self.sizes, a, b, c, self.log, names)
 
 
-def records_from(result: ChildResult, sizes: Sizes, a: np.ndarray | None, b: np.ndarray | None,
-                 c: np.ndarray | None, log: Callable[[str], None], names: Sequence[str] = CASE_NAMES) -> list[Record]:
+def records_from(
+    result: ChildResult,
+    sizes: Sizes,
+    a: np.ndarray | None,
+    b: np.ndarray | None,
+    c: np.ndarray | None,
+    log: Callable[[str], None],
+    names: Sequence[str] = CASE_NAMES,
+) -> list[Record]:
     """One record per case of ``names`` from the program's JSON lines, logging its info lines and errors.
 
     A case it printed no line or no time for has no value. add_bw and download are correct when ``c`` (c.f32, as the
@@ -126,8 +166,11 @@ def records_from(result: ChildResult, sizes: Sizes, a: np.ndarray | None, b: np.
     """
     cases = {line["case"]: line for line in result.lines if "case" in line}
     n = next((line["arrays"] for line in result.lines if "arrays" in line), 0)
-    messages = [line["validation"] for line in result.lines
-                if "validation" in line and not is_known_driver_message(line["validation"])]
+    messages = [
+        line["validation"]
+        for line in result.lines
+        if "validation" in line and not is_known_driver_message(line["validation"])
+    ]
     for line in result.lines:
         if "info" in line:
             log(line["info"])

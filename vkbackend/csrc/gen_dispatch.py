@@ -8,6 +8,7 @@ script turns each prototype into a static C function of the same name that calls
 csrc/loader.c), honours an injected fault (csrc/fault.c) and counts its successes. The output is committed, so a
 reader finds where every vk* function is defined by searching the repository; tests/test_native.py runs --check.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,8 +22,12 @@ from build_vulkan import DECL, VULKAN_DECLARATIONS  # noqa: E402
 OUTPUT = Path(__file__).resolve().parent / "dispatch.c"
 PROTOTYPE = re.compile(r"^([A-Za-z][A-Za-z0-9]*)\s+(vk[A-Za-z0-9]+)\s*\(([^;]*)\)\s*;", re.M)
 # Served by the loader itself, before there is an instance.
-GLOBAL = {"vkCreateInstance", "vkEnumerateInstanceVersion", "vkEnumerateInstanceExtensionProperties",
-          "vkEnumerateInstanceLayerProperties"}
+GLOBAL = {
+    "vkCreateInstance",
+    "vkEnumerateInstanceVersion",
+    "vkEnumerateInstanceExtensionProperties",
+    "vkEnumerateInstanceLayerProperties",
+}
 # An extension's function may be absent; the backend checks the extension before it calls one.
 OPTIONAL = re.compile(r"(KHR|EXT)$")
 
@@ -49,21 +54,23 @@ def wrapper(result: str, name: str, params: str) -> str:
     index, args = f"VKB_FN_{name}", ", ".join(parameter_names(params))
     call = f"((PFN_{name})vkb_fn_table[{index}])({args})"
     if result == "VkResult":
-        body = ["    VkResult r;",
-                f"    if (vkb_fault_fires({index}, &r)) return r;",
-                f"    if (!vkb_fn_table[{index}]) return VK_ERROR_EXTENSION_NOT_PRESENT;",
-                f"    r = {call};",
-                f"    if (r >= 0) vkb_count_success({index});",
-                "    return r;"]
+        body = [
+            "    VkResult r;",
+            f"    if (vkb_fault_fires({index}, &r)) return r;",
+            f"    if (!vkb_fn_table[{index}]) return VK_ERROR_EXTENSION_NOT_PRESENT;",
+            f"    r = {call};",
+            f"    if (r >= 0) vkb_count_success({index});",
+            "    return r;",
+        ]
     elif result == "void":
-        body = [f"    if (!vkb_fn_table[{index}]) return;",
-                f"    {call};",
-                f"    vkb_count_success({index});"]
+        body = [f"    if (!vkb_fn_table[{index}]) return;", f"    {call};", f"    vkb_count_success({index});"]
     else:  # a value (a device address): 0 where the function is absent
-        body = [f"    if (!vkb_fn_table[{index}]) return 0;",
-                f"    {result} r = {call};",
-                f"    vkb_count_success({index});",
-                "    return r;"]
+        body = [
+            f"    if (!vkb_fn_table[{index}]) return 0;",
+            f"    {result} r = {call};",
+            f"    vkb_count_success({index});",
+            "    return r;",
+        ]
     return "\n".join([f"static {result} {name}({params}) {{", *body, "}"])
 
 
@@ -72,15 +79,27 @@ def generate() -> str:
     prototypes = [m for name in VULKAN_DECLARATIONS for m in PROTOTYPE.findall((DECL / name).read_text())]
     lines = [HEADER, "enum {"]
     lines += [f"    VKB_FN_{name}," for _, name, _ in prototypes]
-    lines += ["    VKB_FN_COUNT", "};", "",
-              "/* Per function: its name; served without an instance; may be absent (an extension's); returns VkResult. */",
-              "static const struct { const char *name; unsigned char global, optional, result; } vkb_fn_info[VKB_FN_COUNT] = {"]
-    lines += [f'    {{"{name}", {int(name in GLOBAL)}, {int(bool(OPTIONAL.search(name)))}, {int(result == "VkResult")}}},'
-              for result, name, _ in prototypes]
-    lines += ["};", "static PFN_vkVoidFunction vkb_fn_table[VKB_FN_COUNT];", "static uint64_t vkb_fn_successes[VKB_FN_COUNT];",
-              "",
-              "static inline void vkb_count_success(int fn) { __atomic_fetch_add(&vkb_fn_successes[fn], 1, __ATOMIC_RELAXED); }",
-              ""]
+    lines += [
+        "    VKB_FN_COUNT",
+        "};",
+        "",
+        "/* Per function: its name; served without an instance; may be absent (an extension's); returns VkResult. */",
+        "static const struct { const char *name; unsigned char global, optional, result; } "
+        "vkb_fn_info[VKB_FN_COUNT] = {",
+    ]
+    lines += [
+        f'    {{"{name}", {int(name in GLOBAL)}, {int(bool(OPTIONAL.search(name)))}, {int(result == "VkResult")}}},'
+        for result, name, _ in prototypes
+    ]
+    lines += [
+        "};",
+        "static PFN_vkVoidFunction vkb_fn_table[VKB_FN_COUNT];",
+        "static uint64_t vkb_fn_successes[VKB_FN_COUNT];",
+        "",
+        "static inline void vkb_count_success(int fn) { "
+        "__atomic_fetch_add(&vkb_fn_successes[fn], 1, __ATOMIC_RELAXED); }",
+        "",
+    ]
     lines += [wrapper(*p) + "\n" for p in prototypes]
     return "\n".join(lines)
 

@@ -26,6 +26,7 @@ Ordering: nothing orders CUDA's work with vkbackend's (no shared semaphores). Be
 call ``device.sync()``; before a launch reads what CUDA wrote, synchronize CUDA (``torch.cuda.synchronize()``,
 ``cupy.cuda.Device().synchronize()``).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -39,9 +40,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import BackendError, ErrorStatus, InvalidArgumentTypeError
-from .dlpack import not_in_numpy, numpy_name
 from ..memory.external import ExportedMemory
 from .cuda_driver import CudaDriver, device_with_uuid, driver
+from .dlpack import not_in_numpy, numpy_name
 
 if TYPE_CHECKING:
     import cupy
@@ -66,15 +67,24 @@ class _HandleUnion(ctypes.Union):
 class _HandleDesc(ctypes.Structure):
     """CUDA_EXTERNAL_MEMORY_HANDLE_DESC (cuda.h)."""
 
-    _fields_ = [("type", ctypes.c_int), ("handle", _HandleUnion), ("size", ctypes.c_ulonglong),
-                ("flags", ctypes.c_uint), ("reserved", ctypes.c_uint * 16)]
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("handle", _HandleUnion),
+        ("size", ctypes.c_ulonglong),
+        ("flags", ctypes.c_uint),
+        ("reserved", ctypes.c_uint * 16),
+    ]
 
 
 class _BufferDesc(ctypes.Structure):
     """CUDA_EXTERNAL_MEMORY_BUFFER_DESC (cuda.h)."""
 
-    _fields_ = [("offset", ctypes.c_ulonglong), ("size", ctypes.c_ulonglong), ("flags", ctypes.c_uint),
-                ("reserved", ctypes.c_uint * 16)]
+    _fields_ = [
+        ("offset", ctypes.c_ulonglong),
+        ("size", ctypes.c_ulonglong),
+        ("flags", ctypes.c_uint),
+        ("reserved", ctypes.c_uint * 16),
+    ]
 
 
 class CudaMemory:
@@ -115,30 +125,41 @@ class CudaArray:
         try:
             dt = np.dtype(dtype)
         except TypeError as error:
-            missing = not_in_numpy("CudaMemory.array", dtype, "cuda.as_torch(exported, '{ints}', shape)"
-                                   ".view(torch.{name})")  # bfloat16, float8: as integers, then a view
+            missing = not_in_numpy(
+                "CudaMemory.array", dtype, "cuda.as_torch(exported, '{ints}', shape).view(torch.{name})"
+            )  # bfloat16, float8: as integers, then a view
             if missing is not None:
                 raise missing from None
             named = numpy_name(dtype)  # torch.float32 and the like: numpy wants its own name
             hint = f"; pass numpy's name for it, {named!r}" if named else ""
-            raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                           f"{dtype!r} is not a numpy dtype: {error}{hint}") from None
+            raise InvalidArgumentTypeError(
+                ErrorStatus.InvalidArgument, f"{dtype!r} is not a numpy dtype: {error}{hint}"
+            ) from None
         if dt.hasobject or not dt.itemsize or dt.fields is not None:
             raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument, f"dtype {dt} is not a plain number type")
         if shape is None:
             shape = (memory.nbytes // dt.itemsize,)
         dims = (shape,) if isinstance(shape, int) else tuple(shape)
-        if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims) \
-                or int(np.prod(dims, dtype=np.int64)) * dt.itemsize > memory.nbytes:
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"shape {shape!r} of {dt} does not fit the {memory.nbytes} bytes of the memory")
+        if (
+            any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims)
+            or int(np.prod(dims, dtype=np.int64)) * dt.itemsize > memory.nbytes
+        ):
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"shape {shape!r} of {dt} does not fit the {memory.nbytes} bytes of the memory",
+            )
         self.memory, self.shape, self.dtype = memory, dims, dt
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
         """The CUDA array interface (version 3): shape, type, the device pointer; C order, no stream to wait on."""
-        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.memory.ptr, False), "strides": None,
-                "version": 3}
+        return {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (self.memory.ptr, False),
+            "strides": None,
+            "version": 3,
+        }
 
 
 def import_to_cuda(exported: ExportedMemory) -> CudaMemory:
@@ -146,9 +167,10 @@ def import_to_cuda(exported: ExportedMemory) -> CudaMemory:
     on lifetimes and ordering. Raises ``DyLibNotFoundError`` without the NVIDIA driver, ``InvalidArgumentError``
     when no CUDA device is the Vulkan device."""
     if not isinstance(exported, ExportedMemory):
-        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                       f"import_to_cuda takes what MemoryPool.allocate_exportable returns, got "
-                                       f"{type(exported).__name__}")
+        raise InvalidArgumentTypeError(
+            ErrorStatus.InvalidArgument,
+            f"import_to_cuda takes what MemoryPool.allocate_exportable returns, got {type(exported).__name__}",
+        )
     pool, buffer, fd = exported.pool, exported.buffer, exported.fd
     drv = driver()
     ordinal, device = device_with_uuid(drv, exported.device_uuid)
@@ -162,8 +184,9 @@ def import_to_cuda(exported: ExportedMemory) -> CudaMemory:
         raise
     try:
         with drv.current(context):
-            desc = _HandleDesc(type=CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD, size=exported.size,
-                               flags=CUDA_EXTERNAL_MEMORY_DEDICATED)   # vkbackend's exports are always dedicated
+            desc = _HandleDesc(
+                type=CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD, size=exported.size, flags=CUDA_EXTERNAL_MEMORY_DEDICATED
+            )  # vkbackend's exports are always dedicated
             desc.handle.fd = os.dup(fd)
             try:
                 drv.call("cuImportExternalMemory", ctypes.byref(memory), ctypes.byref(desc))
@@ -171,8 +194,12 @@ def import_to_cuda(exported: ExportedMemory) -> CudaMemory:
                 os.close(desc.handle.fd)  # CUDA takes the descriptor only when the import succeeds
                 raise
             try:
-                drv.call("cuExternalMemoryGetMappedBuffer", ctypes.byref(ptr), memory,
-                         ctypes.byref(_BufferDesc(offset=0, size=exported.nbytes, flags=0)))
+                drv.call(
+                    "cuExternalMemoryGetMappedBuffer",
+                    ctypes.byref(ptr),
+                    memory,
+                    ctypes.byref(_BufferDesc(offset=0, size=exported.nbytes, flags=0)),
+                )
             except BaseException:
                 drv.lib.cuDestroyExternalMemory(memory)
                 raise
@@ -204,8 +231,15 @@ def as_cupy(exported: ExportedMemory, dtype: npt.DTypeLike = "float32", shape: S
         return cupy.asarray(mapped.array(dtype, shape))
 
 
-def _unmap(drv: CudaDriver, device: ctypes.c_int, context: ctypes.c_void_p, memory: ctypes.c_void_p,
-           ptr: ctypes.c_uint64, pool: Any, buffer: int) -> None:
+def _unmap(
+    drv: CudaDriver,
+    device: ctypes.c_int,
+    context: ctypes.c_void_p,
+    memory: ctypes.c_void_p,
+    ptr: ctypes.c_uint64,
+    pool: Any,
+    buffer: int,
+) -> None:
     """The finalizer of a CudaMemory: unmap, drop the import and the context, release the Vulkan buffer."""
     try:
         with drv.current(context):

@@ -9,6 +9,7 @@ CUDA primary context from open to close. It is the context PyTorch, CuPy and tin
 (``cuDevicePrimaryCtxRetain`` counts references), so where one of them runs in the process it costs nothing more.
 ``VKBACKEND_CUDA_CLOCKS=0`` (``VulkanConfig.cuda_clocks=False``) turns it off; anywhere else nothing is held.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -21,7 +22,7 @@ __all__ = ["NVIDIA_VENDOR_ID", "ComputeClocks", "hold_compute_clocks"]
 
 log = logging.getLogger("vkbackend")
 
-NVIDIA_VENDOR_ID = 0x10DE   # VkPhysicalDeviceProperties.vendorID (PCI vendor id)
+NVIDIA_VENDOR_ID = 0x10DE  # VkPhysicalDeviceProperties.vendorID (PCI vendor id)
 
 
 class ComputeClocks:
@@ -30,7 +31,7 @@ class ComputeClocks:
     __slots__ = ("ordinal", "_driver", "_device")
 
     def __init__(self, drv: CudaDriver, ordinal: int, device: ctypes.c_int) -> None:
-        self.ordinal = ordinal   # the CUDA device ordinal of the GPU
+        self.ordinal = ordinal  # the CUDA device ordinal of the GPU
         self._driver: CudaDriver | None = drv
         self._device = device
 

@@ -1,5 +1,6 @@
 """CUDA's driver library (libcuda.so.1) through ctypes, opened on first use: what the CUDA interop and the compute
 clocks (cuda_clocks.py) call. Nothing here runs at import, so vkbackend imports without CUDA."""
+
 from __future__ import annotations
 
 import ctypes
@@ -28,8 +29,11 @@ class CudaDriver:
         result = int(getattr(self.lib, name)(*args))
         if result:
             status = ErrorStatus.MemoryAllocation if result == CUDA_ERROR_OUT_OF_MEMORY else ErrorStatus.Initialization
-            raise BackendError(status, f"{name} failed with {self.error_name(result)}; CUDA and the Vulkan device "
-                                       "must be the same NVIDIA GPU, under the same driver")
+            raise BackendError(
+                status,
+                f"{name} failed with {self.error_name(result)}; CUDA and the Vulkan device "
+                "must be the same NVIDIA GPU, under the same driver",
+            )
 
     def error_name(self, result: int) -> str:
         """CUDA's name of a CUresult (``CUDA_ERROR_...``)."""
@@ -60,9 +64,11 @@ def driver() -> CudaDriver:
             try:
                 lib = ctypes.CDLL(LIBRARY)
             except OSError as error:
-                raise BackendError(ErrorStatus.DyLibNotFound,
-                                   f"CUDA's driver library {LIBRARY} could not be loaded ({error}); it needs an "
-                                   "NVIDIA GPU and its driver, which installs it") from None
+                raise BackendError(
+                    ErrorStatus.DyLibNotFound,
+                    f"CUDA's driver library {LIBRARY} could not be loaded ({error}); it needs an "
+                    "NVIDIA GPU and its driver, which installs it",
+                ) from None
             _loaded = CudaDriver(lib)
         return _loaded
 
@@ -79,6 +85,8 @@ def device_with_uuid(drv: CudaDriver, uuid: bytes) -> tuple[int, ctypes.c_int]:
         if found.raw == uuid:
             return ordinal, device
         seen.append(found.raw.hex())
-    raise BackendError(ErrorStatus.InvalidArgument,
-                       f"no CUDA device is the Vulkan device (UUID {uuid.hex()}; CUDA's: {', '.join(seen) or 'none'}): "
-                       "the GPU is one CUDA does not see (check CUDA_VISIBLE_DEVICES) or not an NVIDIA GPU")
+    raise BackendError(
+        ErrorStatus.InvalidArgument,
+        f"no CUDA device is the Vulkan device (UUID {uuid.hex()}; CUDA's: {', '.join(seen) or 'none'}): "
+        "the GPU is one CUDA does not see (check CUDA_VISIBLE_DEVICES) or not an NVIDIA GPU",
+    )

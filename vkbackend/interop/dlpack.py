@@ -5,6 +5,7 @@ numpy has no bfloat16 or float8 types, so a PyTorch bfloat16 tensor cannot becom
 ``torch.bfloat16`` or ``"bfloat16"`` is no numpy dtype. Their bytes can still travel: viewed as an integer type of the
 same width, uploaded, read back, and viewed as the type again in the library that has it.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -15,10 +16,25 @@ import numpy as np
 from ..errors import ErrorStatus, InvalidArgumentTypeError
 
 # DLPack's DLDataTypeCode (dlpack.h, 1.1): the codes that name their width carry it in the name.
-_TYPE_CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool",
-               7: "float8_e3m4", 8: "float8_e4m3", 9: "float8_e4m3b11fnuz", 10: "float8_e4m3fn",
-               11: "float8_e4m3fnuz", 12: "float8_e5m2", 13: "float8_e5m2fnuz", 14: "float8_e8m0fnu",
-               15: "float6_e2m3fn", 16: "float6_e3m2fn", 17: "float4_e2m1fn"}
+_TYPE_CODES = {
+    0: "int",
+    1: "uint",
+    2: "float",
+    4: "bfloat",
+    5: "complex",
+    6: "bool",
+    7: "float8_e3m4",
+    8: "float8_e4m3",
+    9: "float8_e4m3b11fnuz",
+    10: "float8_e4m3fn",
+    11: "float8_e4m3fnuz",
+    12: "float8_e5m2",
+    13: "float8_e5m2fnuz",
+    14: "float8_e8m0fnu",
+    15: "float6_e2m3fn",
+    16: "float6_e3m2fn",
+    17: "float4_e2m1fn",
+}
 _SIZED = (0, 1, 2, 4, 5)  # codes whose name is completed by the width in bits ("bfloat" + "16")
 
 # Type names numpy lacks, with their width in bits, as PyTorch, JAX and ml_dtypes spell them.
@@ -32,8 +48,13 @@ class _DLDataType(ctypes.Structure):
 class _DLTensorHead(ctypes.Structure):
     """The first members of DLTensor, up to its dtype: all that is read here."""
 
-    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
-                ("ndim", ctypes.c_int32), ("dtype", _DLDataType)]
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device_type", ctypes.c_int32),
+        ("device_id", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+    ]
 
 
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -78,9 +99,11 @@ def type_name(dtype: object) -> str:
 
 
 # How to move such a type through vkbackend's numpy paths, with {ints} and {name} filled in.
-BUFFER_EXAMPLE = ("in PyTorch, Buffer.from_dlpack(dev, tensor.view(torch.{ints})), and back with "
-                  "torch.from_dlpack(buf.to_numpy(numpy.{ints}, shape)).view(torch.{name}); with JAX or ml_dtypes, "
-                  ".view(numpy.{ints}) before and .view(ml_dtypes.{name}) after")
+BUFFER_EXAMPLE = (
+    "in PyTorch, Buffer.from_dlpack(dev, tensor.view(torch.{ints})), and back with "
+    "torch.from_dlpack(buf.to_numpy(numpy.{ints}, shape)).view(torch.{name}); with JAX or ml_dtypes, "
+    ".view(numpy.{ints}) before and .view(ml_dtypes.{name}) after"
+)
 
 
 def what_to_do(name: str, example: str = BUFFER_EXAMPLE) -> str:
@@ -88,8 +111,10 @@ def what_to_do(name: str, example: str = BUFFER_EXAMPLE) -> str:
     integer type of its width, viewed as the type again where it exists; ``example`` shows it for the caller's API."""
     bits = NOT_IN_NUMPY.get(name, 8)
     ints = f"int{bits}" if bits in (8, 16, 32, 64) else "uint8"  # float4/float6: packed bytes
-    return (f"numpy has no {name}, so move its bytes as {ints} and view them as {name} where that type exists: "
-            + example.format(ints=ints, name=name))
+    return (
+        f"numpy has no {name}, so move its bytes as {ints} and view them as {name} where that type exists: "
+        + example.format(ints=ints, name=name)
+    )
 
 
 def not_in_numpy(what: str, dtype: object, example: str = BUFFER_EXAMPLE) -> InvalidArgumentTypeError | None:
@@ -98,8 +123,9 @@ def not_in_numpy(what: str, dtype: object, example: str = BUFFER_EXAMPLE) -> Inv
     name = type_name(dtype)
     if name not in NOT_IN_NUMPY:
         return None
-    return InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                    f"{what}: dtype {name} is not a numpy dtype; {what_to_do(name, example)}")
+    return InvalidArgumentTypeError(
+        ErrorStatus.InvalidArgument, f"{what}: dtype {name} is not a numpy dtype; {what_to_do(name, example)}"
+    )
 
 
 def numpy_name(dtype: object) -> str | None:

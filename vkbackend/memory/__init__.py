@@ -7,6 +7,7 @@
 - transfers.py: host-to-device and device-to-host copies streamed through the ring;
 - external.py: buffers in memory shared with other APIs and processes through file descriptors.
 """
+
 from .external import ExportedMemory
 from .pool import MemoryPool
 

@@ -4,11 +4,12 @@ Small buffers are blocks of a chunk, so an allocation is bookkeeping under the p
 allocate + release cost microseconds, and maxMemoryAllocationCount is never near. A block's order is its size as a
 power of two above MIN_BLOCK.
 """
+
 from __future__ import annotations
 
 __all__ = ["Chunk", "MIN_BLOCK", "order_of"]
 
-MIN_BLOCK = 256   # the smallest block; also >= every driver's minStorageBufferOffsetAlignment we know of
+MIN_BLOCK = 256  # the smallest block; also >= every driver's minStorageBufferOffsetAlignment we know of
 
 
 def order_of(nbytes: int) -> int:

@@ -9,6 +9,7 @@ through the BAR.
 Creating memory objects is thread-safe in Vulkan (only queues and command pools need one owner), so allocations are
 made in the caller's thread; the counters here are kept under the memory pool's lock.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,23 +26,27 @@ class DeviceMemory:
     def __init__(self, ctx) -> None:
         self.ctx = ctx
         lib = ctx.lib
-        self.allocations = 0                     # VkDeviceMemory objects held
-        self.held = 0                            # bytes of them
-        self._sizes: dict[int, int] = {}         # each one's size as allocated, by handle (drivers may round up)
-        self.device_type = self.pick_type(required=lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, preferred=0,
-                                          avoid=lib.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)
+        self.allocations = 0  # VkDeviceMemory objects held
+        self.held = 0  # bytes of them
+        self._sizes: dict[int, int] = {}  # each one's size as allocated, by handle (drivers may round up)
+        self.device_type = self.pick_type(
+            required=lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, preferred=0, avoid=lib.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+        )
         self.heap_index = ctx.handles.physical.memory_types[self.device_type][1]
         self.heap_size = ctx.handles.physical.heaps[self.heap_index][0]
         self._budget_ext = "VK_EXT_memory_budget" in ctx.handles.extensions
-        self.addressable = ctx.info.buffer_device_address   # every buffer gets a device address
+        self.addressable = ctx.info.buffer_device_address  # every buffer gets a device address
         # The largest single allocation made here: the device's, or the configured cap where that is lower.
         cap = ctx.allocation_cap
         self.max_allocation = min(ctx.info.max_memory_allocation_size, cap or ctx.info.max_memory_allocation_size)
         self.capped = cap is not None and cap < ctx.info.max_memory_allocation_size
         # What every buffer is for (external.py's exported and imported ones too).
-        self.usage = (lib.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | lib.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-                      | lib.VK_BUFFER_USAGE_TRANSFER_DST_BIT
-                      | (lib.VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT if self.addressable else 0))
+        self.usage = (
+            lib.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
+            | lib.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+            | lib.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+            | (lib.VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT if self.addressable else 0)
+        )
 
     def pick_type(self, required: int, preferred: int, avoid: int) -> int:
         """The memory type with all of ``required``; then most of ``preferred``, fewest of ``avoid``, fewest bits."""
@@ -55,14 +60,18 @@ class DeviceMemory:
             if best_key is None or key > best_key:
                 best, best_key = index, key
         if best is None:
-            raise BackendError(ErrorStatus.Initialization, f"{self.ctx.info.name} has no memory type with flags {required:#x}")
+            raise BackendError(
+                ErrorStatus.Initialization, f"{self.ctx.info.name} has no memory type with flags {required:#x}"
+            )
         return best
 
     def limit_text(self) -> str:
         """Where ``max_allocation`` comes from, for error messages."""
         if self.capped:
-            return (f"{self.max_allocation} bytes, the cap VKBACKEND_MAX_ALLOCATION_BYTES or "
-                    "VulkanConfig.max_allocation_bytes sets")
+            return (
+                f"{self.max_allocation} bytes, the cap VKBACKEND_MAX_ALLOCATION_BYTES or "
+                "VulkanConfig.max_allocation_bytes sets"
+            )
         return f"{self.max_allocation} bytes, maxMemoryAllocationSize of {self.ctx.info.name}"
 
     @property
@@ -78,27 +87,51 @@ class DeviceMemory:
         ctx = self.ctx
         ffi, lib = ctx.ffi, ctx.lib
         if size > self.max_allocation:
-            raise BackendError(ErrorStatus.MemoryAllocation,
-                               f"{what}: {size} bytes exceed the largest allocation ({self.limit_text()}); split the "
-                               "data into smaller buffers")
+            raise BackendError(
+                ErrorStatus.MemoryAllocation,
+                f"{what}: {size} bytes exceed the largest allocation ({self.limit_text()}); split the "
+                "data into smaller buffers",
+            )
         self._check_count(what)
-        binfo = ffi.new("VkBufferCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": size,
-                                                "usage": self.usage, "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE})
+        binfo = ffi.new(
+            "VkBufferCreateInfo*",
+            {
+                "sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                "size": size,
+                "usage": self.usage,
+                "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE,
+            },
+        )
         buf = ffi.new("VkBuffer*")
         mem = ffi.new("VkDeviceMemory*")
         try:  # on any failure, an interrupt (Ctrl-C) included, nothing made here is left behind
-            check(lib.vkCreateBuffer(ctx.device, binfo, ffi.NULL, buf), f"vkCreateBuffer ({what}, {size} bytes)",
-                  ErrorStatus.MemoryAllocation)
+            check(
+                lib.vkCreateBuffer(ctx.device, binfo, ffi.NULL, buf),
+                f"vkCreateBuffer ({what}, {size} bytes)",
+                ErrorStatus.MemoryAllocation,
+            )
             req = ffi.new("VkMemoryRequirements*")
             lib.vkGetBufferMemoryRequirements(ctx.device, buf[0], req)
             flags = self.address_flags()  # kept in a local: the struct must live until the allocation is made
-            ainfo = ffi.new("VkMemoryAllocateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                                                      "pNext": flags, "allocationSize": req.size,
-                                                      "memoryTypeIndex": type_index})
-            check(lib.vkAllocateMemory(ctx.device, ainfo, ffi.NULL, mem),
-                  f"vkAllocateMemory ({what}, {req.size} bytes; {self.free_bytes} bytes free)", ErrorStatus.MemoryAllocation)
-            check(lib.vkBindBufferMemory(ctx.device, buf[0], mem[0], 0), f"vkBindBufferMemory ({what})",
-                  ErrorStatus.MemoryAllocation)
+            ainfo = ffi.new(
+                "VkMemoryAllocateInfo*",
+                {
+                    "sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                    "pNext": flags,
+                    "allocationSize": req.size,
+                    "memoryTypeIndex": type_index,
+                },
+            )
+            check(
+                lib.vkAllocateMemory(ctx.device, ainfo, ffi.NULL, mem),
+                f"vkAllocateMemory ({what}, {req.size} bytes; {self.free_bytes} bytes free)",
+                ErrorStatus.MemoryAllocation,
+            )
+            check(
+                lib.vkBindBufferMemory(ctx.device, buf[0], mem[0], 0),
+                f"vkBindBufferMemory ({what})",
+                ErrorStatus.MemoryAllocation,
+            )
             address = self.address(buf[0])
             key, held = int(ffi.cast("uintptr_t", mem[0])), req.size
         except BaseException:
@@ -117,9 +150,11 @@ class DeviceMemory:
         """``MemoryAllocation`` when every allocation the device allows is in use."""
         info = self.ctx.info
         if self.allocations >= info.max_memory_allocation_count:
-            raise BackendError(ErrorStatus.MemoryAllocation,
-                               f"{what}: {info.name} allows {info.max_memory_allocation_count} memory allocations "
-                               "(maxMemoryAllocationCount) and all are in use; release buffers")
+            raise BackendError(
+                ErrorStatus.MemoryAllocation,
+                f"{what}: {info.name} allows {info.max_memory_allocation_count} memory allocations "
+                "(maxMemoryAllocationCount) and all are in use; release buffers",
+            )
 
     def allocate(self, size: int, type_index: int, what: str) -> Any:
         """One VkDeviceMemory of ``size`` bytes (at most ``max_allocation``) of memory type ``type_index``, bound to
@@ -127,15 +162,27 @@ class DeviceMemory:
         ctx = self.ctx
         ffi, lib = ctx.ffi, ctx.lib
         if size > self.max_allocation:
-            raise BackendError(ErrorStatus.MemoryAllocation,
-                               f"{what}: {size} bytes exceed the largest allocation ({self.limit_text()})")
+            raise BackendError(
+                ErrorStatus.MemoryAllocation,
+                f"{what}: {size} bytes exceed the largest allocation ({self.limit_text()})",
+            )
         self._check_count(what)
         flags = self.address_flags()  # kept in a local: the struct must live until the allocation is made
-        ainfo = ffi.new("VkMemoryAllocateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, "pNext": flags,
-                                                  "allocationSize": size, "memoryTypeIndex": type_index})
+        ainfo = ffi.new(
+            "VkMemoryAllocateInfo*",
+            {
+                "sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                "pNext": flags,
+                "allocationSize": size,
+                "memoryTypeIndex": type_index,
+            },
+        )
         mem = ffi.new("VkDeviceMemory*")
-        check(lib.vkAllocateMemory(ctx.device, ainfo, ffi.NULL, mem),
-              f"vkAllocateMemory ({what}, {size} bytes; {self.free_bytes} bytes free)", ErrorStatus.MemoryAllocation)
+        check(
+            lib.vkAllocateMemory(ctx.device, ainfo, ffi.NULL, mem),
+            f"vkAllocateMemory ({what}, {size} bytes; {self.free_bytes} bytes free)",
+            ErrorStatus.MemoryAllocation,
+        )
         self.count(mem[0], size)
         return mem[0]
 
@@ -152,16 +199,22 @@ class DeviceMemory:
         ffi, lib = self.ctx.ffi, self.ctx.lib
         if not self.addressable:
             return ffi.NULL
-        return ffi.new("VkMemoryAllocateFlagsInfo*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
-                                                      "flags": lib.VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT})
+        return ffi.new(
+            "VkMemoryAllocateFlagsInfo*",
+            {
+                "sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                "flags": lib.VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT,
+            },
+        )
 
     def address(self, buffer) -> int:
         """The device address of a buffer (0 where the device has no buffer device addresses)."""
         if not self.addressable:
             return 0
         ffi, lib = self.ctx.ffi, self.ctx.lib
-        info = ffi.new("VkBufferDeviceAddressInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
-                                                      "buffer": buffer})
+        info = ffi.new(
+            "VkBufferDeviceAddressInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, "buffer": buffer}
+        )
         return int(lib.vkGetBufferDeviceAddress(self.ctx.device, info))
 
     def count(self, memory, size: int) -> None:
@@ -183,8 +236,11 @@ class DeviceMemory:
         """A ``char*`` to the first ``size`` bytes of host-visible ``memory``."""
         ffi, lib = self.ctx.ffi, self.ctx.lib
         ptr = ffi.new("void**")
-        check(lib.vkMapMemory(self.ctx.device, memory, 0, size, 0, ptr), f"vkMapMemory ({what})",
-              ErrorStatus.MemoryAllocation)
+        check(
+            lib.vkMapMemory(self.ctx.device, memory, 0, size, 0, ptr),
+            f"vkMapMemory ({what})",
+            ErrorStatus.MemoryAllocation,
+        )
         return ffi.cast("char*", ptr[0])
 
     def unmap(self, memory) -> None:

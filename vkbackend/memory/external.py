@@ -14,6 +14,7 @@ descriptor of an export is its :class:`ExportedMemory`'s, which closes it. Order
 caller's: vkbackend's work on a buffer is done once ``Device.sync()`` returns, and the other API's work must be
 finished (its stream synchronized) before a launch that reads what it wrote.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,11 +46,30 @@ class ExportedMemory:
     The memory is always a dedicated allocation (CUDA: ``CUDA_EXTERNAL_MEMORY_DEDICATED``).
     """
 
-    __slots__ = ("pool", "buffer", "nbytes", "size", "memory_type_index", "memory_type_flags", "device_uuid",
-                 "_fd", "_finalizer", "__weakref__")
+    __slots__ = (
+        "pool",
+        "buffer",
+        "nbytes",
+        "size",
+        "memory_type_index",
+        "memory_type_flags",
+        "device_uuid",
+        "_fd",
+        "_finalizer",
+        "__weakref__",
+    )
 
-    def __init__(self, pool: BufferOwner, buffer: int, nbytes: int, size: int, memory_type_index: int,
-                 memory_type_flags: int, device_uuid: bytes, fd: int) -> None:
+    def __init__(
+        self,
+        pool: BufferOwner,
+        buffer: int,
+        nbytes: int,
+        size: int,
+        memory_type_index: int,
+        memory_type_flags: int,
+        device_uuid: bytes,
+        fd: int,
+    ) -> None:
         """What ``allocate_exportable`` made; the new object owns ``fd``."""
         self.pool = pool
         self.buffer = buffer
@@ -65,9 +85,11 @@ class ExportedMemory:
     def fd(self) -> int:
         """The opaque file descriptor of the memory, while the object is open."""
         if not self._finalizer.alive:
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"the file descriptor of buffer {self.buffer}'s memory was closed; export another "
-                               "buffer, or pass os.dup(exported.fd) to importers before closing it")
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"the file descriptor of buffer {self.buffer}'s memory was closed; export another "
+                "buffer, or pass os.dup(exported.fd) to importers before closing it",
+            )
         return self._fd
 
     @property
@@ -90,7 +112,7 @@ class ExportedMemory:
         return f"<vkbackend.ExportedMemory of buffer {self.buffer}: {self.size} bytes, {state}>"
 
 
-Made = tuple[Any, Any, int]   # (memory, buffer, device address) of a buffer made here, as the pool adopts it
+Made = tuple[Any, Any, int]  # (memory, buffer, device address) of a buffer made here, as the pool adopts it
 
 
 class BufferOwner(Protocol):
@@ -114,21 +136,32 @@ class Export:
         self.ctx, self.memory = ctx, memory
         self.nbytes = _check_request(ctx, memory, nbytes, "allocate_exportable")
         if not _features(ctx, memory) & lib.VK_EXTERNAL_MEMORY_FEATURE_EXPORTABLE_BIT:
-            raise BackendError(ErrorStatus.Initialization,
-                               f"{ctx.info.name} cannot export storage buffers as opaque file descriptors; share them "
-                               "through host copies (pool_to_host, host_to_pool) instead")
-        self._fd = ctx.ffi.new("int*", -1)   # written by the driver; closed by abandon unless an ExportedMemory owns it
-        self._made: tuple[int, int] | None = None   # (size, memory type) of what create() made
+            raise BackendError(
+                ErrorStatus.Initialization,
+                f"{ctx.info.name} cannot export storage buffers as opaque file descriptors; share them "
+                "through host copies (pool_to_host, host_to_pool) instead",
+            )
+        self._fd = ctx.ffi.new("int*", -1)  # written by the driver; closed by abandon unless an ExportedMemory owns it
+        self._made: tuple[int, int] | None = None  # (size, memory type) of what create() made
 
     def create(self) -> Made:
         """The exportable memory, its buffer and address, and (kept here) its file descriptor."""
         ctx, ffi, lib = self.ctx, self.ctx.ffi, self.ctx.lib
         memory, buffer, address, size, type_index = _make(ctx, self.memory, self.nbytes, None)
         try:
-            info = ffi.new("VkMemoryGetFdInfoKHR*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR,
-                                                      "memory": memory, "handleType": _handle_type(lib)})
-            check(lib.vkGetMemoryFdKHR(ctx.device, info, self._fd), f"vkGetMemoryFdKHR ({self.nbytes} bytes)",
-                  ErrorStatus.MemoryAllocation)
+            info = ffi.new(
+                "VkMemoryGetFdInfoKHR*",
+                {
+                    "sType": lib.VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR,
+                    "memory": memory,
+                    "handleType": _handle_type(lib),
+                },
+            )
+            check(
+                lib.vkGetMemoryFdKHR(ctx.device, info, self._fd),
+                f"vkGetMemoryFdKHR ({self.nbytes} bytes)",
+                ErrorStatus.MemoryAllocation,
+            )
         except BaseException:
             self.memory.destroy(memory, buffer, size)
             raise
@@ -146,9 +179,17 @@ class Export:
         assert self._made is not None, "wrap() before create()"
         size, type_index = self._made
         physical = self.ctx.handles.physical
-        vulkan11: Any = physical.vulkan11   # VkPhysicalDeviceVulkan11Properties (cdata)
-        return ExportedMemory(owner, buf_id, self.nbytes, size, type_index, physical.memory_types[type_index][0],
-                              bytes(vulkan11.deviceUUID), self._fd[0])
+        vulkan11: Any = physical.vulkan11  # VkPhysicalDeviceVulkan11Properties (cdata)
+        return ExportedMemory(
+            owner,
+            buf_id,
+            self.nbytes,
+            size,
+            type_index,
+            physical.memory_types[type_index][0],
+            bytes(vulkan11.deviceUUID),
+            self._fd[0],
+        )
 
 
 class Import:
@@ -156,8 +197,16 @@ class Import:
     the caller's descriptor; :meth:`create`, which the pool calls under its lock, imports it; :meth:`abandon` closes
     the duplicate when the pool gave up before ``create`` took it."""
 
-    def __init__(self, ctx: Any, memory: DeviceMemory, fd: int, size: int, nbytes: int | None,
-                 memory_type_index: int | None, dedicated: bool) -> None:
+    def __init__(
+        self,
+        ctx: Any,
+        memory: DeviceMemory,
+        fd: int,
+        size: int,
+        nbytes: int | None,
+        memory_type_index: int | None,
+        dedicated: bool,
+    ) -> None:
         """Check the request (``InvalidArgument``, ``MemoryAllocation``, ``Initialization`` saying what is wrong)."""
         _, lib = vulkan()
         self.ctx, self.memory = ctx, memory
@@ -170,17 +219,22 @@ class Import:
             memory_type_index = index_argument(memory_type_index, "import_memory: memory_type_index")
         self.memory_type_index, self.dedicated = memory_type_index, dedicated
         if not 0 < self.nbytes <= size:
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"import_memory: nbytes {self.nbytes!r} must be a byte count in 1..{size} (the memory's "
-                               "size)")
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"import_memory: nbytes {self.nbytes!r} must be a byte count in 1..{size} (the memory's size)",
+            )
         features = _features(ctx, memory)
         if not features & lib.VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT:
-            raise BackendError(ErrorStatus.Initialization,
-                               f"{ctx.info.name} cannot import storage buffers from opaque file descriptors")
+            raise BackendError(
+                ErrorStatus.Initialization,
+                f"{ctx.info.name} cannot import storage buffers from opaque file descriptors",
+            )
         if not dedicated and features & lib.VK_EXTERNAL_MEMORY_FEATURE_DEDICATED_ONLY_BIT:
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"import_memory: {ctx.info.name} imports opaque file descriptors only as dedicated "
-                               "allocations; pass dedicated=True")
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"import_memory: {ctx.info.name} imports opaque file descriptors only as dedicated "
+                "allocations; pass dedicated=True",
+            )
         try:
             self._owned = os.dup(fd)  # a successful import takes the descriptor it is given: the caller's stays theirs
         except OSError as error:
@@ -190,8 +244,9 @@ class Import:
     def create(self) -> Made:
         """The imported memory, its buffer and address."""
         self._consumed = True  # from here on _make closes the duplicate or hands it to the driver, whatever happens
-        memory, buffer, address, _, _ = _make(self.ctx, self.memory, self.nbytes,
-                                              (self._owned, self.size, self.memory_type_index, self.dedicated))
+        memory, buffer, address, _, _ = _make(
+            self.ctx, self.memory, self.nbytes, (self._owned, self.size, self.memory_type_index, self.dedicated)
+        )
         return memory, buffer, address
 
     def abandon(self) -> None:
@@ -209,26 +264,34 @@ def _check_request(ctx: Any, memory: DeviceMemory, nbytes: int, what: str) -> in
     ctx.ensure_usable()
     info = ctx.info
     if EXTENSION not in ctx.handles.extensions:
-        raise BackendError(ErrorStatus.Initialization,
-                           f"{what}: {info.name} has no {EXTENSION}, which sharing memory through a file descriptor "
-                           "needs. NVIDIA's, AMD's, Intel's and Mesa's Linux drivers have it: update the driver, or "
-                           "share the data through host copies (pool_to_host, host_to_pool)")
+        raise BackendError(
+            ErrorStatus.Initialization,
+            f"{what}: {info.name} has no {EXTENSION}, which sharing memory through a file descriptor "
+            "needs. NVIDIA's, AMD's, Intel's and Mesa's Linux drivers have it: update the driver, or "
+            "share the data through host copies (pool_to_host, host_to_pool)",
+        )
     nbytes = index_argument(nbytes, f"{what}: the byte count")
     if nbytes <= 0:
         raise BackendError(ErrorStatus.InvalidArgument, f"{what} needs a positive byte count, got {nbytes}")
     if nbytes > memory.max_allocation:  # its memory is one allocation, which an importer maps whole
-        raise BackendError(ErrorStatus.MemoryAllocation,
-                           f"{what}: {nbytes} bytes exceed the largest allocation ({memory.limit_text()}); share "
-                           "smaller buffers")
+        raise BackendError(
+            ErrorStatus.MemoryAllocation,
+            f"{what}: {nbytes} bytes exceed the largest allocation ({memory.limit_text()}); share smaller buffers",
+        )
     return nbytes
 
 
 def _features(ctx: Any, memory: DeviceMemory) -> int:
     """What the device can do with opaque-fd memory of the pool's buffers (VkExternalMemoryFeatureFlags)."""
     ffi, lib = vulkan()
-    query = ffi.new("VkPhysicalDeviceExternalBufferInfo*", {
-        "sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO, "usage": memory.usage,
-        "handleType": _handle_type(lib)})
+    query = ffi.new(
+        "VkPhysicalDeviceExternalBufferInfo*",
+        {
+            "sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO,
+            "usage": memory.usage,
+            "handleType": _handle_type(lib),
+        },
+    )
     props = ffi.new("VkExternalBufferProperties*", {"sType": lib.VK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES})
     lib.vkGetPhysicalDeviceExternalBufferProperties(ctx.handles.physical.handle, query, props)
     return int(props.externalMemoryProperties.externalMemoryFeatures)
@@ -240,67 +303,117 @@ def _memory_type(ctx: Any, memory: DeviceMemory, allowed: int, wanted: int | Non
     _, lib = vulkan()
     types = ctx.handles.physical.memory_types
     if wanted is not None:
-        if isinstance(wanted, bool) or not isinstance(wanted, int) or not 0 <= wanted < len(types) \
-                or not allowed >> wanted & 1:
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"import_memory: memory type {wanted!r} cannot hold a storage buffer of "
-                               f"{ctx.info.name} (allowed: mask {allowed:#x}); pass the exporter's "
-                               "memory_type_index")
+        if (
+            isinstance(wanted, bool)
+            or not isinstance(wanted, int)
+            or not 0 <= wanted < len(types)
+            or not allowed >> wanted & 1
+        ):
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"import_memory: memory type {wanted!r} cannot hold a storage buffer of "
+                f"{ctx.info.name} (allowed: mask {allowed:#x}); pass the exporter's "
+                "memory_type_index",
+            )
         return wanted
     if allowed >> memory.device_type & 1:
         return memory.device_type
-    local = [i for i, (flags, _) in enumerate(types)
-             if allowed >> i & 1 and flags & lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT]
+    local = [
+        i for i, (flags, _) in enumerate(types) if allowed >> i & 1 and flags & lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+    ]
     if not local:
-        raise BackendError(ErrorStatus.Initialization,
-                           f"{ctx.info.name} offers no device-local memory for external storage buffers")
+        raise BackendError(
+            ErrorStatus.Initialization, f"{ctx.info.name} offers no device-local memory for external storage buffers"
+        )
     return local[0]
 
 
-def _make(ctx: Any, memory: DeviceMemory, nbytes: int,
-          imported: tuple[int, int, int | None, bool] | None) -> tuple[Any, Any, int, int, int]:
+def _make(
+    ctx: Any, memory: DeviceMemory, nbytes: int, imported: tuple[int, int, int | None, bool] | None
+) -> tuple[Any, Any, int, int, int]:
     """``(memory, buffer, device address, size, memory type)``: a VkBuffer of ``nbytes`` bytes bound to memory of its
     own, exportable as an opaque fd, or imported from ``imported = (fd, size, memory type or None, dedicated)``. An
     imported fd is the driver's once the allocation succeeded and closed here when it failed. Counted in
     ``memory``."""
     ffi, lib = vulkan()
     handle_type = _handle_type(lib)
-    external = ffi.new("VkExternalMemoryBufferCreateInfo*", {
-        "sType": lib.VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, "handleTypes": handle_type})
-    binfo = ffi.new("VkBufferCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "pNext": external,
-                                            "size": nbytes, "usage": memory.usage,
-                                            "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE})
+    external = ffi.new(
+        "VkExternalMemoryBufferCreateInfo*",
+        {"sType": lib.VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, "handleTypes": handle_type},
+    )
+    binfo = ffi.new(
+        "VkBufferCreateInfo*",
+        {
+            "sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+            "pNext": external,
+            "size": nbytes,
+            "usage": memory.usage,
+            "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE,
+        },
+    )
     buf = ffi.new("VkBuffer*")
     mem = ffi.new("VkDeviceMemory*")
     what = "imported" if imported else "exportable"
     try:  # on any failure, an interrupt (Ctrl-C) included, nothing made here is left behind
-        check(lib.vkCreateBuffer(ctx.device, binfo, ffi.NULL, buf), f"vkCreateBuffer ({what}, {nbytes} bytes)",
-              ErrorStatus.MemoryAllocation)
+        check(
+            lib.vkCreateBuffer(ctx.device, binfo, ffi.NULL, buf),
+            f"vkCreateBuffer ({what}, {nbytes} bytes)",
+            ErrorStatus.MemoryAllocation,
+        )
         req = ffi.new("VkMemoryRequirements*")
         lib.vkGetBufferMemoryRequirements(ctx.device, buf[0], req)
-        tail = memory.address_flags()   # device addresses, as every buffer of the pool has
-        dedicated = ffi.new("VkMemoryDedicatedAllocateInfo*", {
-            "sType": lib.VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO, "pNext": tail, "buffer": buf[0]})
+        tail = memory.address_flags()  # device addresses, as every buffer of the pool has
+        dedicated = ffi.new(
+            "VkMemoryDedicatedAllocateInfo*",
+            {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO, "pNext": tail, "buffer": buf[0]},
+        )
         if imported is None:
             size, type_index = req.size, _memory_type(ctx, memory, req.memoryTypeBits, None)
-            head = ffi.new("VkExportMemoryAllocateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO,
-                                                           "pNext": dedicated, "handleTypes": handle_type})
+            head = ffi.new(
+                "VkExportMemoryAllocateInfo*",
+                {
+                    "sType": lib.VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO,
+                    "pNext": dedicated,
+                    "handleTypes": handle_type,
+                },
+            )
         else:
             fd, size, wanted, is_dedicated = imported
             if size < req.size:
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"import_memory: a buffer of {nbytes} bytes needs memory of {req.size} bytes, "
-                                   f"and the memory to import has {size}")
+                raise BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"import_memory: a buffer of {nbytes} bytes needs memory of {req.size} bytes, "
+                    f"and the memory to import has {size}",
+                )
             type_index = _memory_type(ctx, memory, req.memoryTypeBits, wanted)
-            head = ffi.new("VkImportMemoryFdInfoKHR*", {"sType": lib.VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR,
-                                                         "pNext": dedicated if is_dedicated else tail,
-                                                         "handleType": handle_type, "fd": fd})
-        ainfo = ffi.new("VkMemoryAllocateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, "pNext": head,
-                                                  "allocationSize": size, "memoryTypeIndex": type_index})
-        check(lib.vkAllocateMemory(ctx.device, ainfo, ffi.NULL, mem),
-              f"vkAllocateMemory ({what}, {size} bytes, memory type {type_index})", ErrorStatus.MemoryAllocation)
-        check(lib.vkBindBufferMemory(ctx.device, buf[0], mem[0], 0), f"vkBindBufferMemory ({what})",
-              ErrorStatus.MemoryAllocation)
+            head = ffi.new(
+                "VkImportMemoryFdInfoKHR*",
+                {
+                    "sType": lib.VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR,
+                    "pNext": dedicated if is_dedicated else tail,
+                    "handleType": handle_type,
+                    "fd": fd,
+                },
+            )
+        ainfo = ffi.new(
+            "VkMemoryAllocateInfo*",
+            {
+                "sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                "pNext": head,
+                "allocationSize": size,
+                "memoryTypeIndex": type_index,
+            },
+        )
+        check(
+            lib.vkAllocateMemory(ctx.device, ainfo, ffi.NULL, mem),
+            f"vkAllocateMemory ({what}, {size} bytes, memory type {type_index})",
+            ErrorStatus.MemoryAllocation,
+        )
+        check(
+            lib.vkBindBufferMemory(ctx.device, buf[0], mem[0], 0),
+            f"vkBindBufferMemory ({what})",
+            ErrorStatus.MemoryAllocation,
+        )
         address = memory.address(buf[0])
     except BaseException:
         if mem[0] != ffi.NULL:

@@ -12,6 +12,7 @@ loop's back edge. The pool keeps every block and slot either listed or owned by 
 taking and recording them in statements with no call in between; a ``with`` block must not open with a loop (see
 transfers.py).
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,31 +41,54 @@ log = logging.getLogger("vkbackend")
 
 __all__ = ["MemoryPool"]
 
-CHUNK_BYTES = 64 << 20        # the size of a chunk that small buffers are blocks of
-SUBALLOC_MAX = 16 << 20       # larger buffers get their own VkDeviceMemory
-RECENT_PER_ORDER = 64         # freed blocks kept per size for O(1) reuse
-LAZY_FREE_BYTES = 16 << 20    # a release of this much, or with this many buffers waiting, wakes the worker to free them
+CHUNK_BYTES = 64 << 20  # the size of a chunk that small buffers are blocks of
+SUBALLOC_MAX = 16 << 20  # larger buffers get their own VkDeviceMemory
+RECENT_PER_ORDER = 64  # freed blocks kept per size for O(1) reuse
+LAZY_FREE_BYTES = 16 << 20  # a release of this much, or with this many buffers waiting, wakes the worker to free them
 LAZY_FREE_BUFFERS = 1024
-STAGING_BUFFER_BYTES = {"gpu": 32 << 20, "other": 8 << 20}   # the default size of one staging buffer (measured)
+STAGING_BUFFER_BYTES = {"gpu": 32 << 20, "other": 8 << 20}  # the default size of one staging buffer (measured)
 
 
 class _Buffer:
     """A live buffer or view, as the pool knows it."""
 
-    __slots__ = ("id", "slot", "size", "vk_buffer", "offset", "root", "chunk", "order", "memory", "refcount", "views",
-                 "address")
+    __slots__ = (
+        "id",
+        "slot",
+        "size",
+        "vk_buffer",
+        "offset",
+        "root",
+        "chunk",
+        "order",
+        "memory",
+        "refcount",
+        "views",
+        "address",
+    )
 
-    def __init__(self, id: int, slot: int, size: int, vk_buffer, offset: int, root: "_Buffer | None",
-                 chunk: Chunk | None = None, order: int = 0, memory=None, address: int = 0) -> None:
+    def __init__(
+        self,
+        id: int,
+        slot: int,
+        size: int,
+        vk_buffer,
+        offset: int,
+        root: "_Buffer | None",
+        chunk: Chunk | None = None,
+        order: int = 0,
+        memory=None,
+        address: int = 0,
+    ) -> None:
         self.id, self.slot, self.size = id, slot, size
         self.vk_buffer = vk_buffer
-        self.offset = offset               # of the buffer's bytes inside vk_buffer
+        self.offset = offset  # of the buffer's bytes inside vk_buffer
         self.root = root if root is not None else self  # a view's parent (hazards and lifetime follow the root)
-        self.chunk, self.order = chunk, order   # sub-allocated: its chunk and order; dedicated: None
-        self.memory = memory               # dedicated: its VkDeviceMemory; past the largest allocation: a LargeBuffer
+        self.chunk, self.order = chunk, order  # sub-allocated: its chunk and order; dedicated: None
+        self.memory = memory  # dedicated: its VkDeviceMemory; past the largest allocation: a LargeBuffer
         self.refcount = 1
-        self.views = 0                     # live views of this root: each holds one of its references
-        self.address = address             # its device address (0 where the device has none)
+        self.views = 0  # live views of this root: each holds one of its references
+        self.address = address  # its device address (0 where the device has none)
 
 
 class MemoryPool:
@@ -80,18 +104,18 @@ class MemoryPool:
         self._info = info = ctx.info
         self._lock = threading.Lock()
         self._entries: dict[int, _Buffer] = {}
-        self.slot_of: dict[int, int] = {}        # bindable live ids -> slot; Device.launch reads this directly
-        self._free_slots: deque[int] = deque()   # FIFO: a released slot is reused as late as possible
-        self._next_slot = 1                      # slot 0 stays empty so a zeroed record never names a buffer
+        self.slot_of: dict[int, int] = {}  # bindable live ids -> slot; Device.launch reads this directly
+        self._free_slots: deque[int] = deque()  # FIFO: a released slot is reused as late as possible
+        self._next_slot = 1  # slot 0 stays empty so a zeroed record never names a buffer
         self._chunks: list[Chunk] = []
-        self._recent: dict[int, list[tuple[Chunk, int]]] = {}   # freed blocks kept for reuse, by order
-        self._orders: dict[int, int] = {}                       # block order by size asked for
+        self._recent: dict[int, list[tuple[Chunk, int]]] = {}  # freed blocks kept for reuse, by order
+        self._orders: dict[int, int] = {}  # block order by size asked for
         # Released buffers waiting to be freed on the worker, with their release numbers: a free scheduled after
         # release n frees every buffer up to n, so one whose scheduling an interrupt lost goes with the next.
         self._dying: deque[tuple[int, _Buffer]] = deque()
         self._released = 0
-        self._orphans: deque[int] = deque()     # releases a finalizer asked for during a garbage collection
-        self._binding: list[sparse.LargeBuffer] = []   # large buffers made, not yet bound and handed out
+        self._orphans: deque[int] = deque()  # releases a finalizer asked for during a garbage collection
+        self._binding: list[sparse.LargeBuffer] = []  # large buffers made, not yet bound and handed out
         self._destroyed = False
         self.alignment = max(MIN_BLOCK, info.min_storage_buffer_offset_alignment)
         self.memory = DeviceMemory(ctx)
@@ -99,8 +123,13 @@ class MemoryPool:
         self.chunk_bytes = 1 << (size.bit_length() - 1)
         cfg = ctx.config
         kind = "gpu" if info.device_type in ("discrete_gpu", "integrated_gpu") else "other"
-        ring = StagingRing(ctx, self.memory, self._new_slot, max(1 << 16, cfg.staging_buffer_bytes or STAGING_BUFFER_BYTES[kind]),
-                           max(2, cfg.staging_buffers))
+        ring = StagingRing(
+            ctx,
+            self.memory,
+            self._new_slot,
+            max(1 << 16, cfg.staging_buffer_bytes or STAGING_BUFFER_BYTES[kind]),
+            max(2, cfg.staging_buffers),
+        )
         self.transfers = Transfers(ctx, worker, ring, cfg.resolved_copy_threads())
 
     def _new_slot(self, vk_buffer, offset: int, size: int, root_slot: int | None) -> int:
@@ -155,16 +184,19 @@ class MemoryPool:
                     else:
                         free = self.memory.free_bytes
                         if nbytes > free:
-                            raise BackendError(ErrorStatus.MemoryAllocation,
-                                               f"a buffer of {nbytes} bytes does not fit: {free} bytes of device memory are free "
-                                               f"on {info.name}; release buffers or use a smaller size")
+                            raise BackendError(
+                                ErrorStatus.MemoryAllocation,
+                                f"a buffer of {nbytes} bytes does not fit: {free} bytes of device memory are free "
+                                f"on {info.name}; release buffers or use a smaller size",
+                            )
                         memory, vk_buffer, address = self.memory.create(nbytes, self.memory.device_type, "buffer")
                         chunk, offset, order = None, 0, 0
                     try:
                         buf_id = next_id()
                         slot = self._new_slot(vk_buffer, offset, nbytes, None)
-                        self._entries[buf_id] = _Buffer(buf_id, slot, nbytes, vk_buffer, offset, None, chunk, order,
-                                                        memory, address)
+                        self._entries[buf_id] = _Buffer(
+                            buf_id, slot, nbytes, vk_buffer, offset, None, chunk, order, memory, address
+                        )
                     except BaseException:  # out of slots, or interrupted (Ctrl-C): the memory goes back
                         if chunk is not None:
                             chunk.give(offset, order)
@@ -192,17 +224,25 @@ class MemoryPool:
         error saying why there can be none."""
         info, memory = self._info, self.memory
         if not info.sparse_binding:
-            raise BackendError(ErrorStatus.MemoryAllocation,
-                               f"a buffer of {nbytes} bytes exceeds the largest allocation ({memory.limit_text()}), "
-                               f"and {info.name} has no sparse binding (sparseBinding on its compute queue), which a "
-                               f"buffer past it needs; split the data into buffers of at most {memory.max_allocation} "
-                               "bytes" + (", or raise or unset VKBACKEND_MAX_ALLOCATION_BYTES "
-                                          "(VulkanConfig.max_allocation_bytes)" if memory.capped else ""))
+            raise BackendError(
+                ErrorStatus.MemoryAllocation,
+                f"a buffer of {nbytes} bytes exceeds the largest allocation ({memory.limit_text()}), "
+                f"and {info.name} has no sparse binding (sparseBinding on its compute queue), which a "
+                f"buffer past it needs; split the data into buffers of at most {memory.max_allocation} "
+                "bytes"
+                + (
+                    ", or raise or unset VKBACKEND_MAX_ALLOCATION_BYTES (VulkanConfig.max_allocation_bytes)"
+                    if memory.capped
+                    else ""
+                ),
+            )
         if nbytes > info.sparse_address_space_size:
-            raise BackendError(ErrorStatus.MemoryAllocation,
-                               f"a buffer of {nbytes} bytes exceeds the sparse address space of {info.name} "
-                               f"({info.sparse_address_space_size} bytes, sparseAddressSpaceSize); split the data into "
-                               "smaller buffers")
+            raise BackendError(
+                ErrorStatus.MemoryAllocation,
+                f"a buffer of {nbytes} bytes exceeds the sparse address space of {info.name} "
+                f"({info.sparse_address_space_size} bytes, sparseAddressSpaceSize); split the data into "
+                "smaller buffers",
+            )
         try:
             return self._make_large(nbytes)
         except BackendError as error:  # out of memory while released buffers wait for the GPU: wait, retry once
@@ -218,9 +258,11 @@ class MemoryPool:
                 raise self.ctx.closed_error()
             free = self.memory.free_bytes
             if nbytes > free:
-                raise BackendError(ErrorStatus.MemoryAllocation,
-                                   f"a buffer of {nbytes} bytes does not fit: {free} bytes of device memory are free "
-                                   f"on {self._info.name}; release buffers or use a smaller size")
+                raise BackendError(
+                    ErrorStatus.MemoryAllocation,
+                    f"a buffer of {nbytes} bytes does not fit: {free} bytes of device memory are free "
+                    f"on {self._info.name}; release buffers or use a smaller size",
+                )
             large = sparse.make(self.memory, nbytes)
             self._binding.append(large)  # listed at once: close() frees it, bound or not
         try:
@@ -288,17 +330,23 @@ class MemoryPool:
             if offset is not None:
                 return chunk, offset, order
         if self.chunk_bytes > self.memory.free_bytes:
-            raise BackendError(ErrorStatus.MemoryAllocation,
-                               f"a buffer of {nbytes} bytes needs a new {self.chunk_bytes}-byte chunk but only "
-                               f"{self.memory.free_bytes} bytes are free on {self.ctx.info.name}; release buffers")
+            raise BackendError(
+                ErrorStatus.MemoryAllocation,
+                f"a buffer of {nbytes} bytes needs a new {self.chunk_bytes}-byte chunk but only "
+                f"{self.memory.free_bytes} bytes are free on {self.ctx.info.name}; release buffers",
+            )
         chunk = Chunk(None, None, self.chunk_bytes)
-        chunk.memory, chunk.buffer, chunk.address = self.memory.create(self.chunk_bytes, self.memory.device_type, "chunk")
+        chunk.memory, chunk.buffer, chunk.address = self.memory.create(
+            self.chunk_bytes, self.memory.device_type, "chunk"
+        )
         self._chunks.append(chunk)  # listed with no call after the handles arrive: an interrupt cannot lose them
         return chunk, chunk.take(order), order
 
     def _trim_recent(self) -> None:
         for order, blocks in self._recent.items():
-            while blocks:  # each block leaves the list before it is given: interrupted, it can only be lost, not doubled
+            while (
+                blocks
+            ):  # each block leaves the list before it is given: interrupted, it can only be lost, not doubled
                 chunk, offset = blocks.pop()
                 chunk.give(offset, order)
 
@@ -308,9 +356,11 @@ class MemoryPool:
             return self._entries[buf]
         except (KeyError, TypeError):
             kind = "" if isinstance(buf, int) and not isinstance(buf, bool) else f" ({type(buf).__name__}, not an id)"
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"{what}: buffer {buf!r}{kind} is not a live buffer of {self.ctx.info.name}; ids are "
-                               "the ints allocate() and view() return, until released") from None
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"{what}: buffer {buf!r}{kind} is not a live buffer of {self.ctx.info.name}; ids are "
+                "the ints allocate() and view() return, until released",
+            ) from None
 
     def is_live(self, buf: object) -> bool:
         """Whether ``buf`` is the id of a live buffer or view of this pool (bindable or not)."""
@@ -325,8 +375,10 @@ class MemoryPool:
         the access; this is for interop. ``InvalidArgument`` where the device has no buffer device addresses."""
         entry = self._entry(buf, "address")
         if not self.memory.addressable:
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"{self.ctx.info.name} has no buffer device addresses (bufferDeviceAddress)")
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"{self.ctx.info.name} has no buffer device addresses (bufferDeviceAddress)",
+            )
         return entry.address
 
     def size_of(self, buf: int) -> int:
@@ -354,9 +406,11 @@ class MemoryPool:
             if entry is None:
                 entry = self._entry(buf, "release")  # a numpy integer id, or junk: it raises, saying what buf is
             if entry.refcount <= entry.views:  # freeing it would leave its views pointing at freed memory
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"release: buffer {buf} has no reference left of its own; its {entry.views} live "
-                                   "view(s) hold the rest (release it once per allocate/retain, and its views)")
+                raise BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"release: buffer {buf} has no reference left of its own; its {entry.views} live "
+                    "view(s) hold the rest (release it once per allocate/retain, and its views)",
+                )
             entry.refcount -= 1
             if entry.refcount:
                 return
@@ -385,8 +439,11 @@ class MemoryPool:
                 return
         # A release should not cost a wake-up of the worker (a thread switch): frees wait for its next wake, unless
         # they hold back much memory or many buffers.
-        worker.defer(functools.partial(self._free_dying, upto), nbytes,
-                     wake=nbytes >= LAZY_FREE_BYTES or len(self._dying) >= LAZY_FREE_BUFFERS)
+        worker.defer(
+            functools.partial(self._free_dying, upto),
+            nbytes,
+            wake=nbytes >= LAZY_FREE_BYTES or len(self._dying) >= LAZY_FREE_BUFFERS,
+        )
 
     def release_from_finalizer(self, buf: int) -> None:
         """:meth:`release` for finalizers (``__del__``, ``weakref.finalize`` callbacks). Inside a garbage collection,
@@ -477,15 +534,26 @@ class MemoryPool:
         with self._lock:
             parent = self._entry(buf, "view")
             if offset < 0 or offset % align:
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"view offset {offset} must be a non-negative multiple of {align} "
-                                   "(minStorageBufferOffsetAlignment)")
+                raise BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"view offset {offset} must be a non-negative multiple of {align} "
+                    "(minStorageBufferOffsetAlignment)",
+                )
             if nbytes <= 0 or offset + nbytes > parent.size:
-                raise BackendError(ErrorStatus.InvalidArgument,
-                                   f"view [{offset}, {offset}+{nbytes}) does not fit in buffer {buf} of {parent.size} bytes")
+                raise BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"view [{offset}, {offset}+{nbytes}) does not fit in buffer {buf} of {parent.size} bytes",
+                )
             root = parent.root
-            entry = _Buffer(next_id(), 0, nbytes, root.vk_buffer, parent.offset + offset, root,
-                            address=parent.address + offset if parent.address else 0)
+            entry = _Buffer(
+                next_id(),
+                0,
+                nbytes,
+                root.vk_buffer,
+                parent.offset + offset,
+                root,
+                address=parent.address + offset if parent.address else 0,
+            )
             entry.slot = self._new_slot(root.vk_buffer, parent.offset + offset, nbytes, root.slot)
             # From here on no call, so an interrupt cannot leave the view half made.
             self._entries[entry.id] = entry
@@ -509,8 +577,15 @@ class MemoryPool:
             raise
         return export.wrap(self, buf_id)
 
-    def import_memory(self, fd: int, size: int, *, nbytes: int | None = None, memory_type_index: int | None = None,
-                      dedicated: bool = True) -> int:
+    def import_memory(
+        self,
+        fd: int,
+        size: int,
+        *,
+        nbytes: int | None = None,
+        memory_type_index: int | None = None,
+        dedicated: bool = True,
+    ) -> int:
         """A new buffer id (count 1) for the first ``nbytes`` (default: all) of ``size`` bytes of memory that this
         driver exported for this device as an opaque file descriptor (``allocate_exportable`` in another process, say).
         ``fd`` stays the caller's: a duplicate is imported. For a Vulkan export pass its ``size`` and
@@ -546,9 +621,10 @@ class MemoryPool:
         if offset.__class__ is not int:
             offset = index_argument(offset, f"{what}: the offset")
         if offset < 0 or offset + nbytes > entry.size:
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"{what}: {nbytes} bytes at offset {offset} do not fit in buffer {entry.id} "
-                               f"of {entry.size} bytes")
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"{what}: {nbytes} bytes at offset {offset} do not fit in buffer {entry.id} of {entry.size} bytes",
+            )
         return offset
 
     def host_to_pool(self, src: HostBuffer, dst: int, offset: int = 0) -> None:
@@ -588,18 +664,23 @@ class MemoryPool:
         memory in parts.
         """
         if not isinstance(src_pool, MemoryPool):
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"pool_to_pool: src_pool must be a MemoryPool (device.memory_pool), got {type(src_pool).__name__}")
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"pool_to_pool: src_pool must be a MemoryPool (device.memory_pool), got {type(src_pool).__name__}",
+            )
         s = src_pool._entry(src, "pool_to_pool source")
         d = self._entry(dst, "pool_to_pool destination")
         if d.size < s.size:
-            raise BackendError(ErrorStatus.InvalidArgument,
-                               f"pool_to_pool: destination {dst} has {d.size} bytes, source {src} has {s.size}")
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"pool_to_pool: destination {dst} has {d.size} bytes, source {src} has {s.size}",
+            )
         if src_pool is self:
             self.ctx.ensure_usable()
             self._worker.queue_copy(records.copy(s.slot, d.slot, 0, 0, s.size), None)
             return
         import numpy as np
+
         bounce = np.empty(min(s.size, 4 * self.transfers.ring.buffer_bytes), dtype=np.uint8)
         pos = 0
         while pos < s.size:
@@ -628,8 +709,12 @@ class MemoryPool:
         """Counters for tests and the soak: live buffers, memory objects and bytes held."""
         self._release_orphans()
         with self._lock:
-            return {"live_buffers": len(self._entries), "memory_objects": self.memory.allocations,
-                    "held_bytes": self.memory.held, "chunks": len(self._chunks)}
+            return {
+                "live_buffers": len(self._entries),
+                "memory_objects": self.memory.allocations,
+                "held_bytes": self.memory.held,
+                "chunks": len(self._chunks),
+            }
 
     def destroy(self) -> None:
         """Free every Vulkan object of the pool (the device must be idle, and no transfer in progress)."""
@@ -656,18 +741,26 @@ def _bytes_view(obj, writable: bool) -> memoryview:
     try:
         view = memoryview(obj)
     except TypeError:
-        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                       f"expected a buffer-protocol object (bytes, bytearray, numpy array), got {type(obj).__name__}") from None
+        raise InvalidArgumentTypeError(
+            ErrorStatus.InvalidArgument,
+            f"expected a buffer-protocol object (bytes, bytearray, numpy array), got {type(obj).__name__}",
+        ) from None
     except ValueError as error:  # a closed mmap, a released memoryview: an object whose memory is gone
-        raise BackendError(ErrorStatus.InvalidArgument,
-                           f"the host buffer ({type(obj).__name__}) cannot be used: {error}; pass an mmap that is "
-                           "still open, a memoryview not yet released") from None
+        raise BackendError(
+            ErrorStatus.InvalidArgument,
+            f"the host buffer ({type(obj).__name__}) cannot be used: {error}; pass an mmap that is "
+            "still open, a memoryview not yet released",
+        ) from None
     if "O" in view.format:  # Python objects: their bytes are pointers, and writing them would corrupt the process
-        raise InvalidArgumentTypeError(ErrorStatus.InvalidArgument,
-                                       f"a host buffer of Python objects (format {view.format!r}) holds pointers, not "
-                                       "data; convert it to a numeric array first")
+        raise InvalidArgumentTypeError(
+            ErrorStatus.InvalidArgument,
+            f"a host buffer of Python objects (format {view.format!r}) holds pointers, not "
+            "data; convert it to a numeric array first",
+        )
     if not view.c_contiguous:
-        raise BackendError(ErrorStatus.InvalidArgument, "the host buffer must be C-contiguous (use numpy.ascontiguousarray)")
+        raise BackendError(
+            ErrorStatus.InvalidArgument, "the host buffer must be C-contiguous (use numpy.ascontiguousarray)"
+        )
     if writable and view.readonly:
         raise BackendError(ErrorStatus.InvalidArgument, "the destination host buffer is read-only")
     return view.cast("B") if view.format != "B" or view.ndim != 1 else view

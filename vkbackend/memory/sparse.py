@@ -11,6 +11,7 @@ The queue is externally synchronised, and only the worker submits to it, so :fun
 is bound before its id is handed out. The pieces are allocated like every other (device-address flag, counted in
 DeviceMemory); :func:`destroy` destroys the buffer, then frees the pieces.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,11 +29,11 @@ class LargeBuffer:
 
     def __init__(self, buffer: Any, size: int, bound_size: int, alignment: int) -> None:
         self.buffer, self.size, self.bound_size, self.alignment = buffer, size, bound_size, alignment
-        self.pieces: list[Any] = []        # VkDeviceMemory, listed as each is made
+        self.pieces: list[Any] = []  # VkDeviceMemory, listed as each is made
         self.piece_sizes: list[int] = []
-        self.address = 0                   # its device address once bound (0 where the device has none)
-        self.pending = False               # a bind was queued and not yet seen complete
-        self.fence = None                  # that bind's fence, which the queue may still signal
+        self.address = 0  # its device address once bound (0 where the device has none)
+        self.pending = False  # a bind was queued and not yet seen complete
+        self.fence = None  # that bind's fence, which the queue may still signal
 
 
 def piece_sizes(bound_size: int, alignment: int, limit: int) -> list[int]:
@@ -40,9 +41,11 @@ def piece_sizes(bound_size: int, alignment: int, limit: int) -> list[int]:
     ``limit`` allows, each a multiple of ``alignment`` (sparse binds of a buffer must be), the last the rest."""
     piece = limit // alignment * alignment
     if piece <= 0:
-        raise BackendError(ErrorStatus.MemoryAllocation,
-                           f"the largest allocation ({limit} bytes) is smaller than a sparse buffer's alignment "
-                           f"({alignment} bytes); raise VKBACKEND_MAX_ALLOCATION_BYTES")
+        raise BackendError(
+            ErrorStatus.MemoryAllocation,
+            f"the largest allocation ({limit} bytes) is smaller than a sparse buffer's alignment "
+            f"({alignment} bytes); raise VKBACKEND_MAX_ALLOCATION_BYTES",
+        )
     sizes = [piece] * (bound_size // piece)
     if bound_size % piece:
         sizes.append(bound_size % piece)
@@ -54,14 +57,24 @@ def make(memory: DeviceMemory, nbytes: int) -> LargeBuffer:
     failure, an interrupt included, nothing made here is left behind."""
     ctx = memory.ctx
     ffi, lib = ctx.ffi, ctx.lib
-    binfo = ffi.new("VkBufferCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-                                            "flags": lib.VK_BUFFER_CREATE_SPARSE_BINDING_BIT, "size": nbytes,
-                                            "usage": memory.usage, "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE})
+    binfo = ffi.new(
+        "VkBufferCreateInfo*",
+        {
+            "sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+            "flags": lib.VK_BUFFER_CREATE_SPARSE_BINDING_BIT,
+            "size": nbytes,
+            "usage": memory.usage,
+            "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE,
+        },
+    )
     buf = ffi.new("VkBuffer*")
     large = None
     try:
-        check(lib.vkCreateBuffer(ctx.device, binfo, ffi.NULL, buf), f"vkCreateBuffer (sparse, {nbytes} bytes)",
-              ErrorStatus.MemoryAllocation)
+        check(
+            lib.vkCreateBuffer(ctx.device, binfo, ffi.NULL, buf),
+            f"vkCreateBuffer (sparse, {nbytes} bytes)",
+            ErrorStatus.MemoryAllocation,
+        )
         req = ffi.new("VkMemoryRequirements*")
         lib.vkGetBufferMemoryRequirements(ctx.device, buf[0], req)
         large = LargeBuffer(buf[0], nbytes, int(req.size), int(req.alignment))
@@ -92,19 +105,30 @@ def bind(memory: DeviceMemory, large: LargeBuffer) -> None:
         binds[i].resourceOffset, binds[i].size, binds[i].memory, binds[i].memoryOffset = offset, size, piece, 0
         offset += size
     buffer_binds = ffi.new("VkSparseBufferMemoryBindInfo*", {"buffer": large.buffer, "bindCount": n, "pBinds": binds})
-    info = ffi.new("VkBindSparseInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BIND_SPARSE_INFO, "bufferBindCount": 1,
-                                         "pBufferBinds": buffer_binds})
+    info = ffi.new(
+        "VkBindSparseInfo*",
+        {"sType": lib.VK_STRUCTURE_TYPE_BIND_SPARSE_INFO, "bufferBindCount": 1, "pBufferBinds": buffer_binds},
+    )
     finfo = ffi.new("VkFenceCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
     fence = ffi.new("VkFence*")
-    check(lib.vkCreateFence(ctx.device, finfo, ffi.NULL, fence), "vkCreateFence (sparse bind)",
-          ErrorStatus.MemoryAllocation)
+    check(
+        lib.vkCreateFence(ctx.device, finfo, ffi.NULL, fence),
+        "vkCreateFence (sparse bind)",
+        ErrorStatus.MemoryAllocation,
+    )
     try:
-        check(lib.vkQueueBindSparse(ctx.handles.queue, 1, info, fence[0]),
-              f"vkQueueBindSparse ({n} allocations, {large.bound_size} bytes)", ErrorStatus.MemoryAllocation)
+        check(
+            lib.vkQueueBindSparse(ctx.handles.queue, 1, info, fence[0]),
+            f"vkQueueBindSparse ({n} allocations, {large.bound_size} bytes)",
+            ErrorStatus.MemoryAllocation,
+        )
         large.pending = True
-        check(lib.vkWaitForFences(ctx.device, 1, fence, 1, ctx.sync_timeout_ns),
-              f"vkWaitForFences (a sparse bind of {large.bound_size} bytes, within {ctx.sync_timeout_s:.1f} s: "
-              "VKBACKEND_SYNC_TIMEOUT_S)", ErrorStatus.KernelSync)
+        check(
+            lib.vkWaitForFences(ctx.device, 1, fence, 1, ctx.sync_timeout_ns),
+            f"vkWaitForFences (a sparse bind of {large.bound_size} bytes, within {ctx.sync_timeout_s:.1f} s: "
+            "VKBACKEND_SYNC_TIMEOUT_S)",
+            ErrorStatus.KernelSync,
+        )
         large.pending = False
     finally:
         if large.pending:  # the queue may still signal it: destroyed with the buffer, once the device is idle
@@ -121,7 +145,7 @@ def destroy(memory: DeviceMemory, large: LargeBuffer) -> None:
         fence, large.fence = large.fence, None
         ctx.lib.vkDestroyFence(ctx.device, fence, ctx.ffi.NULL)
     if large.buffer is not None:
-        buffer, large.buffer = large.buffer, None   # cleared first: destroying twice is a no-op
+        buffer, large.buffer = large.buffer, None  # cleared first: destroying twice is a no-op
         ctx.lib.vkDestroyBuffer(ctx.device, buffer, ctx.ffi.NULL)
     while large.pieces:
         memory.free(large.pieces.pop())
@@ -137,6 +161,8 @@ def _memory_type(memory: DeviceMemory, allowed: int) -> int:
     for index, (flags, _heap) in enumerate(memory.ctx.handles.physical.memory_types):
         if allowed >> index & 1 and flags & lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT:
             return index
-    raise BackendError(ErrorStatus.Initialization,
-                       f"{memory.ctx.info.name} offers no device-local memory for sparse buffers (memoryTypeBits "
-                       f"{allowed:#x}); split the data into buffers of at most {memory.max_allocation} bytes")
+    raise BackendError(
+        ErrorStatus.Initialization,
+        f"{memory.ctx.info.name} offers no device-local memory for sparse buffers (memoryTypeBits "
+        f"{allowed:#x}); split the data into buffers of at most {memory.max_allocation} bytes",
+    )

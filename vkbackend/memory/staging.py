@@ -5,6 +5,7 @@ pointer. Leases are taken and given back under a plain Lock, whose ``with`` an i
 can), and only in statements without a call between taking a buffer and recording who holds it: a KeyboardInterrupt
 lands between bytecodes after a call, and here it cannot lose one.
 """
+
 from __future__ import annotations
 
 import threading
@@ -27,8 +28,11 @@ class StagingRing:
         self.buffer_bytes = buffer_bytes
         self.count = count
         props = lib.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | lib.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-        type_index = memory.pick_type(required=props, preferred=lib.VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
-                                      avoid=lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        type_index = memory.pick_type(
+            required=props,
+            preferred=lib.VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+            avoid=lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+        )
         self.vk_memory, self.vk_buffer, _ = memory.create(buffer_bytes * count, type_index, "staging ring")
         try:
             mapped = memory.map(self.vk_memory, buffer_bytes * count, "staging ring")
@@ -36,10 +40,12 @@ class StagingRing:
             memory.destroy(self.vk_memory, self.vk_buffer, buffer_bytes * count)
             raise
         self.lock = threading.Lock()
-        self.free: list[tuple[int, object]] = []   # (slot, host pointer) of each staging buffer not leased
-        self.freed = Signal()                       # set when one comes back
+        self.free: list[tuple[int, object]] = []  # (slot, host pointer) of each staging buffer not leased
+        self.freed = Signal()  # set when one comes back
         for i in range(count):
-            self.free.append((new_slot(self.vk_buffer, i * buffer_bytes, buffer_bytes, None), mapped + i * buffer_bytes))
+            self.free.append(
+                (new_slot(self.vk_buffer, i * buffer_bytes, buffer_bytes, None), mapped + i * buffer_bytes)
+            )
 
     def acquire(self, lease: "Lease", block: bool = True) -> bool:
         """Fill ``lease`` with a free staging buffer; False when ``block`` is false and none is free. Blocking, it
@@ -59,9 +65,11 @@ class StagingRing:
                 return False
             left = deadline - time.monotonic()
             if left <= 0:
-                raise BackendError(ErrorStatus.KernelSync,
-                                   f"no staging buffer came free within {ctx.sync_timeout_s:.1f} s "
-                                   "(VKBACKEND_SYNC_TIMEOUT_S): earlier copies have not completed on the GPU")
+                raise BackendError(
+                    ErrorStatus.KernelSync,
+                    f"no staging buffer came free within {ctx.sync_timeout_s:.1f} s "
+                    "(VKBACKEND_SYNC_TIMEOUT_S): earlier copies have not completed on the GPU",
+                )
             self.freed.take(min(WAKE_S, left))
 
     def destroy(self) -> None:

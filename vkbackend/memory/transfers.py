@@ -12,6 +12,7 @@ hands the give-back of each to the worker, to run once the copies queued so far 
 with a loop: CPython 3.11 raises an interrupt taken at the loop's back edge from the instruction before the loop's
 head, outside the try, so neither its handlers nor its finally would run.
 """
+
 from __future__ import annotations
 
 import threading

@@ -11,4 +11,5 @@ Nothing is imported here: ``spec`` and ``protocol`` are plain Python and numpy, 
 tinygrad. Every import in this package is absolute, and ``import tinygrad`` / ``from tinygrad import ...`` is the
 real tinygrad, never this package.
 """
+
 from __future__ import annotations

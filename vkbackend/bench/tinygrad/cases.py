@@ -4,6 +4,7 @@
 (Adam / AdamW under ``Context(TRAINING=1)``), a jitted decode step on a symbolic position, a jitted ResNet forward,
 and the MLP step's per-kernel GPU times (``kernels``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -39,9 +40,11 @@ class TinygradWorkloads(Workloads):
     def jit(self, fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
         return TinyJit(lambda *args: fn(*args).realize())
 
-    def _train_step(self, model: object, opt: Optimizer, loss_fn: Callable[..., Tensor],
-                    *inputs: Tensor) -> tuple[TinyJit, Callable[[], Tensor]]:
+    def _train_step(
+        self, model: object, opt: Optimizer, loss_fn: Callable[..., Tensor], *inputs: Tensor
+    ) -> tuple[TinyJit, Callable[[], Tensor]]:
         """The jitted step (loss, backward, optimiser in one schedule) and a call of it on ``inputs``."""
+
         @TinyJit
         def step(*args: Tensor) -> Tensor:
             with Context(TRAINING=1):
@@ -49,6 +52,7 @@ class TinygradWorkloads(Workloads):
                 loss = loss_fn(*args)
                 loss.backward()
                 return loss.realize(*opt.schedule_step())
+
         return step, lambda: step(*inputs)
 
     def mlp_step(self) -> Callable[[], Tensor]:
@@ -56,8 +60,13 @@ class TinygradWorkloads(Workloads):
         model = MLP(s.mlp_widths)
         load_seeded(model, SEED)
         x, y = self.tensor(data["x"]), self.tensor(data["y"])
-        step, call = self._train_step(model, Adam(nn.state.get_parameters(model), lr=1e-3),
-                                      lambda a, b: model(a).sparse_categorical_crossentropy(b), x, y)
+        step, call = self._train_step(
+            model,
+            Adam(nn.state.get_parameters(model), lr=1e-3),
+            lambda a, b: model(a).sparse_categorical_crossentropy(b),
+            x,
+            y,
+        )
         self._kernels = lambda: self._kernel_records(step, x, y)
         return call
 
@@ -65,9 +74,13 @@ class TinygradWorkloads(Workloads):
         s, data = self.s, seeded_inputs("transformer", self.s)
         model = TransformerStack(s.tf_layers, s.tf_dim, s.tf_heads)
         load_seeded(model, SEED)
-        return self._train_step(model, AdamW(nn.state.get_parameters(model), lr=1e-4),
-                                lambda a, b: (model(a) - b).square().mean(),
-                                self.tensor(data["x"]), self.tensor(data["y"]))[1]
+        return self._train_step(
+            model,
+            AdamW(nn.state.get_parameters(model), lr=1e-4),
+            lambda a, b: (model(a) - b).square().mean(),
+            self.tensor(data["x"]),
+            self.tensor(data["y"]),
+        )[1]
 
     def gpt2_decode(self) -> Callable[[], float]:
         """Teacher-forced: the seeded tokens go in one at a time (the position is a bound symbolic variable, so one
@@ -79,8 +92,9 @@ class TinygradWorkloads(Workloads):
         load_seeded(model, SEED)
         step = TinyJit(lambda tok, pos: model(tok, pos).realize())
         pos = UOp.variable("pos", 0, s.gpt2_tokens - 1)
-        return lambda: sum(step(Tensor([[t]], dtype=dtypes.int32), pos.bind(i)).tolist()[1]
-                           for i, t in enumerate(tokens))
+        return lambda: sum(
+            step(Tensor([[t]], dtype=dtypes.int32), pos.bind(i)).tolist()[1] for i, t in enumerate(tokens)
+        )
 
     def resnet_forward(self) -> Callable[[], Tensor]:
         s = self.s

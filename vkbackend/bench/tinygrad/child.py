@@ -7,6 +7,7 @@ IMPL WORKLOAD --sizes JSON`` runs one workload and prints its records. IMPL is a
 CPU), which the parent also puts in ``DEV``, or ``torch``. Under ``VKBACKEND_VALIDATION=1`` a VK child fails when the
 Vulkan validation layer said anything.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,6 +20,7 @@ from vkbackend.bench.tinygrad.spec import WORKLOADS, TgSizes
 
 def _describe_tinygrad(device: str) -> str:
     from tinygrad import Device
+
     dev = Device[device]
     if device == "VK":
         return f"VK: tinygrad on vkbackend, {dev.vk.info.name}"
@@ -28,8 +30,10 @@ def _describe_tinygrad(device: str) -> str:
 def probe(impl: str, quick: bool) -> None:
     """Emit ``info`` when ``impl`` works here, else ``skip`` with the reason (or raise)."""
     if impl == "torch":
-        from vkbackend.bench.tinygrad.torch_twins import Skip, torch_device
         import torch
+
+        from vkbackend.bench.tinygrad.torch_twins import Skip, torch_device
+
         try:
             device = torch_device(quick)
         except Skip as reason:
@@ -39,6 +43,7 @@ def probe(impl: str, quick: bool) -> None:
         emit(info=f"torch: PyTorch {torch.__version__} on {name} ({device}), eager")
         return
     from tinygrad import Tensor
+
     got = (Tensor([1.0, 2.0, 3.0], device=impl) + 1).sum().item()
     if got != 9.0:
         raise RuntimeError(f"{impl} computed {got} for (1 + 2 + 3) + 3")
@@ -49,6 +54,7 @@ def run_workload(impl: str, workload: str, sizes: TgSizes, quick: bool) -> None:
     """Emit the records of ``workload`` on ``impl`` (``skip`` where the implementation cannot run it)."""
     if impl == "torch":
         from vkbackend.bench.tinygrad.torch_twins import Skip, TorchWorkloads, torch_device
+
         try:
             records = TorchWorkloads(torch_device(quick), sizes).run(workload)
         except Skip as reason:
@@ -56,6 +62,7 @@ def run_workload(impl: str, workload: str, sizes: TgSizes, quick: bool) -> None:
             return
     else:
         from vkbackend.bench.tinygrad.cases import TinygradWorkloads
+
         records = TinygradWorkloads(impl, sizes).run(workload)
     for record in records:
         emit(**record.to_json())
@@ -68,6 +75,7 @@ def _validation_clean(impl: str) -> bool:
         return True
     from vkbackend.config import validation_enabled
     from vkbackend.discovery import validation_messages
+
     messages = validation_messages() if validation_enabled() else ""
     if messages:
         emit(error=f"Vulkan validation layer messages: {messages[:2000]}")
@@ -90,8 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if args.workload is None:
             parser.error("a workload or --probe")
-        sizes = TgSizes.from_json(json.loads(args.sizes)) if args.sizes else (
-            TgSizes.quick() if args.quick else TgSizes.full())
+        sizes = (
+            TgSizes.from_json(json.loads(args.sizes))
+            if args.sizes
+            else (TgSizes.quick() if args.quick else TgSizes.full())
+        )
         run_workload(args.impl, args.workload, sizes, args.quick)
     return 0 if _validation_clean(args.impl) else 1
 

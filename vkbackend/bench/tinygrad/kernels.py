@@ -6,6 +6,7 @@ where each device's program returns its own time for the launch (``Device.launch
 CUDA, the wall time of the call on CPU). Graph batches (CUDA graphs) are taken apart so that every kernel is
 timed on its own; copies run untimed, in their place, so later kernels read what they expect.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator

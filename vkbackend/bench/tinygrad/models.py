@@ -4,6 +4,7 @@ with a KV cache, and a torchvision-shaped ResNet.
 Parameter names follow ``torch.nn`` / torchvision (``layers.0.weight``, ``layer1.0.bn2.running_var``...), so the
 PyTorch twins (``torch_twins``) load the very same numpy arrays from ``protocol.seeded_state``.
 """
+
 from __future__ import annotations
 
 from tinygrad import Tensor, UOp, dtypes, nn
@@ -65,9 +66,9 @@ class Block:
         """One token at position ``pos`` (a bound variable under the JIT): its key and value go into the caches,
         then it attends to positions 0..pos."""
         q, k, v = self._qkv(x)
-        cache_k[:, :, pos:pos + 1, :].assign(k)
-        cache_v[:, :, pos:pos + 1, :].assign(v)
-        keys, values = cache_k[:, :, 0:pos + 1, :], cache_v[:, :, 0:pos + 1, :]
+        cache_k[:, :, pos : pos + 1, :].assign(k)
+        cache_v[:, :, pos : pos + 1, :].assign(v)
+        keys, values = cache_k[:, :, 0 : pos + 1, :], cache_v[:, :, 0 : pos + 1, :]
         return self._out(x, q.scaled_dot_product_attention(keys, values))
 
 
@@ -92,12 +93,14 @@ class GPT2Decoder:
         self.blocks = [Block(dim, heads) for _ in range(layers)]
         self.ln_f = nn.LayerNorm(dim)
         # realized zero caches, written in place by decode (names start with "cache": not parameters)
-        self.cache = [[Tensor.zeros(1, heads, max_len, dim // heads).contiguous().realize() for _ in range(2)]
-                      for _ in range(layers)]
+        self.cache = [
+            [Tensor.zeros(1, heads, max_len, dim // heads).contiguous().realize() for _ in range(2)]
+            for _ in range(layers)
+        ]
 
     def __call__(self, token: Tensor, pos: UOp | int) -> Tensor:
         """``token`` (1, 1) int32 at position ``pos``: [argmax, max] of the next-token logits, as float32 (2,)."""
-        x = self.wte(token) + self.wpe.weight[pos:pos + 1].reshape(1, 1, -1)
+        x = self.wte(token) + self.wpe.weight[pos : pos + 1].reshape(1, 1, -1)
         for block, (cache_k, cache_v) in zip(self.blocks, self.cache):
             x = block.decode(x, pos, cache_k, cache_v)
         logits = (self.ln_f(x) @ self.wte.weight.T).flatten()
@@ -112,8 +115,11 @@ class Bottleneck:
         self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
         self.bn2 = nn.BatchNorm(width)
         self.conv3, self.bn3 = nn.Conv2d(width, planes * 4, 1, bias=False), nn.BatchNorm(planes * 4)
-        self.downsample = ([nn.Conv2d(inplanes, planes * 4, 1, stride=stride, bias=False), nn.BatchNorm(planes * 4)]
-                           if stride != 1 or inplanes != planes * 4 else [])
+        self.downsample = (
+            [nn.Conv2d(inplanes, planes * 4, 1, stride=stride, bias=False), nn.BatchNorm(planes * 4)]
+            if stride != 1 or inplanes != planes * 4
+            else []
+        )
 
     def __call__(self, x: Tensor) -> Tensor:
         out = self.bn1(self.conv1(x)).relu()

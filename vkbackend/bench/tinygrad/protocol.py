@@ -3,6 +3,7 @@ seeded weights and inputs, the checksum, how seconds become the case's figure, a
 
 numpy only: the PyTorch child imports this module without tinygrad.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,12 +52,16 @@ def checksum(array: np.ndarray) -> float:
 def seeded_inputs(workload: str, s: TgSizes) -> dict[str, np.ndarray]:
     """The numpy inputs of ``workload`` at sizes ``s`` (the same for every implementation)."""
     if workload == "mlp":
-        return {"x": rng_for("mlp.x").standard_normal((s.mlp_batch, s.mlp_widths[0]), np.float32),
-                "y": rng_for("mlp.y").integers(0, s.mlp_widths[-1], s.mlp_batch).astype(np.int32)}
+        return {
+            "x": rng_for("mlp.x").standard_normal((s.mlp_batch, s.mlp_widths[0]), np.float32),
+            "y": rng_for("mlp.y").integers(0, s.mlp_widths[-1], s.mlp_batch).astype(np.int32),
+        }
     if workload == "transformer":
         shape = (s.tf_batch, s.tf_seq, s.tf_dim)
-        return {"x": rng_for("tf.x").standard_normal(shape, np.float32),
-                "y": rng_for("tf.y").standard_normal(shape, np.float32)}
+        return {
+            "x": rng_for("tf.x").standard_normal(shape, np.float32),
+            "y": rng_for("tf.y").standard_normal(shape, np.float32),
+        }
     if workload in ("matmul_f32", "matmul_f16"):
         dtype = np.float16 if workload.endswith("16") else np.float32
         return {k: rng_for(f"matmul.{k}").random((s.matmul_n, s.matmul_n), np.float32).astype(dtype) for k in "ab"}
@@ -72,9 +77,14 @@ def seeded_inputs(workload: str, s: TgSizes) -> dict[str, np.ndarray]:
 
 def work_per_run(case: str, s: TgSizes) -> float:
     """What one timed run of a throughput case does, in the unit's numerator (TFLOP, GB, tokens, images)."""
-    return {"matmul_f32": 2 * s.matmul_n ** 3 / 1e12, "matmul_f16": 2 * s.matmul_n ** 3 / 1e12,
-            "add": 3 * 4 * s.elems / 1e9, "sum": 4 * s.elems / 1e9, "gpt2_decode": s.gpt2_tokens,
-            "resnet50": s.resnet_batch}[case]
+    return {
+        "matmul_f32": 2 * s.matmul_n**3 / 1e12,
+        "matmul_f16": 2 * s.matmul_n**3 / 1e12,
+        "add": 3 * 4 * s.elems / 1e9,
+        "sum": 4 * s.elems / 1e9,
+        "gpt2_decode": s.gpt2_tokens,
+        "resnet50": s.resnet_batch,
+    }[case]
 
 
 def figures(case: str, seconds: list[float], s: TgSizes) -> list[float]:
@@ -176,8 +186,9 @@ class Workloads:
         for _ in range(3):
             out = call(*inputs)
         check = checksum(self.numpy(out))
-        return [self.record(case, self.timed(lambda: [call(*inputs) for _ in range(self.s.repeat)], self.s.repeat),
-                            check)]
+        return [
+            self.record(case, self.timed(lambda: [call(*inputs) for _ in range(self.s.repeat)], self.s.repeat), check)
+        ]
 
     def _matmul_f32(self) -> list[TgRecord]:
         return self._op("matmul_f32", lambda a, b: a @ b, *seeded_inputs("matmul_f32", self.s).values())

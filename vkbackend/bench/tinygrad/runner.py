@@ -2,6 +2,7 @@
 (implementation, workload) in a child process of its own (``child``) with a time limit, checks that the checksums
 agree, and prints the table (plus the MLP step's per-kernel table), the JSON and the plot.
 """
+
 from __future__ import annotations
 
 import ctypes.util
@@ -16,17 +17,30 @@ from pathlib import Path
 
 from vkbackend.bench import report
 from vkbackend.bench.child import run_module
-from vkbackend.bench.tinygrad.spec import (CASE_BY_NAME, CASES, IMPLS, KERNEL_CASE, OURS, WORKLOADS, TgRecord, TgSizes,
-                                           close)
+from vkbackend.bench.tinygrad.spec import (
+    CASE_BY_NAME,
+    CASES,
+    IMPLS,
+    KERNEL_CASE,
+    OURS,
+    WORKLOADS,
+    TgRecord,
+    TgSizes,
+    close,
+)
 from vkbackend.bench.units import duration
 
 CUDA_LIBS = Path("/usr/local/cuda/targets/x86_64-linux/lib")
 CHILD = "vkbackend.bench.tinygrad.child"
-NOTES = ("figures: median [min-max] over the timed runs; checksums must agree within each case's tolerance",
-         "tinygrad devices: jitted steps and operations (TinyJit)")
+NOTES = (
+    "figures: median [min-max] over the timed runs; checksums must agree within each case's tolerance",
+    "tinygrad devices: jitted steps and operations (TinyJit)",
+)
 TORCH_NOTE = "torch: eager PyTorch, TF32 off (on the CPU only with --quick)"
-NO_TINYGRAD = ("tinygrad is not installed: pip install '.[tinygrad]' in a checkout (pip install 'vkbackend[tinygrad]' "
-               "elsewhere), or bash scripts/setup.sh tinygrad")
+NO_TINYGRAD = (
+    "tinygrad is not installed: pip install '.[tinygrad]' in a checkout (pip install 'vkbackend[tinygrad]' "
+    "elsewhere), or bash scripts/setup.sh tinygrad"
+)
 PROGRESS_EVERY_S = 30.0
 """How often a child that is still running is reported on stderr."""
 
@@ -69,8 +83,9 @@ def discover(quick: bool, timeout_s: float, only: Sequence[str] | None = None, d
         if impl == "CPU" and "CUDA" in found:
             continue  # tinygrad's CPU device is the reference only where no GPU device is
         _log(f"{impl}: probing")
-        result = run_module(CHILD, [impl, "--probe"] + (["--quick"] if quick else []), child_env(impl, device),
-                            timeout_s)
+        result = run_module(
+            CHILD, [impl, "--probe"] + (["--quick"] if quick else []), child_env(impl, device), timeout_s
+        )
         info = [line["info"] for line in result.lines if "info" in line]
         skip = [line["skip"] for line in result.lines if "skip" in line]
         if result.ok and info:
@@ -81,8 +96,15 @@ def discover(quick: bool, timeout_s: float, only: Sequence[str] | None = None, d
     return found
 
 
-def run_workload(impl: str, workload: str, sizes: TgSizes, quick: bool, timeout_s: float,
-                 device: int | None = None, progress: Callable[[float], None] | None = None) -> list[TgRecord]:
+def run_workload(
+    impl: str,
+    workload: str,
+    sizes: TgSizes,
+    quick: bool,
+    timeout_s: float,
+    device: int | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> list[TgRecord]:
     """The records of one child; a failed child gives failed records of its cases (with the reason). ``progress``
     is called with the seconds elapsed every ``PROGRESS_EVERY_S`` while the child runs."""
     args = [impl, workload, "--sizes", json.dumps(sizes.to_json())] + (["--quick"] if quick else [])
@@ -98,8 +120,11 @@ def run_workload(impl: str, workload: str, sizes: TgSizes, quick: bool, timeout_
     if errors:
         _log(f"{impl} {workload}: FAILED: {'; '.join(errors)}")
         done = {r.case for r in records}
-        records += [TgRecord.failed(case, impl, "; ".join(errors)) for case in CASES
-                    if case.workload == workload and case.name not in done]
+        records += [
+            TgRecord.failed(case, impl, "; ".join(errors))
+            for case in CASES
+            if case.workload == workload and case.name not in done
+        ]
         for r in records:
             r.correct = False
     return records
@@ -115,8 +140,10 @@ def check_agreement(records: Sequence[TgRecord]) -> list[str]:
         for r in ran.values():
             if ref is not None and r is not ref and not close(r.checksum, ref.checksum, case.rtol):
                 r.correct = False
-                problems.append(f"checksum mismatch in {case.name}: {r.impl} {r.checksum:.9g} vs {ref.impl} "
-                                f"{ref.checksum:.9g} (relative tolerance {case.rtol:g})")
+                problems.append(
+                    f"checksum mismatch in {case.name}: {r.impl} {r.checksum:.9g} vs {ref.impl} "
+                    f"{ref.checksum:.9g} (relative tolerance {case.rtol:g})"
+                )
     return problems
 
 
@@ -132,8 +159,9 @@ def kernel_table(records: Sequence[TgRecord], ours: str = OURS) -> str:
     if not mine:
         return ""
     theirs = {r.index: r for r in by_impl.get(peer, [])} if peer else {}
-    rows = [["#", f"kernel ({ours})", f"{ours} us"] + ([f"{peer} us", f"{ours}/{peer}", f"kernel ({peer})"]
-                                                        if peer else [])]
+    rows = [
+        ["#", f"kernel ({ours})", f"{ours} us"] + ([f"{peer} us", f"{ours}/{peer}", f"kernel ({peer})"] if peer else [])
+    ]
     ratios = []
     for r in mine:
         row = [str(r.index), r.kernel or "?", f"{r.value:.4g}"]
@@ -142,8 +170,11 @@ def kernel_table(records: Sequence[TgRecord], ours: str = OURS) -> str:
             value = r.value / other.value if other and other.value else None
             if value is not None:
                 ratios.append((value, r))
-            row += [f"{other.value:.4g}" if other else "-", f"{value:.3g}" if value else "-",
-                    other.kernel or "?" if other else "-"]
+            row += [
+                f"{other.value:.4g}" if other else "-",
+                f"{value:.3g}" if value else "-",
+                other.kernel or "?" if other else "-",
+            ]
         rows.append(row)
     title = f"MLP step, GPU time per kernel ({KERNEL_CASE.unit}, median of the timed passes)"
     lines = [title] + report.columns(rows, 2)
@@ -152,8 +183,10 @@ def kernel_table(records: Sequence[TgRecord], ours: str = OURS) -> str:
     if ratios:
         worst, at = max(ratios, key=lambda x: x[0])
         counts = "" if len(mine) == len(theirs) else f"; kernel counts differ ({len(mine)} vs {len(theirs)})"
-        lines.append(f"{ours}/{peer} per kernel: median {statistics.median(v for v, _ in ratios):.3g}, worst "
-                     f"{worst:.3g} (#{at.index} {at.kernel}){counts}")
+        lines.append(
+            f"{ours}/{peer} per kernel: median {statistics.median(v for v, _ in ratios):.3g}, worst "
+            f"{worst:.3g} (#{at.index} {at.kernel}){counts}"
+        )
     return "\n".join(lines)
 
 
@@ -171,9 +204,15 @@ def select(cases: Sequence[str] | None) -> list[str]:
     return chosen
 
 
-def run(json_path: str | None = None, plot_path: str | None = None, quick: bool = False,
-        cases: Sequence[str] | None = None, timeout_s: float | None = None, impls: Sequence[str] | None = None,
-        device: int | None = None) -> int:
+def run(
+    json_path: str | None = None,
+    plot_path: str | None = None,
+    quick: bool = False,
+    cases: Sequence[str] | None = None,
+    timeout_s: float | None = None,
+    impls: Sequence[str] | None = None,
+    device: int | None = None,
+) -> int:
     """Run the selected workloads on every implementation that works here; print, write JSON and plot.
 
     ``impls`` limits the implementations tried (VK is always needed); ``device`` is the Vulkan device VK runs on
@@ -208,8 +247,12 @@ def run(json_path: str | None = None, plot_path: str | None = None, quick: bool 
     out = sys.stderr if json_path == "-" else sys.stdout
     print(f"{title}\n{sizes.describe()}\n", file=out)
     notes = NOTES + ((TORCH_NOTE,) if "torch" in impls else ())
-    print(report.table(records, notes, shown, [impl for impl in IMPLS if impl in impls], ours_label=OURS,
-                       labels=sizes.labels()), file=out)
+    print(
+        report.table(
+            records, notes, shown, [impl for impl in IMPLS if impl in impls], ours_label=OURS, labels=sizes.labels()
+        ),
+        file=out,
+    )
     kernels = kernel_table(records)
     if kernels:
         print(f"\n{kernels}", file=out)
@@ -221,8 +264,15 @@ def run(json_path: str | None = None, plot_path: str | None = None, quick: bool 
             _log(f"wrote {json_path}")
     status = 0
     if plot_path:
-        why_not = report.plot([r for r in records if r.case != KERNEL_CASE.name], plot_path,
-                              f"{title}\n{sizes.describe()}", shown, IMPLS, ours_label=OURS, labels=sizes.labels())
+        why_not = report.plot(
+            [r for r in records if r.case != KERNEL_CASE.name],
+            plot_path,
+            f"{title}\n{sizes.describe()}",
+            shown,
+            IMPLS,
+            ours_label=OURS,
+            labels=sizes.labels(),
+        )
         if why_not:
             _log(f"vkbackend bench --tinygrad: {why_not}")
             status = 1
@@ -240,6 +290,7 @@ def device_problem(device: int | None) -> str | None:
         return None
     from vkbackend.discovery import query_physical_devices
     from vkbackend.errors import BackendError
+
     try:
         count = len(query_physical_devices())
     except BackendError as error:
@@ -249,8 +300,14 @@ def device_problem(device: int | None) -> str | None:
     return None
 
 
-def run_all(impls: Sequence[str], workloads: Sequence[str], sizes: TgSizes, quick: bool, timeout_s: float,
-            device: int | None = None) -> list[TgRecord]:
+def run_all(
+    impls: Sequence[str],
+    workloads: Sequence[str],
+    sizes: TgSizes,
+    quick: bool,
+    timeout_s: float,
+    device: int | None = None,
+) -> list[TgRecord]:
     """Every (workload, implementation) in turn, each announced on stderr when it starts, every
     ``PROGRESS_EVERY_S`` while it runs and when it ends, with the run's elapsed time, so a long run is never silent."""
     records: list[TgRecord] = []
@@ -260,7 +317,14 @@ def run_all(impls: Sequence[str], workloads: Sequence[str], sizes: TgSizes, quic
         what = f"[{n}/{len(runs)}] {impl} {sizes.labels().get(workload, workload)}"
         _log(f"{what}: running ({duration(time.perf_counter() - start)} into the run)")
         began = time.perf_counter()
-        records += run_workload(impl, workload, sizes, quick, timeout_s, device,
-                                lambda s, what=what: _log(f"{what}: still running after {duration(s)}"))
+        records += run_workload(
+            impl,
+            workload,
+            sizes,
+            quick,
+            timeout_s,
+            device,
+            lambda s, what=what: _log(f"{what}: still running after {duration(s)}"),
+        )
         _log(f"{what}: done in {duration(time.perf_counter() - began)}")
     return records

@@ -5,6 +5,7 @@ They run on CUDA where PyTorch has it; without CUDA only at ``--quick`` sizes, o
 themselves. TF32 is off, so float32 matmuls and convolutions compute what tinygrad's do. ResNet-50 is torchvision's
 ``resnet50(weights=None)`` layout and runs only where torchvision is importable.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -68,9 +69,9 @@ class Block(nn.Module):
 
     def decode(self, x: torch.Tensor, pos: int, cache_k: torch.Tensor, cache_v: torch.Tensor) -> torch.Tensor:
         q, k, v = self._qkv(x)
-        cache_k[:, :, pos:pos + 1] = k
-        cache_v[:, :, pos:pos + 1] = v
-        return self._out(x, F.scaled_dot_product_attention(q, cache_k[:, :, :pos + 1], cache_v[:, :, :pos + 1]))
+        cache_k[:, :, pos : pos + 1] = k
+        cache_v[:, :, pos : pos + 1] = v
+        return self._out(x, F.scaled_dot_product_attention(q, cache_k[:, :, : pos + 1], cache_v[:, :, : pos + 1]))
 
 
 class TransformerStack(nn.Module):
@@ -97,9 +98,11 @@ class GPT2Decoder(nn.Module):
 
     def forward(self, token: torch.Tensor, pos: int) -> torch.Tensor:
         if not self.cache:
-            self.cache = [(self.wte.weight.new_zeros(self.cache_shape), self.wte.weight.new_zeros(self.cache_shape))
-                          for _ in self.blocks]
-        x = self.wte(token) + self.wpe.weight[pos:pos + 1].reshape(1, 1, -1)
+            self.cache = [
+                (self.wte.weight.new_zeros(self.cache_shape), self.wte.weight.new_zeros(self.cache_shape))
+                for _ in self.blocks
+            ]
+        x = self.wte(token) + self.wpe.weight[pos : pos + 1].reshape(1, 1, -1)
         for block, (cache_k, cache_v) in zip(self.blocks, self.cache):
             x = block.decode(x, pos, cache_k, cache_v)
         logits = (self.ln_f(x) @ self.wte.weight.T).flatten()
@@ -130,41 +133,47 @@ class TorchWorkloads(Workloads):
         return tensor.detach().float().cpu().numpy()
 
     @staticmethod
-    def _train_step(model: nn.Module, opt: torch.optim.Optimizer, loss_fn: Callable[[], torch.Tensor]
-                    ) -> Callable[[], torch.Tensor]:
+    def _train_step(
+        model: nn.Module, opt: torch.optim.Optimizer, loss_fn: Callable[[], torch.Tensor]
+    ) -> Callable[[], torch.Tensor]:
         def step() -> torch.Tensor:
             opt.zero_grad(set_to_none=True)
             loss = loss_fn()
             loss.backward()
             opt.step()
             return loss
+
         return step
 
     def mlp_step(self) -> Callable[[], torch.Tensor]:
         s, data = self.s, seeded_inputs("mlp", self.s)
         model = load_seeded(MLP(s.mlp_widths)).to(self.device)
         x, y = self.tensor(data["x"]), self.tensor(data["y"]).long()
-        return self._train_step(model, torch.optim.Adam(model.parameters(), lr=1e-3),
-                                lambda: F.cross_entropy(model(x), y))
+        return self._train_step(
+            model, torch.optim.Adam(model.parameters(), lr=1e-3), lambda: F.cross_entropy(model(x), y)
+        )
 
     def transformer_step(self) -> Callable[[], torch.Tensor]:
         s, data = self.s, seeded_inputs("transformer", self.s)
         model = load_seeded(TransformerStack(s.tf_layers, s.tf_dim, s.tf_heads)).to(self.device)
         x, y = self.tensor(data["x"]), self.tensor(data["y"])
-        return self._train_step(model, torch.optim.AdamW(model.parameters(), lr=1e-4),
-                                lambda: (model(x) - y).square().mean())
+        return self._train_step(
+            model, torch.optim.AdamW(model.parameters(), lr=1e-4), lambda: (model(x) - y).square().mean()
+        )
 
     def gpt2_decode(self) -> Callable[[], float]:
         s = self.s
         tokens = seeded_inputs("gpt2", s)["tokens"].tolist()
-        model = load_seeded(GPT2Decoder(s.gpt2_layers, s.gpt2_dim, s.gpt2_heads, s.gpt2_vocab, s.gpt2_positions,
-                                        s.gpt2_tokens)).to(self.device)
+        model = load_seeded(
+            GPT2Decoder(s.gpt2_layers, s.gpt2_dim, s.gpt2_heads, s.gpt2_vocab, s.gpt2_positions, s.gpt2_tokens)
+        ).to(self.device)
         return lambda: sum(model(torch.tensor([[t]], device=self.device), i).tolist()[1] for i, t in enumerate(tokens))
 
     def resnet_forward(self) -> Callable[[], torch.Tensor]:
         if importlib.util.find_spec("torchvision") is None:
             raise Skip("torchvision is not importable")
         from torchvision.models.resnet import Bottleneck, ResNet
+
         s = self.s
         model = ResNet(Bottleneck, list(s.resnet_layers), num_classes=s.resnet_classes, width_per_group=s.resnet_width)
         model = load_seeded(model).to(self.device).eval()

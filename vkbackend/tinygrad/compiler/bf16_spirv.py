@@ -11,9 +11,20 @@ from __future__ import annotations
 
 import struct
 
-from vkbackend.spirv import (CAP_BFLOAT16_COOPERATIVE_MATRIX_KHR, CAP_BFLOAT16_TYPE_KHR, FP_ENCODING_BFLOAT16_KHR,
-                             MATRIX_USE_A_KHR, MATRIX_USE_B_KHR, OP_CAPABILITY, OP_CONSTANT, OP_EXTENSION,
-                             OP_TYPE_COOPERATIVE_MATRIX_KHR, OP_TYPE_FLOAT, instructions, module_words)
+from vkbackend.spirv import (
+    CAP_BFLOAT16_COOPERATIVE_MATRIX_KHR,
+    CAP_BFLOAT16_TYPE_KHR,
+    FP_ENCODING_BFLOAT16_KHR,
+    MATRIX_USE_A_KHR,
+    MATRIX_USE_B_KHR,
+    OP_CAPABILITY,
+    OP_CONSTANT,
+    OP_EXTENSION,
+    OP_TYPE_COOPERATIVE_MATRIX_KHR,
+    OP_TYPE_FLOAT,
+    instructions,
+    module_words,
+)
 
 __all__ = ["retype_cooperative_matrices"]
 
@@ -35,16 +46,21 @@ def retype_cooperative_matrices(spirv: bytes) -> bytes:
     words = module_words(spirv)
     walked = list(instructions(words))  # the whole walk first: a malformed module fails before any rewriting
     half = {operands[0] for _, opcode, _, operands in walked if opcode == OP_TYPE_FLOAT and operands[1:] == (16,)}
-    constants = {operands[1]: operands[2] for _, opcode, count, operands in walked
-                 if opcode == OP_CONSTANT and count == 4}
+    constants = {
+        operands[1]: operands[2] for _, opcode, count, operands in walked if opcode == OP_CONSTANT and count == 4
+    }
     bf16 = words[3]  # the module's id bound: the first free id
     out: list[list[int]] = []
     retyped = 0
     for offset, opcode, count, operands in walked:
         ins = list(words[offset : offset + count])
         # operands: result id, component type, scope, rows, columns, use
-        if (opcode == OP_TYPE_COOPERATIVE_MATRIX_KHR and count == 7 and operands[1] in half
-                and constants.get(operands[5]) in (MATRIX_USE_A_KHR, MATRIX_USE_B_KHR)):
+        if (
+            opcode == OP_TYPE_COOPERATIVE_MATRIX_KHR
+            and count == 7
+            and operands[1] in half
+            and constants.get(operands[5]) in (MATRIX_USE_A_KHR, MATRIX_USE_B_KHR)
+        ):
             if not retyped:
                 out.append(_instruction(OP_TYPE_FLOAT, [bf16, 16, FP_ENCODING_BFLOAT16_KHR]))
             ins[2] = bf16

@@ -13,8 +13,15 @@ import struct
 
 from tinygrad.device import CompileError, Compiler
 
-from vkbackend.spirv import (DEC_SPEC_ID, MODE_LOCAL_SIZE, OP_DECORATE, OP_EXECUTION_MODE, OP_SPEC_CONSTANT,
-                             instructions, module_words)
+from vkbackend.spirv import (
+    DEC_SPEC_ID,
+    MODE_LOCAL_SIZE,
+    OP_DECORATE,
+    OP_EXECUTION_MODE,
+    OP_SPEC_CONSTANT,
+    instructions,
+    module_words,
+)
 from vkbackend.tinygrad.compiler.bf16_spirv import retype_cooperative_matrices
 from vkbackend.tinygrad.compiler.kernel_format import pack_lib, read_meta, unpack_lib
 
@@ -30,8 +37,9 @@ def compile_variant(source: str, views: bool) -> bytes:
 
     meta = read_meta(source)
     try:
-        spirv = compile_glsl(source, {"VK_VIEWS": "1" if views else "0"},
-                             target_env=meta.get("target_env", "vulkan1.2"))
+        spirv = compile_glsl(
+            source, {"VK_VIEWS": "1" if views else "0"}, target_env=meta.get("target_env", "vulkan1.2")
+        )
     except BackendError as e:
         raise CompileError(f"GLSL compilation failed: {e}\n{source}") from e
     return retype_cooperative_matrices(spirv) if meta.get("bf16_coopmat") else spirv
@@ -68,7 +76,8 @@ class VKCompiler(Compiler):
         return pack_lib(meta, compile_variant(src, views=False), src)
 
     def disassemble(self, lib: bytes):
-        import subprocess, tempfile  # noqa: E401, PLC0415
+        import subprocess  # noqa: E401, PLC0415
+        import tempfile
 
         with tempfile.NamedTemporaryFile(suffix=".spv") as f:
             f.write(unpack_lib(lib).spirv)

@@ -53,9 +53,10 @@ class DeviceCaps:
     local_max: tuple[int, int, int] = (1024, 1024, 64)
     local_threads: int = 128
     shared_max: int = 16384
-    addresses: bool = False          # buffer device addresses: arguments past storage_range are reached by address
-    storage_range: int = 1 << 27     # maxStorageBufferRange (Vulkan's minimum: 128 MiB)
-    # float widths whose infinities, NaNs and signed zeros a kernel can ask the driver to keep (SignedZeroInfNanPreserve)
+    addresses: bool = False  # buffer device addresses: arguments past storage_range are reached by address
+    storage_range: int = 1 << 27  # maxStorageBufferRange (Vulkan's minimum: 128 MiB)
+    # float widths whose infinities, NaNs and signed zeros a kernel can ask the driver to keep
+    # (SignedZeroInfNanPreserve)
     preserve_widths: tuple[int, ...] = ()
     # loop iterations one invocation may run, all loops together (0: no limit); lavapipe leaves loops silently past
     # 65,535 (see vkbackend.tinygrad.renderer.loop_limit)

@@ -11,8 +11,19 @@ import struct
 
 from tinygrad.dtype import DType, dtypes
 
-__all__ = ["TYPE_MAP", "UINT_OF_SIZE", "vec_type", "value_type", "storage_dtype", "int_literal", "float_literal",
-           "cast", "zero", "bitcast", "as_uint"]
+__all__ = [
+    "TYPE_MAP",
+    "UINT_OF_SIZE",
+    "vec_type",
+    "value_type",
+    "storage_dtype",
+    "int_literal",
+    "float_literal",
+    "cast",
+    "zero",
+    "bitcast",
+    "as_uint",
+]
 
 TYPE_MAP: dict[DType, str] = {
     dtypes.bool: "bool",
@@ -127,7 +138,8 @@ def cast(dst: DType, src: DType, val: str) -> str:
             else f"{TYPE_MAP[dst]}({val}?1:0)"
         )
     if dtypes.is_float(src) and dtypes.is_int(dst) and dst.itemsize < 4:
-        # float -> 8/16-bit integers must go through int32 (direct conversion is broken on some drivers, and C truncates)
+        # float -> 8/16-bit integers must go through int32 (direct conversion is broken on some drivers, and C
+        # truncates)
         return f"{TYPE_MAP[dst]}(int({val}))"
     if dtypes.is_float(src) and dst == dtypes.uint32:
         # C on x86 (and numpy) convert through a 64-bit signed integer: negative floats wrap instead of being undefined
@@ -164,8 +176,6 @@ def bitcast(dst: DType, src: DType, val: str) -> str:
     return f"{TYPE_MAP[dst]}({val})"
 
 
-
 def as_uint(dt: DType, val: str) -> str:
     """The bits of a value of ``dt`` as the unsigned integer of the same size."""
     return bitcast(UINT_OF_SIZE[dt.itemsize], dt, val) if dt != dtypes.bool else f"uint8_t({val}?1u:0u)"
-

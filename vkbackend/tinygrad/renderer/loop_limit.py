@@ -43,8 +43,8 @@ class Loop:
     type: str
     name: str
     bound: str
-    n: int          # the trip count, or the largest a symbolic bound allows
-    const: bool     # whether the bound is a constant
+    n: int  # the trip count, or the largest a symbolic bound allows
+    const: bool  # whether the bound is a constant
     body: list = field(default_factory=list)
     u: int = 1
 
@@ -76,8 +76,7 @@ def _parse(lines: list[str], pos: int, indent: str | None, ranges: dict[str, UOp
         m = _HEADER.match(line)
         if m and m.group(3) in ranges:
             bound = ranges[m.group(3)].src[0]
-            loop = Loop(m.group(1), m.group(2), m.group(3), m.group(4), int(bound.vmax),
-                        bound.vmin == bound.vmax)
+            loop = Loop(m.group(1), m.group(2), m.group(3), m.group(4), int(bound.vmax), bound.vmin == bound.vmax)
             loop.body, pos = _parse(lines, pos + 1, loop.indent, ranges)
             out.append(loop)
         else:
@@ -150,8 +149,9 @@ def bound_loops(name: str, kernel: list[str], uops: list[UOp], limit: int) -> li
     at most ``limit`` loop iterations, all loops together; unchanged when it already does.  Raises
     :class:`LoopLimitError` when no unrolling within :data:`MAX_LINES` lines does."""
     # tinygrad's loops without a bound (dtype void, ``for (;;)``) are not matched, and so not counted
-    ranges = {f"{axis_letters[u.arg[-1]]}idx{range_str(u)}": u for u in uops
-              if u.op is Ops.RANGE and u.dtype != dtypes.void}
+    ranges = {
+        f"{axis_letters[u.arg[-1]]}idx{range_str(u)}": u for u in uops if u.op is Ops.RANGE and u.dtype != dtypes.void
+    }
     lines = [ln for item in kernel for ln in item.split("\n")]
     tree, _ = _parse(lines, 0, None, ranges)
     before = total = iterations(tree)
@@ -175,5 +175,3 @@ def bound_loops(name: str, kernel: list[str], uops: list[UOp], limit: int) -> li
             f"can bring under the limit"
         )
     return _emit(tree)
-
-

@@ -14,12 +14,28 @@ from tinygrad.dtype import AddrSpace, DType, dtypes
 from tinygrad.helpers import strip_parens
 from tinygrad.uop.ops import Ops, UOp
 
-from vkbackend.tinygrad.renderer.glsl_types import (TYPE_MAP, UINT_OF_SIZE, as_uint, bitcast, storage_dtype, value_type,
-                                                    vec_type)
+from vkbackend.tinygrad.renderer.glsl_types import (
+    TYPE_MAP,
+    UINT_OF_SIZE,
+    as_uint,
+    bitcast,
+    storage_dtype,
+    value_type,
+    vec_type,
+)
 
-
-__all__ = ["GlobalArg", "KernelMemory", "RenderContext", "plan_vector_widths", "compose_load", "compose_store",
-           "render_index", "render_load", "render_store", "global_vector_macros"]
+__all__ = [
+    "GlobalArg",
+    "KernelMemory",
+    "RenderContext",
+    "plan_vector_widths",
+    "compose_load",
+    "compose_store",
+    "render_index",
+    "render_load",
+    "render_store",
+    "global_vector_macros",
+]
 
 
 @dataclass(frozen=True)
@@ -29,7 +45,7 @@ class GlobalArg:
 
     name: str
     slot: int
-    key: str               # "<slot>_<element size>": names the argument's index macro VK_I<key>
+    key: str  # "<slot>_<element size>": names the argument's index macro VK_I<key>
     by_address: bool = False
     wide: bool = False
 
@@ -43,6 +59,7 @@ class GlobalArg:
         if self.wide:
             return i if dtype in (dtypes.int64, dtypes.uint64) else f"int64_t({i})"
         return _int_index(i, dtype)
+
 
 @dataclass
 class KernelMemory:
@@ -94,8 +111,6 @@ def _ptr_view(bidx: UOp):
     return param, start, bidx.src[1], bc.dtype
 
 
-
-
 def _view_access(ctx: RenderContext, param: UOp, start: UOp | None, idx: UOp):
     """(element expression for the buffer's element index ``e``, S, start string, idx string)."""
     sdt = storage_dtype(param.dtype)
@@ -133,9 +148,8 @@ def _render_view_store(ctx: RenderContext, bidx: UOp, var: UOp) -> str | None:
     k, ut, us = tdt.itemsize // sdt.itemsize, UINT_OF_SIZE[tdt.itemsize], UINT_OF_SIZE[sdt.itemsize]
     lines = [f"{{ {TYPE_MAP[ut]} vk_bits = {as_uint(tdt, ctx[var])};"]
     for j in range(k):
-        lines.append(
-            f"  {elem(f'{st}+({i})*{k}+{j}')} = {bitcast(sdt, us, f'{TYPE_MAP[us]}(vk_bits>>{j * sdt.itemsize * 8})')}; "
-        )
+        part = bitcast(sdt, us, f"{TYPE_MAP[us]}(vk_bits>>{j * sdt.itemsize * 8})")
+        lines.append(f"  {elem(f'{st}+({i})*{k}+{j}')} = {part}; ")
     return "\n".join(lines) + "}"
 
 
@@ -308,5 +322,3 @@ def render_store(ctx: RenderContext, bidx: UOp, var: UOp) -> str:
     if var.dtype == dtypes.bool and bidx.addrspace is AddrSpace.GLOBAL:
         val = f"uint8_t({val}?1u:0u)"
     return f"{ctx[bidx]} = {val};"
-
-

@@ -39,11 +39,25 @@ from tinygrad.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 from vkbackend.tinygrad.compiler.compiler import VKCompiler
 from vkbackend.tinygrad.compiler.kernel_format import with_meta
 from vkbackend.tinygrad.renderer.caps import parse_arch
-from vkbackend.tinygrad.renderer.glsl_types import (TYPE_MAP, bitcast, cast, float_literal, int_literal, storage_dtype,
-                                                    value_type)
+from vkbackend.tinygrad.renderer.glsl_types import (
+    TYPE_MAP,
+    bitcast,
+    cast,
+    float_literal,
+    int_literal,
+    storage_dtype,
+    value_type,
+)
 from vkbackend.tinygrad.renderer.loop_limit import bound_loops
-from vkbackend.tinygrad.renderer.memory_access import (GlobalArg, KernelMemory, global_vector_macros, plan_vector_widths,
-                                              render_index, render_load, render_store)
+from vkbackend.tinygrad.renderer.memory_access import (
+    GlobalArg,
+    KernelMemory,
+    global_vector_macros,
+    plan_vector_widths,
+    render_index,
+    render_load,
+    render_store,
+)
 from vkbackend.tinygrad.renderer.tensor_cores import render_wmma, tensor_cores, wmma_prelude, wmma_target
 
 __all__ = ["VKRenderer"]
@@ -72,7 +86,8 @@ vk_extra_matcher = (
             # GLSL has no double exp2/log2/sin: use tinygrad's software versions (exact in float64)
             (UPat(Ops.EXP2, dtypes.float64, src=(UPat.var("d"),)), xexp2),
             (UPat(Ops.LOG2, dtypes.float64, src=(UPat.var("d"),)), xlog2),
-            # GLSL's sin is an approximation (lavapipe's and NVIDIA's lose all precision for large arguments): software sin
+            # GLSL's sin is an approximation (lavapipe's and NVIDIA's lose all precision for large arguments): software
+            # sin
             (UPat(Ops.SIN, (dtypes.float32, dtypes.float64), src=(UPat.var("d"),)), _xsin_nan_on_bits),
             # half transcendentals are computed in float32 (the float16 builtins are too imprecise on several drivers)
             (UPat((Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT), dtypes.float16, name="x"), _float_via_f32),
@@ -81,7 +96,6 @@ vk_extra_matcher = (
     + create_non_native_float_pats((dtypes.bfloat16,))
     + pm_manual_bf16_cast
 )
-
 
 
 # ops whose value the renderer may write inline into a parent expression (see CStyleLanguage._render); anything else is
@@ -146,7 +160,8 @@ def _render_alu(ctx: "VKRenderer", x: UOp) -> str | None:
         a, b = srcs  # glslang lowers signed % to OpSMod (sign of the divisor); C truncates toward zero
         return f"({a}-{b}*({a}/{b}))"
     if x.op is Ops.EXP2 and x.dtype == dtypes.float32 and (m := x.src[0]).op is Ops.MUL:
-        # Mesa's NIR rewrites exp2(log2(a)*b) into pow(a,b), and lavapipe's pow(0, -0.7) is 0, not inf: an exact (precise)
+        # Mesa's NIR rewrites exp2(log2(a)*b) into pow(a,b), and lavapipe's pow(0, -0.7) is 0, not inf: an exact
+        # (precise)
         # multiply blocks that inexact rewrite (see VK_EXP2M in render_kernel)
         return f"vk_exp2m({ctx[m.src[0]]},{ctx[m.src[1]]})"
     if x.op is Ops.RECIPROCAL:
@@ -154,8 +169,6 @@ def _render_alu(ctx: "VKRenderer", x: UOp) -> str | None:
     if x.op is Ops.NEG and sdt == dtypes.bool:
         return f"(!{srcs[0]})"
     return None
-
-
 
 
 def _render_const(ctx: "VKRenderer", c: UOp, x: UOp) -> str:
@@ -207,9 +220,7 @@ vk_string_rewrite = (
             ),
             (
                 UPat(Ops.LOAD, src=(UPat.var("bidx"), UPat.var("var"), UPat.var("gate"))),
-                lambda ctx, bidx, var, gate: (
-                    f"({ctx[gate]}?{render_load(ctx, bidx)}:{ctx[var]})"
-                ),
+                lambda ctx, bidx, var, gate: f"({ctx[gate]}?{render_load(ctx, bidx)}:{ctx[var]})",
             ),
             (
                 UPat(Ops.STORE, src=(UPat.var("bidx"), UPat.var("var"))),
@@ -249,7 +260,7 @@ def widen_single_invocation_groups(kernel: list[str], gidx0: UOp | None) -> tupl
         if line.strip().startswith(head):
             guard = f"  if (gidx0 >= {size}) return;" if size % width else None
             renamed = line.replace("gl_WorkGroupID.x", "gl_GlobalInvocationID.x")
-            return [*kernel[:i], renamed, *([guard] if guard else []), *kernel[i + 1:]], width
+            return [*kernel[:i], renamed, *([guard] if guard else []), *kernel[i + 1 :]], width
     return kernel, 1
 
 
@@ -339,8 +350,9 @@ class VKRenderer(CStyleLanguage):
                 # (NVIDIA's wraps: the H200 read and wrote the wrong words past 4 GiB), so a buffer of 2 GiB or more
                 # is reached by 64-bit address arithmetic instead (wide).
                 by_address = self.caps.addresses and (numel * size > self.caps.storage_range or numel >= 2**31)
-                arguments[name] = GlobalArg(name, u.arg.slot, f"{u.arg.slot}_{size}", by_address,
-                                            wide=by_address and numel * size >= 2**31)
+                arguments[name] = GlobalArg(
+                    name, u.arg.slot, f"{u.arg.slot}_{size}", by_address, wide=by_address and numel * size >= 2**31
+                )
         self.memory = KernelMemory(arguments, plan_vector_widths(uops))
         self._special_widths = set()
         name, kernel, bufs = self._render(uops)
@@ -366,18 +378,23 @@ class VKRenderer(CStyleLanguage):
         arithmetic (``VK_E<slot>(i)``); elements of ``dw`` lanes, scalar in the VK_VIEWS variant."""
 
         def decl(ty: str, size: int) -> list[str]:
-            lines = [f"layout(buffer_reference, std430, buffer_reference_align={size}) {qual}buffer VKR{arg.slot} "
-                     f"{{ {ty} v[]; }};"]
+            lines = [
+                f"layout(buffer_reference, std430, buffer_reference_align={size}) {qual}buffer VKR{arg.slot} "
+                f"{{ {ty} v[]; }};"
+            ]
             if arg.wide:
-                lines += [f"layout(buffer_reference, std430, buffer_reference_align={size}) {qual}buffer VKE{arg.slot} "
-                          f"{{ {ty} v; }};",
-                          f"#define VK_E{arg.slot}(i) (VKE{arg.slot}(uint64_t(vk_ref{arg.slot}) + uint64_t(i) * {size}ul).v)"]
+                lines += [
+                    f"layout(buffer_reference, std430, buffer_reference_align={size}) {qual}buffer VKE{arg.slot} "
+                    f"{{ {ty} v; }};",
+                    f"#define VK_E{arg.slot}(i) (VKE{arg.slot}(uint64_t(vk_ref{arg.slot}) + uint64_t(i) * {size}ul).v)",
+                ]
             return lines
 
         # Aligned to the element only: a view's address is only as aligned as minStorageBufferOffsetAlignment.
         scalar = decl(TYPE_MAP[dt], dt.itemsize)
-        body = scalar if dw == 1 else ["#if VK_VIEWS", *scalar, "#else", *decl(value_type(dt, dw), dt.itemsize),
-                                       "#endif"]
+        body = (
+            scalar if dw == 1 else ["#if VK_VIEWS", *scalar, "#else", *decl(value_type(dt, dw), dt.itemsize), "#endif"]
+        )
         return [*body, f"#define {arg.name} (vk_ref{arg.slot}.v)"]
 
     def render_kernel(
@@ -438,16 +455,22 @@ class VKRenderer(CStyleLanguage):
         if addressed:
             lines += ["#extension GL_EXT_buffer_reference : require"]
         if any(g.wide for g in addressed):
-            lines += ["#extension GL_EXT_buffer_reference2 : require",
-                      "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require"]
-        local_bytes = sum(u.max_numel() * u.dtype.itemsize for u in uops
-                          if u.op is Ops.BUFFER and u.addrspace is AddrSpace.LOCAL)
-        wmma_extensions, wmma_definitions = wmma_prelude(uops, local, self.caps.tc_emulate, local_bytes,
-                                                         self.shared_max)
+            lines += [
+                "#extension GL_EXT_buffer_reference2 : require",
+                "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require",
+            ]
+        local_bytes = sum(
+            u.max_numel() * u.dtype.itemsize for u in uops if u.op is Ops.BUFFER and u.addrspace is AddrSpace.LOCAL
+        )
+        wmma_extensions, wmma_definitions = wmma_prelude(
+            uops, local, self.caps.tc_emulate, local_bytes, self.shared_max
+        )
         lines += wmma_extensions
         # SignedZeroInfNanPreserve (capability 4466, execution mode 4461), after every #extension
-        lines += [f'spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, {w});'
-                  for w in preserve]
+        lines += [
+            f'spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, {w});'
+            for w in preserve
+        ]
         lines += [
             "#ifndef VK_VIEWS",
             "#define VK_VIEWS 0",
@@ -498,10 +521,14 @@ class VKRenderer(CStyleLanguage):
         if any("vk_exp2m(" in ln for ln in body):
             lines.append("float vk_exp2m(float a, float b) { precise float t = a*b; return exp2(t); }")
 
-        meta = {"name": function_name, "local": local, "gid": uses_gid, "widen": widen, "bindings": bindings,
-                "nvars": len(vars_),
-                **wmma_target(uops, self.caps.tc_emulate)}
+        meta = {
+            "name": function_name,
+            "local": local,
+            "gid": uses_gid,
+            "widen": widen,
+            "bindings": bindings,
+            "nvars": len(vars_),
+            **wmma_target(uops, self.caps.tc_emulate),
+        }
         src = "\n".join(lines) + "\nvoid main() {\n" + "\n".join(body) + "\n}\n"
         return with_meta(meta, src)
-
-

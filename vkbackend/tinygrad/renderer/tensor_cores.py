@@ -38,8 +38,7 @@ from vkbackend.config import env_flag
 from vkbackend.tinygrad.renderer.caps import TC_INPUTS, TC_OUTPUTS, DeviceCaps, TCShape
 from vkbackend.tinygrad.renderer.glsl_types import TYPE_MAP, value_type
 
-__all__ = ["SWITCH", "device_shapes", "make_tensor_core", "tensor_cores", "render_wmma", "wmma_prelude",
-           "wmma_target"]
+__all__ = ["SWITCH", "device_shapes", "make_tensor_core", "tensor_cores", "render_wmma", "wmma_prelude", "wmma_target"]
 
 SWITCH = "VKBACKEND_TINYGRAD_TC"  # on: give tinygrad the device's tensor cores (off by default: not yet measured)
 # arch spellings of the types tinygrad's tensor cores can take and give
@@ -55,15 +54,20 @@ def _api_at_least(version: str, wanted: tuple[int, int]) -> bool:
 def device_shapes(info) -> tuple[tuple[TCShape, ...], int]:
     """The tensor-core shapes tinygrad may use on a device (a :class:`vkbackend.DeviceInfo`), and their ``threads``.
 
-    Empty unless :data:`SWITCH` is on (``1``, ``true``, ``yes``, ``on``) and the device can run the rendered kernels: cooperative matrices, Vulkan 1.3
+    Empty unless :data:`SWITCH` is on (``1``, ``true``, ``yes``, ``on``) and the device can run the rendered kernels:
+    cooperative matrices, Vulkan 1.3
     (the kernels are SPIR-V 1.6), the Vulkan memory model, basic subgroup operations and float16 (bfloat16 inputs
     need shaderBFloat16CooperativeMatrix and 16-bit integers too)."""
     if not env_flag(SWITCH, False):
         return (), 0
     feats = info.features
     threads = int(info.max_subgroup_size or info.subgroup_size)
-    if not ({"cooperativeMatrix", "vulkanMemoryModel", "shaderFloat16"} <= feats and info.subgroup_operations & 0x1
-            and _api_at_least(info.api_version, (1, 3)) and 0 < threads <= info.max_local_threads):
+    if not (
+        {"cooperativeMatrix", "vulkanMemoryModel", "shaderFloat16"} <= feats
+        and info.subgroup_operations & 0x1
+        and _api_at_least(info.api_version, (1, 3))
+        and 0 < threads <= info.max_local_threads
+    ):
         return (), 0
     found: list[TCShape] = []
     for s in info.cooperative_matrix_shapes:
@@ -113,14 +117,24 @@ def make_tensor_core(shape: TCShape, threads: int) -> TensorCore | None:
         rest = [x for x in vector_axes if x not in meaning]
         return {**meaning, **dict(zip(rest, unused))}
 
-    swizzle = tuple((tuple(r[x] for x in lanes), tuple(r[x] for x in upcasts), tuple(r[x] for x in k_bits))
-                    for r in (remap(k_bits + m_bits, n_bits), remap(n_bits + k_bits, m_bits)))
+    swizzle = tuple(
+        (tuple(r[x] for x in lanes), tuple(r[x] for x in upcasts), tuple(r[x] for x in k_bits))
+        for r in (remap(k_bits + m_bits, n_bits), remap(n_bits + k_bits, m_bits))
+    )
     try:
-        return TensorCore(dims=(shape.n, shape.m, shape.k), threads=threads,
-                          elements_per_thread=(shape.m * shape.k // threads, shape.k * shape.n // threads,
-                                               shape.m * shape.n // threads),
-                          dtype_in=ARCH_DTYPES[shape.dtype_in], dtype_out=ARCH_DTYPES[shape.dtype_out], opts=opts,
-                          swizzle=swizzle)  # type: ignore[arg-type]
+        return TensorCore(
+            dims=(shape.n, shape.m, shape.k),
+            threads=threads,
+            elements_per_thread=(
+                shape.m * shape.k // threads,
+                shape.k * shape.n // threads,
+                shape.m * shape.n // threads,
+            ),
+            dtype_in=ARCH_DTYPES[shape.dtype_in],
+            dtype_out=ARCH_DTYPES[shape.dtype_out],
+            opts=opts,
+            swizzle=swizzle,
+        )  # type: ignore[arg-type]
     except AssertionError:
         return None
 
@@ -182,8 +196,9 @@ def wmma_target(uops: list[UOp], emulate: bool) -> dict:
     return meta
 
 
-def wmma_prelude(uops: list[UOp], local: list[int], emulate: bool, shared_used: int,
-                 shared_max: int) -> tuple[list[str], list[str]]:
+def wmma_prelude(
+    uops: list[UOp], local: list[int], emulate: bool, shared_used: int, shared_max: int
+) -> tuple[list[str], list[str]]:
     """``(extensions, definitions)`` for the WMMA ops of a kernel: its ``#extension`` lines, and the staging tiles and
     one function per tensor core, to place before ``main``. ``local`` is the kernel's work-group size; the tiles must
     fit in ``shared_max`` bytes of shared memory beside the kernel's own ``shared_used``. Raises RuntimeError (a
@@ -191,30 +206,41 @@ def wmma_prelude(uops: list[UOp], local: list[int], emulate: bool, shared_used: 
     wmmas = {w.name: w for w in (_Wmma.of(u, math.prod(local)) for u in uops if u.op is Ops.WMMA)}
     if not wmmas:
         return [], []
-    ext = [] if emulate else ["#extension GL_KHR_memory_scope_semantics : require",
-                              "#extension GL_KHR_cooperative_matrix : require",
-                              "#extension GL_KHR_shader_subgroup_basic : require"]
+    ext = (
+        []
+        if emulate
+        else [
+            "#extension GL_KHR_memory_scope_semantics : require",
+            "#extension GL_KHR_cooperative_matrix : require",
+            "#extension GL_KHR_shader_subgroup_basic : require",
+        ]
+    )
     defs: list[str] = []
     staged = 0
     for w in wmmas.values():
         # full subgroups (cooperative matrices need them) take an x size that is a multiple of the largest subgroup
         if math.prod(local) % w.threads or local[0] % w.threads:
-            raise RuntimeError(f"VK renderer: {w.name} needs warps of {w.threads} invocations along x; the work group "
-                               f"is {local}")
+            raise RuntimeError(
+                f"VK renderer: {w.name} needs warps of {w.threads} invocations along x; the work group is {local}"
+            )
         for array, dt, size in w.tiles(emulate):
             defs.append(f"shared {TYPE_MAP[dt]} {array}[{w.warps * size}];")
             staged += w.warps * size * dt.itemsize
         if shared_used + staged > shared_max:
-            raise RuntimeError(f"VK renderer: {w.name} stages {staged} B of shared memory for {w.warps} warps beside "
-                               f"the kernel's {shared_used} B, over the device's {shared_max} B")
+            raise RuntimeError(
+                f"VK renderer: {w.name} stages {staged} B of shared memory for {w.warps} warps beside "
+                f"the kernel's {shared_used} B, over the device's {shared_max} B"
+            )
         defs += _function(w, local, emulate)
     return ext, defs
 
 
 def _function(w: _Wmma, local: list[int], emulate: bool) -> list[str]:
     ta, tb, tc = (value_type(dt, n) for dt, n in zip((w.din, w.din, w.dout), w.per_thread))
-    mine = [(array, f"vk_warp*{size}u + vk_lane*{n}u + i", n, v)  # this invocation's elements of each tile
-            for (array, _, size), n, v in zip(w.tiles(emulate), w.per_thread, "abc")]
+    mine = [
+        (array, f"vk_warp*{size}u + vk_lane*{n}u + i", n, v)  # this invocation's elements of each tile
+        for (array, _, size), n, v in zip(w.tiles(emulate), w.per_thread, "abc")
+    ]
     return [
         f"{tc} {w.name}({ta} a, {tb} b, {tc} c) {{",
         # tinygrad's lane and warp: its warp is the first of its local dimensions, the slowest of the linear index it

@@ -15,7 +15,8 @@ LAVAPIPE_LOOP_LIMIT = 65535
 
 
 def is_lavapipe(info) -> bool:
-    """Whether ``info`` (a :class:`vkbackend.DeviceInfo`) is Mesa's lavapipe, whose device name is ``llvmpipe (...)``."""
+    """Whether ``info`` (a :class:`vkbackend.DeviceInfo`) is Mesa's lavapipe, whose device name is ``llvmpipe
+    (...)``."""
     return "llvmpipe" in str(getattr(info, "name", "")).lower()
 
 
@@ -49,8 +50,9 @@ def caps_from_info(info) -> DeviceCaps:
         # buffers reached by address need 64-bit integers for the address arithmetic of the widest ones
         addresses=bool(getattr(info, "buffer_device_address", False)) and i64,
         storage_range=int(info.max_storage_buffer_range),
-        preserve_widths=tuple(w for w in (16, 32, 64)
-                              if f"shaderSignedZeroInfNanPreserveFloat{w}" in getattr(info, "float_controls", ())),
+        preserve_widths=tuple(
+            w for w in (16, 32, 64) if f"shaderSignedZeroInfNanPreserveFloat{w}" in getattr(info, "float_controls", ())
+        ),
         loop_limit=LAVAPIPE_LOOP_LIMIT if is_lavapipe(info) else 0,
         tc_shapes=(tc := device_shapes(info))[0],
         tc_threads=tc[1],

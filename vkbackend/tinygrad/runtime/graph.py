@@ -38,7 +38,7 @@ class VKGraph(GraphRunner):
             self.grids.append(runtime.grid(*ast.arg.launch_dims(zeros)))
             self.bound.append(runtime.bound([b._buf for b in bufs]))
         self.graph = self.dev.vk.graph([self._launch(j) for j in range(len(self.calls))])
-        self.replaced = [j for j, r in enumerate(self.uop_replace) if r]   # kernels whose buffers are inputs
+        self.replaced = [j for j, r in enumerate(self.uop_replace) if r]  # kernels whose buffers are inputs
         self.updatable = sorted({*self.replaced, *self.var_vals_replace, *self.launch_dims_replace})
 
     def _launch(self, j: int):

@@ -229,9 +229,9 @@ class VKProgram(Program["VKDevice"]):
             # tinygrad's global size is total/local (a fraction when local does not divide the total): launch the
             # total as whole work groups of a size that divides it
             ls = list(local_size or (1, 1, 1)) + [1] * (3 - len(local_size or ()))
-            total = [max(0, round(g * l)) for g, l in zip(gs, ls)]
+            total = [max(0, round(g * size)) for g, size in zip(gs, ls)]
             local = self.fit_local_size(total, ls, self.local_max, self.max_threads)
-            grid = [t // l for t, l in zip(total, local)]
+            grid = [t // size for t, size in zip(total, local)]
         else:
             grid = [int(g) for g in gs]
             grid[0] = -(-grid[0] // self.widen)
@@ -272,7 +272,8 @@ class VKDevice(Compiled):
             raise RuntimeError("vkbackend found no Vulkan device (is a driver such as mesa-vulkan-drivers installed?)")
         if idx >= len(devs) and not env_flag("VKBACKEND_TINYGRAD_VIRTUAL", True):
             raise RuntimeError(f"{device}: vkbackend has {len(devs)} Vulkan device(s): {[d.info.name for d in devs]}")
-        # like tinygrad's CPU:n, VK:n past the last GPU is another tinygrad device on GPU n % count (own buffers, shared queue)
+        # like tinygrad's CPU:n, VK:n past the last GPU is another tinygrad device on GPU n % count (own buffers,
+        # shared queue)
         self.vk = devs[idx % len(devs)]
         info = self.vk.info
         caps = caps_from_info(info)
