@@ -121,63 +121,6 @@ def test_a_polling_worker_takes_launches_without_sleeping(device, pool):
         pool.release(buf)
 
 
-def test_a_worker_waiting_for_its_caller_serves_every_kind_of_request(device, pool):
-    """After a hand-off or a kick the worker waits, GIL released, for a caller to wait at a sync point before it
-    takes the GIL back (on a GPU; forced here, with a limit far longer than the test, so any request that does not
-    end the wait would stall it): round trips, read-backs, launches queued ahead of a sync, calls on the worker and
-    two threads at once all complete, with the right results."""
-    import threading
-
-    worker, progress = device._worker, device._submitter.progress
-    prog = device.compile(vkbackend.compile_glsl(AFFINE))
-    bufs = [pool.allocate(256 * 4) for _ in range(2)]
-    out = np.empty(256, np.uint32)
-    try:
-        for buf in bufs:
-            pool.host_to_pool(np.zeros(256, np.uint32), buf)
-        worker.idle_spin_ns = progress.resume_ns = 30_000_000_000
-        start = time.monotonic()
-        for _ in range(20):  # launch, then sync
-            device.launch(prog, [bufs[0]], [256, 1, 1], groups(256))
-            device.sync()
-        for _ in range(20):  # launch, then read back
-            device.launch(prog, [bufs[0]], [256, 1, 1], groups(256))
-            pool.pool_to_host(bufs[0], out)
-        assert (out == 40).all(), out[:4]
-        for _ in range(500):  # launched ahead of one sync
-            device.launch(prog, [bufs[1]], [256, 1, 1], groups(256))
-        device.sync()
-        device.compile(
-            vkbackend.compile_glsl(AFFINE.replace("if (i < n)", "if (i < n && i < 1000000u)"))
-        )  # a worker call
-        errors = []
-
-        def round_trips(buf, n):
-            try:
-                for _ in range(n):
-                    device.launch(prog, [buf], [256, 1, 1], groups(256))
-                    device.sync()
-            except BaseException as error:  # noqa: BLE001 (reported below)
-                errors.append(error)
-
-        threads = [threading.Thread(target=round_trips, args=(b, 30)) for b in bufs]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        assert not errors and not any(t.is_alive() for t in threads)
-        pool.pool_to_host(bufs[0], out)
-        assert (out == 70).all(), out[:4]
-        pool.pool_to_host(bufs[1], out)
-        assert (out == 530).all(), out[:4]
-        assert time.monotonic() - start < 20, "a request left the worker waiting out its limit"
-    finally:
-        worker.idle_spin_ns = progress.resume_ns = 0
-        worker.wake_up()
-        for buf in bufs:
-            pool.release(buf)
-
-
 TRACED = """
 prog = vkbackend.compile_glsl(AFFINE)
 dev = vkbackend.devices()[0]

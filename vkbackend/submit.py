@@ -25,7 +25,6 @@ __all__ = ["BatchSubmitter"]
 
 WAITED_SPIN_NS = 5_000_000  # a sync point's wait spins this long before it sleeps in slices (csrc/fence.c)
 SHORT_SPIN_NS = 50_000  # ... on a CPU device or with two cores or fewer
-RESUME_NS = 1_000_000  # after a hand-off or a kick, how long the worker waits for a caller to wait (csrc/fence.c)
 TRACE_QUERY_PAIRS = 256  # tracing: batches whose GPU start and end are kept at once (a batch completes long before)
 
 # why the recorder skipped a record (vkb_window.error_code, decl/vkb.h), by the name of its code there
@@ -113,7 +112,6 @@ class BatchSubmitter:
         # the serial of the last batch completed (its completions run), for callers waiting at sync points (fence.c)
         self.progress = ffi.new("vkb_progress*")
         self.progress.spin_ns = WAITED_SPIN_NS if ctx.polling_pays else SHORT_SPIN_NS
-        self.progress.resume_ns = RESUME_NS if ctx.polling_pays else 0  # the wait takes a core
         self.stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0}
 
     # ----- the window ---------------------------------------------------------------------------------------------

@@ -14,10 +14,7 @@
  * - while a caller waits, both it and the worker's fence wait spin for longer before they sleep (progress->spin_ns):
  *   a slice can oversleep by a hundred microseconds or more in a virtual machine;
  * - having published, the worker stays out of Python until the caller it satisfied has left its wait (a few
- *   microseconds), so that the caller, not the worker, takes the GIL next;
- * - and it stays out until that caller (or another) waits again, so that it takes the GIL while nobody holds it
- *   (vkb_await_caller): a thread that asks for a held GIL sleeps until the holder lets go, and then takes as long to
- *   run again as any woken thread. The same holds for a worker that polled for work and saw a kick. */
+ *   microseconds), so that the caller, not the worker, takes the GIL next. */
 #include <sched.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -26,7 +23,6 @@ enum {
     VKB_SPIN_NS = 50000,            /* a wait spins this long before it sleeps in slices (longer: progress->spin_ns) */
     VKB_SLICE_NS = 10000,
     VKB_HANDOFF_NS = 20000,         /* the longest a publish waits for the caller to leave */
-    VKB_KICK_GRACE_NS = 15000,      /* work queued, nobody waiting: how long the worker waits for a caller to wait */
     VKB_TIMER_SLACK_NS = 1000
 };
 
@@ -80,22 +76,6 @@ int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t 
     return done;
 }
 
-/* The worker, about to take the GIL back: wait with it released until a caller waits at a sync point (that caller
- * has released the GIL), or work has been queued for VKB_KICK_GRACE_NS with nobody waiting (a caller launching
- * ahead, which keeps the GIL: the worker then queues for it as before), or progress->resume_ns has passed. */
-static void vkb_await_caller(const vkb_progress *progress) {
-    uint64_t limit = progress->resume_ns, start = vkb_now_ns(), kicked_at = 0;
-    while (limit && !__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE)) {
-        uint64_t now = vkb_now_ns();
-        if (__atomic_load_n(&progress->kick, __ATOMIC_ACQUIRE)) {
-            if (!kicked_at) kicked_at = now;
-            else if (now - kicked_at >= VKB_KICK_GRACE_NS) return;
-        }
-        if (now - start >= limit) return;
-        sched_yield();
-    }
-}
-
 /* Polls, not a futex: a thread woken from a blocking wait can take tens of microseconds to run again (more in a
  * virtual machine), which a launch followed by a sync point would pay every time the worker had gone idle. */
 int vkb_wait_kick(const vkb_progress *progress, uint64_t spin_ns) {
@@ -105,7 +85,6 @@ int vkb_wait_kick(const vkb_progress *progress, uint64_t spin_ns) {
         if (vkb_now_ns() - start >= spin_ns) return 0;
         sched_yield();
     }
-    vkb_await_caller(progress);
     return 1;
 }
 
@@ -120,5 +99,4 @@ void vkb_publish_completed(vkb_progress *progress, uint64_t serial) {
     uint64_t start = vkb_now_ns();
     while (__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) >= waiters && vkb_now_ns() - start < VKB_HANDOFF_NS)
         sched_yield();
-    vkb_await_caller(progress);
 }

@@ -60,7 +60,7 @@ void vkb_copy(void *dst, const void *src, size_t n, int threads);
  * run; a caller at a sync point waits for that to reach the serial the worker published for it in `target` (which
  * stays VKB_SERIAL_UNPUBLISHED until the worker has submitted what the caller waits for). While a caller waits, the
  * worker's fence waits spin instead of sleeping, and a publish hands the GIL to the caller before the worker takes
- * it back, which it then does once that caller waits again (progress->resume_ns). */
+ * it back. */
 #define VKB_SERIAL_UNPUBLISHED 0xffffffffffffffff
 typedef struct {
     uint64_t completed;   /* the serial of the last batch completed by the worker */
@@ -68,8 +68,6 @@ typedef struct {
     uint64_t wanted;      /* the target of the caller that began waiting last */
     uint64_t spin_ns;     /* how long a waited-on wait spins before it sleeps in slices */
     uint32_t kick;        /* set by a thread that queued an item for the worker or woke it */
-    uint64_t resume_ns;   /* the longest the worker waits, GIL released, for a caller's next request before it takes
-                             the GIL back after a hand-off or a kick (0: it takes it at once) */
 } vkb_progress;
 /* With `kicked`, the fence wait also returns (VK_NOT_READY) once progress->kick is set: the worker has work queued. */
 VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress, int kicked);
