@@ -65,6 +65,17 @@ class DeviceMemory:
             )
         return best
 
+    def local_type_for(self, allowed: int, what: str) -> int:
+        """The memory type for a buffer whose memoryTypeBits are ``allowed``: the pool's device-local type where it is
+        allowed, else the first device-local type that is; ``Initialization`` error ending in ``what`` without one."""
+        if allowed >> self.device_type & 1:
+            return self.device_type
+        lib = self.ctx.lib
+        for index, (flags, _heap) in enumerate(self.ctx.handles.physical.memory_types):
+            if allowed >> index & 1 and flags & lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT:
+                return index
+        raise BackendError(ErrorStatus.Initialization, f"{self.ctx.info.name} offers no device-local memory {what}")
+
     def limit_text(self) -> str:
         """Where ``max_allocation`` comes from, for error messages."""
         if self.capped:

@@ -298,9 +298,8 @@ def _features(ctx: Any, memory: DeviceMemory) -> int:
 
 
 def _memory_type(ctx: Any, memory: DeviceMemory, allowed: int, wanted: int | None) -> int:
-    """The memory type of an external buffer: ``wanted`` (an import's), else the pool's device-local type, else the
-    first device-local type that ``allowed`` (the buffer's memoryTypeBits) has."""
-    _, lib = vulkan()
+    """The memory type of an external buffer: ``wanted`` (an import's), else the device-local type
+    ``DeviceMemory.local_type_for`` picks among ``allowed`` (the buffer's memoryTypeBits)."""
     types = ctx.handles.physical.memory_types
     if wanted is not None:
         if (
@@ -316,16 +315,7 @@ def _memory_type(ctx: Any, memory: DeviceMemory, allowed: int, wanted: int | Non
                 "memory_type_index",
             )
         return wanted
-    if allowed >> memory.device_type & 1:
-        return memory.device_type
-    local = [
-        i for i, (flags, _) in enumerate(types) if allowed >> i & 1 and flags & lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-    ]
-    if not local:
-        raise BackendError(
-            ErrorStatus.Initialization, f"{ctx.info.name} offers no device-local memory for external storage buffers"
-        )
-    return local[0]
+    return memory.local_type_for(allowed, "for external storage buffers")
 
 
 def _make(

@@ -78,7 +78,11 @@ def make(memory: DeviceMemory, nbytes: int) -> LargeBuffer:
         req = ffi.new("VkMemoryRequirements*")
         lib.vkGetBufferMemoryRequirements(ctx.device, buf[0], req)
         large = LargeBuffer(buf[0], nbytes, int(req.size), int(req.alignment))
-        type_index = _memory_type(memory, int(req.memoryTypeBits))
+        type_index = memory.local_type_for(
+            int(req.memoryTypeBits),
+            f"for sparse buffers (memoryTypeBits {int(req.memoryTypeBits):#x}); split the data into buffers of at most "
+            f"{memory.max_allocation} bytes",
+        )
         for size in piece_sizes(large.bound_size, large.alignment, memory.max_allocation):
             large.pieces.append(memory.allocate(size, type_index, f"a piece of a {nbytes}-byte sparse buffer"))
             large.piece_sizes.append(size)
@@ -150,19 +154,3 @@ def destroy(memory: DeviceMemory, large: LargeBuffer) -> None:
     while large.pieces:
         memory.free(large.pieces.pop())
         large.piece_sizes.pop()
-
-
-def _memory_type(memory: DeviceMemory, allowed: int) -> int:
-    """The pool's device-local type where the sparse buffer allows it (``allowed``: its memoryTypeBits), else the
-    first device-local type it allows."""
-    lib = memory.ctx.lib
-    if allowed >> memory.device_type & 1:
-        return memory.device_type
-    for index, (flags, _heap) in enumerate(memory.ctx.handles.physical.memory_types):
-        if allowed >> index & 1 and flags & lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT:
-            return index
-    raise BackendError(
-        ErrorStatus.Initialization,
-        f"{memory.ctx.info.name} offers no device-local memory for sparse buffers (memoryTypeBits "
-        f"{allowed:#x}); split the data into buffers of at most {memory.max_allocation} bytes",
-    )
