@@ -176,3 +176,17 @@ def run_isolated(body: str, timeout: float = 60, env: dict | None = None) -> dic
     raise AssertionError(
         f"the child process failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     )
+
+
+def run_script(script: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a script in a fresh interpreter with this process's environment (validation settings included)."""
+    full_env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=REPO,
+    )

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
-import sys
 import textwrap
 import threading
 
 import numpy as np
 import pytest
+from _reliability import run_script
 
 import vkbackend
 from vkbackend import GridArg
@@ -967,20 +966,6 @@ def write_spirv(tmp_path, names) -> str:
         with open(os.path.join(KERNELS, name + ".comp")) as f:
             (out / f"{name}.spv").write_bytes(vkbackend.compile_glsl(f.read()))
     return str(out)
-
-
-def run_script(script: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run a script in a fresh interpreter with this process's environment (validation settings included)."""
-    full_env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-c", script, *args],
-        env=full_env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-        cwd=REPO,
-    )
 
 
 def test_descriptor_pool_path(device, tmp_path, rng):

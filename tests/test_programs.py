@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 import secrets
 import struct
-import subprocess
-import sys
 import textwrap
 import threading
 
 import numpy as np
 import pytest
+from _reliability import run_script
 
 import vkbackend
 from vkbackend import BufferBinding, ProgramInfo, PushMember
@@ -347,19 +346,6 @@ CACHE_SCRIPT = textwrap.dedent("""
     print("LOG:" + log.getvalue().replace("\\n", " | "))
     # mode "exit": the interpreter's exit closes the device and saves the cache
 """)
-
-
-def run_script(script: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-c", script, *args],
-        env=full_env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-        cwd=REPO,
-    )
 
 
 def check_cache_file(device, path) -> bytes:
