@@ -11,6 +11,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 from _reliability import AFFINE, groups, run_isolated
 
 import vkbackend
@@ -84,15 +85,20 @@ class CountingSignal:
         return self.signal.take(timeout_s)
 
 
-def test_a_polling_worker_takes_launches_without_sleeping(device, pool):
+@pytest.mark.parametrize("grace_ns", [0, 20_000_000], ids=["no-grace", "grace"])
+def test_a_polling_worker_takes_launches_without_sleeping(device, pool, grace_ns):
     """A worker that ran out of work polls for the next item instead of sleeping (on a GPU; forced here): launches
     after sync points are taken, run and completed without the worker ever sleeping on its signal, and once the poll
-    is turned off it sleeps again."""
+    is turned off it sleeps again. With a grace (a kicked worker waits for the caller to release the GIL) and the
+    hold (after a round trip the worker waits for its next work inside the publish) the same holds."""
     worker = device._worker
+    progress = worker._submitter.progress
     prog = device.compile(vkbackend.compile_glsl(AFFINE))
     buf = pool.allocate(256 * 4)
     signal = worker.wake
     counting = CountingSignal(signal)
+    grace = progress.grace_ns
+    progress.grace_ns = grace_ns
     try:
         pool.host_to_pool(np.zeros(256, np.uint32), buf)
         worker.idle_spin_ns = 30_000_000_000  # far longer than the test: a sleep can only mean the poll failed
@@ -115,8 +121,37 @@ def test_a_polling_worker_takes_launches_without_sleeping(device, pool):
             assert time.monotonic() < deadline, "the worker did not go to sleep once the poll was off"
             time.sleep(0.001)
     finally:
+        progress.grace_ns = grace
         worker.idle_spin_ns = 0
         worker.wake = signal
+        worker.wake_up()
+        pool.release(buf)
+
+
+def test_a_launch_nobody_waits_for_runs_within_the_grace(device, pool):
+    """A kicked worker waits for its caller to release the GIL, but only for the grace: a launch followed by no sync
+    point is taken and completed all the same, while the caller holds the GIL in a loop of its own."""
+    worker = device._worker
+    progress = worker._submitter.progress
+    prog = device.compile(vkbackend.compile_glsl(AFFINE))
+    buf = pool.allocate(256 * 4)
+    grace = progress.grace_ns
+    try:
+        pool.host_to_pool(np.zeros(256, np.uint32), buf)
+        worker.idle_spin_ns = 30_000_000_000
+        progress.grace_ns = 2_000_000
+        for round_ in range(3):
+            device.launch(prog, [buf], [256, 1, 1], groups(256))
+            deadline = time.monotonic() + 20
+            while not worker.quiet():  # no sync point: the worker must take the launch by itself
+                assert time.monotonic() < deadline, f"round {round_}: the launch was not taken"
+                sum(range(1000))  # holds the GIL, as a caller busy in Python does
+        out = np.empty(256, np.uint32)
+        pool.pool_to_host(buf, out)
+        assert (out == 3).all(), out[:4]
+    finally:
+        progress.grace_ns = grace
+        worker.idle_spin_ns = 0
         worker.wake_up()
         pool.release(buf)
 

@@ -25,6 +25,7 @@ __all__ = ["BatchSubmitter"]
 
 WAITED_SPIN_NS = 5_000_000  # a sync point's wait spins this long before it sleeps in slices (csrc/fence.c)
 SHORT_SPIN_NS = 50_000  # ... on a CPU device or with two cores or fewer
+KICK_GRACE_NS = 100_000  # a kicked worker waits this long for a caller to release the GIL before it takes it (fence.c)
 TRACE_QUERY_PAIRS = 256  # tracing: batches whose GPU start and end are kept at once (a batch completes long before)
 
 # why the recorder skipped a record (vkb_window.error_code, decl/vkb.h), by the name of its code there
@@ -112,6 +113,7 @@ class BatchSubmitter:
         # the serial of the last batch completed (its completions run), for callers waiting at sync points (fence.c)
         self.progress = ffi.new("vkb_progress*")
         self.progress.spin_ns = WAITED_SPIN_NS if ctx.polling_pays else SHORT_SPIN_NS
+        self.progress.grace_ns = KICK_GRACE_NS if ctx.polling_pays else 0
         self.stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0}
 
     # ----- the window ---------------------------------------------------------------------------------------------
@@ -276,7 +278,11 @@ class BatchSubmitter:
             self._descriptors.recycle(batch.descriptor_pools)
 
     # ----- completion ---------------------------------------------------------------------------------------------
-    def _complete(self, batch: Batch) -> None:
+    def _complete(self, batch: Batch, hold_ns: int = 0, on_hold: Callable[[bool], None] | None = None) -> None:
+        """Recycle a batch whose fence has signalled, run its completions and publish its serial. With ``hold_ns``,
+        when this was the last batch and the window is empty, a caller released by the publish is not raced for the
+        GIL: the worker waits for its next work inside the publish (csrc/fence.c), ``on_hold(True)`` before and
+        ``on_hold(False)`` after."""
         self._in_flight.popleft()
         lib = self.ctx.lib
         if trace.enabled:
@@ -294,7 +300,12 @@ class BatchSubmitter:
         # validation layer), so its batch is set aside and destroyed at close instead of reused.
         (self._spare if result == 0 else self._abandoned).append(batch)
         self._run(callbacks)
-        lib.vkb_publish_completed(self.progress, batch.serial)
+        if hold_ns and on_hold is not None and not (self._in_flight or self._records or self._callbacks):
+            on_hold(True)
+            lib.vkb_publish_completed(self.progress, batch.serial, hold_ns)
+            on_hold(False)
+        else:
+            lib.vkb_publish_completed(self.progress, batch.serial, 0)
 
     def _unsubmitted(self, callbacks: list) -> None:
         """Completions of a window that was never submitted. They may free buffers that earlier batches still use, so
@@ -339,7 +350,7 @@ class BatchSubmitter:
         self._run(self._callbacks)
         self._callbacks = []
         self._records = []
-        self.ctx.lib.vkb_publish_completed(self.progress, self.submitted)  # release every waiting caller
+        self.ctx.lib.vkb_publish_completed(self.progress, self.submitted, 0)  # release every waiting caller
 
     def reap(self) -> None:
         """Complete every batch whose fence has signalled, without waiting."""
@@ -354,9 +365,16 @@ class BatchSubmitter:
                 self._fence_failed(result, "vkGetFenceStatus")
                 return
 
-    def wait_oldest(self, timeout_ns: int, kicked: bool = False) -> int:
+    def wait_oldest(
+        self,
+        timeout_ns: int,
+        kicked: bool = False,
+        hold_ns: int = 0,
+        on_hold: Callable[[bool], None] | None = None,
+    ) -> int:
         """Wait up to ``timeout_ns`` for the oldest batch (GIL released); the wait's VkResult (0: it completed).
-        With ``kicked`` it also ends (VK_NOT_READY) once something is queued for the worker (``progress.kick``).
+        With ``kicked`` it also ends (VK_NOT_READY) once something is queued for the worker (``progress.kick``) and
+        a caller waits or the kick is ``progress.grace_ns`` old. ``hold_ns`` and ``on_hold``: see :meth:`_complete`.
 
         The wait polls in C (csrc/fence.c): a blocking vkWaitForFences can oversleep by milliseconds. It spins for
         longer while a caller waits at a sync point."""
@@ -364,7 +382,7 @@ class BatchSubmitter:
         batch = self._in_flight[0]
         result = lib.vkb_wait_fence(self.ctx.device, batch.fence, timeout_ns, self.progress, kicked)
         if result == 0:
-            self._complete(batch)
+            self._complete(batch, hold_ns, on_hold)
             self.reap()
             return 0
         if result not in (lib.VK_TIMEOUT, lib.VK_NOT_READY):

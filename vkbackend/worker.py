@@ -9,7 +9,10 @@ the GPU finds the next batch queued. Every wait happens inside a C call or on a 
 A worker that runs out of work polls for a new item for IDLE_SPIN_NS (``kick``, set by every ``put`` and wake-up)
 before it sleeps on its signal: a launch that follows a sync point then finds it running, instead of paying for a
 thread wake-up. It polls with the GIL released and yields the core between looks; on a CPU device or with two cores
-or fewer it goes to sleep at once, since the poll would take a core from the work.
+or fewer it goes to sleep at once, since the poll would take a core from the work. A kicked worker takes the GIL
+once a caller waits for it (with the GIL released) or the kick is a grace old, and a worker that has just released
+a waiting caller waits for its next work without taking the GIL (the hold, counted as idle): taking the GIL while a
+caller holds it would cost a thread wake-up each way (csrc/fence.c).
 
 A sync point does not wait for the worker to hand it a result: the worker publishes in memory the serial the caller
 needs and, after each batch's completions, the serial it has completed, and the caller waits for them in C
@@ -262,7 +265,7 @@ class Worker:
     # ----- the thread ---------------------------------------------------------------------------------------------
     def _run(self) -> None:
         q, sub, kick = self.queue, self._submitter, self._kick
-        wait_kick, progress = self.ctx.lib.vkb_wait_kick, sub.progress
+        wait_work, progress = self.ctx.lib.vkb_wait_work, sub.progress
         while True:
             kick[0] = 0  # before the queue is looked at: a later put sets it again and ends the next fence wait
             if q:
@@ -294,7 +297,7 @@ class Worker:
                         sub.wait_oldest(BUSY_POLL_NS, kicked=True)
                     continue
                 if sub.in_flight:
-                    sub.wait_oldest(IDLE_WAIT_NS, kicked=True)
+                    sub.wait_oldest(IDLE_WAIT_NS, kicked=True, hold_ns=self.idle_spin_ns, on_hold=self._hold)
                     continue
             except Exception as error:
                 log.exception("vkbackend worker error")
@@ -309,7 +312,7 @@ class Worker:
             if self.throttled:
                 self._set_throttled(False)
             self.idle = True
-            if not q and not (self.idle_spin_ns and wait_kick(progress, self.idle_spin_ns)):
+            if not q and not (self.idle_spin_ns and wait_work(progress, self.idle_spin_ns)):
                 if trace.enabled:
                     trace.event("sleep")
                 self.wake.take()
@@ -317,6 +320,11 @@ class Worker:
                     trace.event("woke")
             self.wake.clear()
             self.idle = False
+
+    def _hold(self, on: bool) -> None:
+        """The hold (the worker waits for its next work inside a publish): idle meanwhile, so that a launch wakes it
+        and a sync finds nothing to wait for."""
+        self.idle = on
 
     def _handle(self, item: tuple) -> bool:
         """One item other than a launch record; True when the worker should stop."""

@@ -1,20 +1,23 @@
 /* Waiting for the GPU without blocking in the driver, and handing its completion to a waiting caller.
  *
  * A blocking vkWaitForFences can oversleep by milliseconds on Linux with NVIDIA's driver (wgpu and llama.cpp
- * report ~10 ms stutters; here a 2 ms tinygrad step with a sync took 8 ms in one step of ten). So every wait polls:
- * a status check with a zero timeout (which never sleeps in the driver), yielding the core for the first
- * microseconds of the wait and then sleeping in short slices, with the calling thread's timer slack lowered so that
- * a slice is a slice. Called with the GIL released.
+ * report ~10 ms stutters). So every wait polls: a status check with a zero timeout (which never sleeps in the
+ * driver), yielding the core for the first microseconds of the wait and then sleeping in short slices, with the
+ * calling thread's timer slack lowered so that a slice is a slice. Called with the GIL released.
  *
- * A caller at a sync point waits here too, for the worker to publish that it has completed the batch the caller
- * needs (run its completions: frees, staging buffers given back). Three things keep that hand-off short:
- * - the caller spins on the published serial with the GIL released, so the worker never waits for the GIL while it
- *   completes the batch, and the caller is running when the serial appears (a thread woken from a blocking wait can
- *   take tens of microseconds to run again, more in a virtual machine);
- * - while a caller waits, both it and the worker's fence wait spin for longer before they sleep (progress->spin_ns):
- *   a slice can oversleep by a hundred microseconds or more in a virtual machine;
- * - having published, the worker stays out of Python until the caller it satisfied has left its wait (a few
- *   microseconds), so that the caller, not the worker, takes the GIL next. */
+ * The worker is a Python thread, so each time it leaves one of these waits it must take the GIL. Taking it from a
+ * caller that holds it blocks the worker in the interpreter until the caller releases it, and then costs a thread
+ * wake-up (tens of microseconds, more in a virtual machine) at the moment the caller starts to wait for the worker.
+ * So the worker takes the GIL when it is free: a kicked worker stays here until a caller waits in
+ * vkb_wait_completed (which it does with the GIL released), or until the kick is progress->grace_ns old (a caller
+ * that queued work and went on with other things). For the same reason, a worker that has just released a waiting
+ * caller does not go back to Python while that caller runs: it waits here for its next work (the hold).
+ *
+ * A caller at a sync point waits here for the worker to publish that it has completed the batch the caller needs
+ * (run its completions: frees, staging buffers given back). It spins on the published serial with the GIL
+ * released, so the worker never waits for the GIL while it completes the batch and the caller is running when the
+ * serial appears; while a caller waits, the worker's fence wait also spins for longer before it sleeps
+ * (progress->spin_ns), since a slice can oversleep in a virtual machine. */
 #include <sched.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -47,13 +50,23 @@ static int vkb_pause(uint64_t waited, uint64_t timeout_ns, uint64_t spin_ns) {
     return 0;
 }
 
+/* Whether a worker kicked (first seen at *kicked_at, 0 before) should take the GIL now: a caller waits with the GIL
+ * released, or the kick is grace_ns old. */
+static int vkb_kick_ready(const vkb_progress *progress, uint64_t *kicked_at) {
+    if (!__atomic_load_n(&progress->kick, __ATOMIC_ACQUIRE)) return 0;
+    if (__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE)) return 1;
+    uint64_t now = vkb_now_ns();
+    if (!*kicked_at) *kicked_at = now;
+    return now - *kicked_at >= progress->grace_ns;
+}
+
 VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress, int kicked) {
     vkb_lower_timer_slack();
-    uint64_t start = vkb_now_ns();
+    uint64_t start = vkb_now_ns(), kicked_at = 0;
     for (;;) {
         VkResult r = vkWaitForFences(device, 1, &fence, VK_TRUE, 0);
         if (r != VK_TIMEOUT) return r;
-        if (kicked && __atomic_load_n(&progress->kick, __ATOMIC_ACQUIRE)) return VK_NOT_READY;
+        if (kicked && vkb_kick_ready(progress, &kicked_at)) return VK_NOT_READY;
         int waited_on = __atomic_load_n(&progress->waiters, __ATOMIC_RELAXED) != 0;
         if (vkb_pause(vkb_now_ns() - start, timeout_ns, waited_on ? progress->spin_ns : VKB_SPIN_NS)) return VK_TIMEOUT;
     }
@@ -77,12 +90,13 @@ int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t 
 }
 
 /* Polls, not a futex: a thread woken from a blocking wait can take tens of microseconds to run again (more in a
- * virtual machine), which a launch followed by a sync point would pay every time the worker had gone idle. */
-int vkb_wait_kick(const vkb_progress *progress, uint64_t spin_ns) {
+ * virtual machine), which a launch followed by a sync point would pay every time the worker had gone idle. A kick
+ * seen within spin_ns holds the worker here until it is ready (vkb_kick_ready). */
+int vkb_wait_work(const vkb_progress *progress, uint64_t spin_ns) {
     vkb_lower_timer_slack();
-    uint64_t start = vkb_now_ns();
-    while (!__atomic_load_n(&progress->kick, __ATOMIC_ACQUIRE)) {
-        if (vkb_now_ns() - start >= spin_ns) return 0;
+    uint64_t start = vkb_now_ns(), kicked_at = 0;
+    while (!vkb_kick_ready(progress, &kicked_at)) {
+        if (!kicked_at && vkb_now_ns() - start >= spin_ns) return 0;
         sched_yield();
     }
     return 1;
@@ -92,11 +106,13 @@ void vkb_publish_target(uint64_t *target, uint64_t serial) {
     __atomic_store_n(target, serial, __ATOMIC_RELEASE);
 }
 
-void vkb_publish_completed(vkb_progress *progress, uint64_t serial) {
+void vkb_publish_completed(vkb_progress *progress, uint64_t serial, uint64_t hold_ns) {
     __atomic_store_n(&progress->completed, serial, __ATOMIC_RELEASE);
     uint32_t waiters = __atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE);
     if (!waiters || serial < __atomic_load_n(&progress->wanted, __ATOMIC_ACQUIRE)) return;
+    /* the released caller leaves its wait first, so that it, not the worker, takes the GIL next */
     uint64_t start = vkb_now_ns();
     while (__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) >= waiters && vkb_now_ns() - start < VKB_HANDOFF_NS)
         sched_yield();
+    if (hold_ns) vkb_wait_work(progress, hold_ns);
 }

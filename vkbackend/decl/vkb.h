@@ -59,8 +59,8 @@ void vkb_copy(void *dst, const void *src, size_t n, int threads);
  * waits for its batches' fences, and publishes in a vkb_progress the serial of the last batch whose completions it has
  * run; a caller at a sync point waits for that to reach the serial the worker published for it in `target` (which
  * stays VKB_SERIAL_UNPUBLISHED until the worker has submitted what the caller waits for). While a caller waits, the
- * worker's fence waits spin instead of sleeping, and a publish hands the GIL to the caller before the worker takes
- * it back. */
+ * worker's fence waits spin instead of sleeping. The worker goes back to Python (takes the GIL) when the GIL is free
+ * or after a grace: see fence.c. */
 #define VKB_SERIAL_UNPUBLISHED 0xffffffffffffffff
 typedef struct {
     uint64_t completed;   /* the serial of the last batch completed by the worker */
@@ -68,14 +68,19 @@ typedef struct {
     uint64_t wanted;      /* the target of the caller that began waiting last */
     uint64_t spin_ns;     /* how long a waited-on wait spins before it sleeps in slices */
     uint32_t kick;        /* set by a thread that queued an item for the worker or woke it */
+    uint64_t grace_ns;    /* how long a kicked worker waits for a caller to release the GIL before it takes it */
 } vkb_progress;
-/* With `kicked`, the fence wait also returns (VK_NOT_READY) once progress->kick is set: the worker has work queued. */
+/* With `kicked`, the fence wait also returns (VK_NOT_READY) once progress->kick is set (the worker has work queued)
+ * and a caller waits or the kick is grace_ns old. */
 VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress, int kicked);
 int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t timeout_ns);
-/* The worker with nothing to do: 1 once progress->kick is set within `spin_ns`, else 0 (it then sleeps on its signal). */
-int vkb_wait_kick(const vkb_progress *progress, uint64_t spin_ns);
+/* The worker with nothing to do: 1 once kicked and a caller waits or the kick is grace_ns old; 0 when not kicked
+ * within `spin_ns` (the worker then sleeps on its signal). */
+int vkb_wait_work(const vkb_progress *progress, uint64_t spin_ns);
 void vkb_publish_target(uint64_t *target, uint64_t serial);
-void vkb_publish_completed(vkb_progress *progress, uint64_t serial);
+/* Publish a completed serial; with `hold_ns`, a worker that satisfied a waiting caller then waits for its next work
+ * here (vkb_wait_work, up to hold_ns) instead of taking the GIL from the caller it just released. */
+void vkb_publish_completed(vkb_progress *progress, uint64_t serial, uint64_t hold_ns);
 
 /* slots.c: the buffer table. A slot is the number a record uses to name a buffer (or a view of one); the memory pool
  * writes slots under its lock from whichever thread allocates, and the worker's recorder reads them. Chunks of the
