@@ -55,6 +55,8 @@ class DeviceCaps:
     shared_max: int = 16384
     addresses: bool = False  # buffer device addresses: arguments past storage_range are reached by address
     storage_range: int = 1 << 27  # maxStorageBufferRange (Vulkan's minimum: 128 MiB)
+    # arguments reached by address from this many bytes on are reached by 64-bit address arithmetic (renderer.py)
+    wide_bytes: int = 1 << 31
     # float widths whose infinities, NaNs and signed zeros a kernel can ask the driver to keep
     # (SignedZeroInfNanPreserve)
     preserve_widths: tuple[int, ...] = ()
@@ -86,6 +88,7 @@ def make_arch(caps: DeviceCaps) -> str:
         f"r{caps.storage_range}",
         *([f"p{'/'.join(map(str, caps.preserve_widths))}"] if caps.preserve_widths else []),
         *([f"loops{caps.loop_limit}"] if caps.loop_limit else []),
+        *([f"wide{caps.wide_bytes}"] if caps.wide_bytes != DeviceCaps.wide_bytes else []),
     ]
     if caps.tc_threads and caps.tc_shapes:
         toks += [f"w{caps.tc_threads}", *(shape.token() for shape in caps.tc_shapes)]
@@ -106,6 +109,8 @@ def parse_arch(arch: str) -> DeviceCaps:
             kw["preserve_widths"] = tuple(int(w) for w in tok[1:].split("/"))
         elif tok.startswith("loops") and tok[5:].isdigit():
             kw["loop_limit"] = int(tok[5:])
+        elif tok.startswith("wide") and tok[4:].isdigit():
+            kw["wide_bytes"] = int(tok[4:])
         elif tok == "tcemu":
             kw["tc_emulate"] = True
         elif tok[0] == "w" and tok[1:].isdigit():

@@ -348,11 +348,10 @@ class VKRenderer(CStyleLanguage):
                 # Past the storage range a buffer cannot be bound, and past 2**31 elements no 32-bit index reaches it.
                 # Reached by address, an array index is 32-bit and so is the offset a driver may compute from it
                 # (NVIDIA's wraps: the H200 read and wrote the wrong words past 4 GiB), so a buffer of 2 GiB or more
-                # is reached by 64-bit address arithmetic instead (wide).
+                # is reached by 64-bit address arithmetic instead (wide; from caps.wide_bytes, which tests lower).
                 by_address = self.caps.addresses and (numel * size > self.caps.storage_range or numel >= 2**31)
-                arguments[name] = GlobalArg(
-                    name, u.arg.slot, f"{u.arg.slot}_{size}", by_address, wide=by_address and numel * size >= 2**31
-                )
+                wide = by_address and numel * size >= self.caps.wide_bytes
+                arguments[name] = GlobalArg(name, u.arg.slot, f"{u.arg.slot}_{size}", by_address, wide=wide)
         self.memory = KernelMemory(arguments, plan_vector_widths(uops))
         self._special_widths = set()
         name, kernel, bufs = self._render(uops)
@@ -377,23 +376,35 @@ class VKRenderer(CStyleLanguage):
         ``vk_ref<slot>``): its elements as an array, and for a wide one the element alone, for 64-bit address
         arithmetic (``VK_E<slot>(i)``); elements of ``dw`` lanes, scalar in the VK_VIEWS variant."""
 
-        def decl(ty: str, size: int) -> list[str]:
+        def decl(ty: str, stride: int) -> list[str]:
+            # Aligned to the scalar element only: a view's address is only as aligned as
+            # minStorageBufferOffsetAlignment. Element i of a wide argument starts i strides in (std430: a vec3 is
+            # as long as a vec4).
+            align = dt.itemsize
             lines = [
-                f"layout(buffer_reference, std430, buffer_reference_align={size}) {qual}buffer VKR{arg.slot} "
+                f"layout(buffer_reference, std430, buffer_reference_align={align}) {qual}buffer VKR{arg.slot} "
                 f"{{ {ty} v[]; }};"
             ]
             if arg.wide:
                 lines += [
-                    f"layout(buffer_reference, std430, buffer_reference_align={size}) {qual}buffer VKE{arg.slot} "
+                    f"layout(buffer_reference, std430, buffer_reference_align={align}) {qual}buffer VKE{arg.slot} "
                     f"{{ {ty} v; }};",
-                    f"#define VK_E{arg.slot}(i) (VKE{arg.slot}(uint64_t(vk_ref{arg.slot}) + uint64_t(i) * {size}ul).v)",
+                    f"#define VK_E{arg.slot}(i) "
+                    f"(VKE{arg.slot}(uint64_t(vk_ref{arg.slot}) + uint64_t(i) * {stride}ul).v)",
                 ]
             return lines
 
-        # Aligned to the element only: a view's address is only as aligned as minStorageBufferOffsetAlignment.
         scalar = decl(TYPE_MAP[dt], dt.itemsize)
         body = (
-            scalar if dw == 1 else ["#if VK_VIEWS", *scalar, "#else", *decl(value_type(dt, dw), dt.itemsize), "#endif"]
+            scalar
+            if dw == 1
+            else [
+                "#if VK_VIEWS",
+                *scalar,
+                "#else",
+                *decl(value_type(dt, dw), dt.itemsize * (4 if dw == 3 else dw)),
+                "#endif",
+            ]
         )
         return [*body, f"#define {arg.name} (vk_ref{arg.slot}.v)"]
 
