@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """tinygrad tensors of several GiB on VK, against numpy: random int32 host data, its int64 sum and its tail.
 
-    python3 scripts/large-tensor.py 5 20      # sizes in GiB
+    python3 scripts/large-tensor.py 5 20          # sizes in GiB
+    python3 scripts/large-tensor.py --odd 5       # 3 more elements: the harder case, and a much slower one
 
 Past the device's largest allocation a tensor is one sparse buffer (docs/architecture.md, "Large buffers"); its
 kernels reach it by 64-bit address arithmetic. Each size prints whether the sum and the tail are exact, and how long
-numpy and tinygrad took (upload, the reduction and the read-back). A length that is not a multiple of a power of two
-is one tinygrad reduction loop in a single invocation: the sizes here get 3 extra elements on purpose, the harder case.
+numpy and tinygrad took (upload, the reduction and the read-back). A length of whole multiples of 2^16 elements
+tinygrad splits over many work groups; with ``--odd`` it gets 3 more elements, which tinygrad reduces in one loop of
+a single invocation (minutes for a few GiB, and on a GPU shared with other work a risk of the driver's watchdog).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import numpy as np
 
 
 def main(argv: list[str]) -> int:
+    odd = "--odd" in argv
+    argv = [a for a in argv if a != "--odd"]
     if not argv:
         print(__doc__)
         return 2
@@ -30,7 +34,8 @@ def main(argv: list[str]) -> int:
     rng = np.random.default_rng(0)
     status = 0
     for gib in (float(x) for x in argv):
-        n = int(gib * (1 << 30)) // 4 + 3
+        n = int(gib * (1 << 30)) // 4 >> 16 << 16
+        n += 3 if odd else 0
         t0 = time.perf_counter()
         a = rng.integers(-1000, 1000, n, dtype=np.int32)
         want = int(a.sum(dtype=np.int64))

@@ -225,15 +225,16 @@ pool.host_to_pool(pattern, big)
 words = limit // 4
 probes = sorted({0, 1, n - 2} | {k * words + d for k in range(1, nbytes // limit + 1) for d in (-1, 0)
                                  if 0 < k * words + d < n - 1})
-at, found = pool.allocate(4 * len(probes)), pool.allocate(4 * len(probes))
-pool.host_to_pool(np.array(probes, dtype=np.uint32), at)
+at, found = pool.allocate(8 * len(probes)), pool.allocate(4 * len(probes))
+pool.host_to_pool(np.array(probes, dtype=np.uint64), at)
 mark = 0xC0FFEE
-dev.launch(probe, [big, at, found], [len(probes), n - 1, mark], (1, 1, 1))
+dev.launch(probe, [big, at, found], [len(probes), mark, n - 1], (1, 1, 1))
 values = np.empty(len(probes), dtype=np.uint32)
 pool.pool_to_host(found, values)
+expected = np.array(probes, dtype=np.uint64).astype(np.uint32)  # the pattern's words: their index, modulo 2^32
 result["probes"] = len(probes)
-result["probes_read"] = bool(np.array_equal(values, np.array(probes, dtype=np.uint32)))
-wrong = [(p, int(v)) for p, v in zip(probes, values) if p != v][:6]
+result["probes_read"] = bool(np.array_equal(values, expected))
+wrong = [(p, int(v)) for p, v, e in zip(probes, values, expected) if e != v][:6]
 detail = result["detail"] = {"limit": limit, "wrong_probes": wrong}
 
 out = np.empty_like(pattern)
