@@ -343,3 +343,58 @@ def test_a_sparse_buffer_is_cut_into_pieces_as_large_as_the_limit_allows():
     assert piece_sizes(GiB, align, 300 * MiB + 1000) == [300 * MiB] * 3 + [GiB - 900 * MiB]
     with pytest.raises(BackendError, match="smaller than a sparse buffer's alignment"):
         piece_sizes(GiB, align, align - 1)
+
+
+def test_a_sparse_bind_hands_the_driver_every_piece_at_its_offset():
+    """What vkQueueBindSparse is given, checked on any device (a driver stand-in records it): one bind of the buffer,
+    each piece at the offset where the one before ends, the structs alive through a garbage collection."""
+    import gc
+    from types import SimpleNamespace
+
+    from vkbackend._ffi import ffi, lib
+    from vkbackend.memory.sparse import LargeBuffer, bind
+
+    seen: dict = {}
+
+    class Driver:
+        def __getattr__(self, name):
+            return getattr(lib, name)
+
+        def vkCreateFence(self, device, info, allocator, out):
+            seen["fence"] = info.sType
+            out[0] = ffi.cast("VkFence", 7)
+            return 0
+
+        def vkQueueBindSparse(self, queue, count, info, fence):
+            gc.collect()
+            buffer_bind = info.pBufferBinds[0]
+            binds = [buffer_bind.pBinds[i] for i in range(buffer_bind.bindCount)]
+            seen["bind"] = (info.sType, info.bufferBindCount, int(ffi.cast("uintptr_t", buffer_bind.buffer)))
+            seen["pieces"] = [
+                (b.resourceOffset, b.size, int(ffi.cast("uintptr_t", b.memory)), b.memoryOffset) for b in binds
+            ]
+            return 0
+
+        def vkWaitForFences(self, device, count, fences, wait_all, timeout):
+            return 0
+
+        def vkDestroyFence(self, device, fence, allocator):
+            seen["destroyed"] = int(ffi.cast("uintptr_t", fence))
+
+    ctx = SimpleNamespace(
+        ffi=ffi,
+        lib=Driver(),
+        device=ffi.NULL,
+        handles=SimpleNamespace(queue=ffi.NULL),
+        sync_timeout_ns=10**9,
+        sync_timeout_s=1.0,
+    )
+    large = LargeBuffer(ffi.cast("VkBuffer", 0x99), 600, 640, 64)
+    for handle, size in [(0x10, 256), (0x20, 256), (0x30, 128)]:
+        large.pieces.append(ffi.cast("VkDeviceMemory", handle))
+        large.piece_sizes.append(size)
+    bind(SimpleNamespace(ctx=ctx, address=lambda buffer: 0), large)
+    assert seen["fence"] == lib.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO
+    assert seen["bind"] == (lib.VK_STRUCTURE_TYPE_BIND_SPARSE_INFO, 1, 0x99)
+    assert seen["pieces"] == [(0, 256, 0x10, 0), (256, 256, 0x20, 0), (512, 128, 0x30, 0)]
+    assert seen["destroyed"] == 7 and not large.pending

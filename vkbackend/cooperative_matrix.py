@@ -12,6 +12,7 @@ from typing import Any
 
 from ._ffi import vulkan
 from .errors import ErrorStatus, check
+from .structs import new_array
 
 __all__ = ["CooperativeMatrixShape", "query_shapes", "shape_from_properties"]
 
@@ -96,9 +97,7 @@ def query_shapes(physical_device: Any) -> tuple[CooperativeMatrixShape, ...]:
             "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR (count)",
             ErrorStatus.Initialization,
         )
-        items = ffi.new("VkCooperativeMatrixPropertiesKHR[]", count[0])
-        for i in range(count[0]):
-            items[i].sType = lib.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
+        items = new_array("VkCooperativeMatrixPropertiesKHR", [{}] * count[0])
         result = call(physical_device, count, items)
         if result != lib.VK_INCOMPLETE:
             check(result, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", ErrorStatus.Initialization)

@@ -9,6 +9,7 @@ is twice as large, so nothing has a fixed capacity. Used by the submitter on the
 from __future__ import annotations
 
 from .errors import ErrorStatus, check, vk_error
+from .structs import new_struct
 
 __all__ = ["DescriptorSets"]
 
@@ -20,6 +21,7 @@ class DescriptorSets:
         self.ctx = ctx
         self._spare: list[tuple[object, int]] = []  # (pool, sets it holds), reset, smallest first
         self._pool_sets = 1024  # the size of the next pool made
+        self._allocate_info = new_struct("VkDescriptorSetAllocateInfo")  # made once: allocate runs per batch
 
     def allocate(self, layouts, count: int, held: list):
         """``VkDescriptorSet[count]`` for the set layouts ``layouts[0:count]``, from pools appended to ``held`` (the
@@ -29,7 +31,7 @@ class DescriptorSets:
         dispatches than one pool holds takes them from several pools."""
         ffi, lib, ctx = self.ctx.ffi, self.ctx.lib, self.ctx
         sets = ffi.new("VkDescriptorSet[]", count)
-        info = ffi.new("VkDescriptorSetAllocateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO})
+        info = self._allocate_info
         done = failed = 0
         while done < count:
             if not held or held[-1][2] == 0:
@@ -62,17 +64,13 @@ class DescriptorSets:
         if fitting:
             pool, n = self._spare.pop(fitting[0])
         else:
-            size = ffi.new(
-                "VkDescriptorPoolSize*",
-                {"type": lib.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": n * ctx.info.max_storage_buffers},
-            )
-            info = ffi.new(
-                "VkDescriptorPoolCreateInfo*",
-                {
-                    "sType": lib.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                    "maxSets": n,
-                    "poolSizeCount": 1,
-                    "pPoolSizes": size,
+            info = new_struct(
+                "VkDescriptorPoolCreateInfo",
+                maxSets=n,
+                poolSizeCount=1,
+                pPoolSizes={
+                    "type": lib.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                    "descriptorCount": n * ctx.info.max_storage_buffers,
                 },
             )
             out = ffi.new("VkDescriptorPool*")

@@ -17,6 +17,7 @@ from .config import VulkanConfig, debug_enabled, validation_enabled
 from .cooperative_matrix import CooperativeMatrixShape, query_shapes
 from .dtypes import DType, dtype_capabilities
 from .errors import BackendError, ErrorStatus, check
+from .structs import chain, new_struct
 
 log = logging.getLogger("vkbackend")
 _D = TypeVar("_D")  # whatever open_device opens (a Device: device.py imports this module)
@@ -61,22 +62,10 @@ FLOAT_CONTROLS = (
 )
 # The feature struct of each extension that has one we use, chained only where the extension is there.
 EXTENSION_FEATURES = {
-    "VK_EXT_robustness2": (
-        "VkPhysicalDeviceRobustness2FeaturesEXT",
-        "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT",
-    ),
-    "VK_EXT_pipeline_robustness": (
-        "VkPhysicalDevicePipelineRobustnessFeaturesEXT",
-        "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT",
-    ),
-    "VK_KHR_cooperative_matrix": (
-        "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
-        "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR",
-    ),
-    "VK_KHR_shader_bfloat16": (
-        "VkPhysicalDeviceShaderBfloat16FeaturesKHR",
-        "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR",
-    ),
+    "VK_EXT_robustness2": "VkPhysicalDeviceRobustness2FeaturesEXT",
+    "VK_EXT_pipeline_robustness": "VkPhysicalDevicePipelineRobustnessFeaturesEXT",
+    "VK_KHR_cooperative_matrix": "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
+    "VK_KHR_shader_bfloat16": "VkPhysicalDeviceShaderBfloat16FeaturesKHR",
 }
 # An extension whose use hangs on one feature is enabled only where the device offers that feature.
 EXTENSION_NEEDS = {"VK_KHR_cooperative_matrix": "cooperativeMatrix", "VK_KHR_shader_bfloat16": "shaderBFloat16Type"}
@@ -227,25 +216,14 @@ class Instance:
         if "VK_KHR_portability_enumeration" in exts:  # MoltenVK and other portability drivers are listed only then
             extensions.append("VK_KHR_portability_enumeration")
             flags |= lib.VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
-        keep = [ffi.new("char[]", s.encode()) for s in layers + extensions]
-        layer_ptrs = ffi.new("const char*[]", keep[: len(layers)])
-        ext_ptrs = ffi.new("const char*[]", keep[len(layers) :])
-        app_name = ffi.new("char[]", b"vkbackend")  # in a local: a struct field does not keep its cdata alive
-        app = ffi.new(
-            "VkApplicationInfo*",
-            {"sType": lib.VK_STRUCTURE_TYPE_APPLICATION_INFO, "pApplicationName": app_name, "apiVersion": api},
-        )
-        info = ffi.new(
-            "VkInstanceCreateInfo*",
-            {
-                "sType": lib.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-                "flags": flags,
-                "pApplicationInfo": app,
-                "enabledLayerCount": len(layers),
-                "ppEnabledLayerNames": layer_ptrs,
-                "enabledExtensionCount": len(extensions),
-                "ppEnabledExtensionNames": ext_ptrs,
-            },
+        info = new_struct(
+            "VkInstanceCreateInfo",
+            flags=flags,
+            pApplicationInfo={"pApplicationName": "vkbackend", "apiVersion": api},
+            enabledLayerCount=len(layers),
+            ppEnabledLayerNames=layers,
+            enabledExtensionCount=len(extensions),
+            ppEnabledExtensionNames=extensions,
         )
         out = ffi.new("VkInstance*")
         check(lib.vkCreateInstance(info, ffi.NULL, out), "vkCreateInstance", ErrorStatus.Initialization)
@@ -410,27 +388,15 @@ def query_physical_devices() -> list[PhysicalDevice]:
     instance = Instance.get()
     found = []
     for raw in instance.physical_devices():
-        props = ffi.new("VkPhysicalDeviceProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2})
-        v11 = ffi.new(
-            "VkPhysicalDeviceVulkan11Properties*",
-            {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES},
-        )
-        v12 = ffi.new(
-            "VkPhysicalDeviceVulkan12Properties*",
-            {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES},
-        )
-        push = ffi.new(
-            "VkPhysicalDevicePushDescriptorPropertiesKHR*",
-            {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR},
-        )
+        props = new_struct("VkPhysicalDeviceProperties2")
+        v11 = new_struct("VkPhysicalDeviceVulkan11Properties")
+        v12 = new_struct("VkPhysicalDeviceVulkan12Properties")
+        push = new_struct("VkPhysicalDevicePushDescriptorPropertiesKHR")
         exts = frozenset(
             ffi.string(e.extensionName).decode()
             for e in _enumerate(lib.vkEnumerateDeviceExtensionProperties, "VkExtensionProperties", raw, ffi.NULL)
         )
-        chain = [v11, v12]
-        if "VK_KHR_push_descriptor" in exts:
-            chain.append(push)
-        _link(props, chain)
+        chain(props, *([v11, v12, push] if "VK_KHR_push_descriptor" in exts else [v11, v12]))
         lib.vkGetPhysicalDeviceProperties2(raw, props)
         name = ffi.string(props.properties.deviceName).decode()
         if props.properties.apiVersion < lib.VK_API_VERSION_1_2:
@@ -447,9 +413,7 @@ def query_physical_devices() -> list[PhysicalDevice]:
         family = next((i for i in compute if families[i].timestampValidBits), compute[0])
         feats, groups = _feature_chain(exts)
         lib.vkGetPhysicalDeviceFeatures2(raw, feats)
-        mem = ffi.new(
-            "VkPhysicalDeviceMemoryProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2}
-        )
+        mem = new_struct("VkPhysicalDeviceMemoryProperties2")
         lib.vkGetPhysicalDeviceMemoryProperties2(raw, mem)
         mp = mem.memoryProperties
         found.append(
@@ -481,29 +445,22 @@ def query_physical_devices() -> list[PhysicalDevice]:
 
 def _max_subgroup_size(raw, api_version: int, subgroup_size: int) -> int:
     """Vulkan 1.3's maxSubgroupSize (a SPIR-V 1.6 module may run with any size up to it), else ``subgroup_size``."""
-    ffi, lib = vulkan()
+    _, lib = vulkan()
     if api_version < lib.VK_API_VERSION_1_3:
         return subgroup_size
-    props = ffi.new("VkPhysicalDeviceProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2})
-    v13 = ffi.new(
-        "VkPhysicalDeviceVulkan13Properties*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES}
-    )
-    _link(props, [v13])
+    v13 = new_struct("VkPhysicalDeviceVulkan13Properties")
+    props = new_struct("VkPhysicalDeviceProperties2", pNext=v13)
     lib.vkGetPhysicalDeviceProperties2(raw, props)
     return int(v13.maxSubgroupSize) or subgroup_size
 
 
 def _cooperative_matrix_shapes(raw, exts: frozenset[str]) -> tuple[CooperativeMatrixShape, ...]:
     """The device's cooperative-matrix shapes where compute shaders may use them, else ()."""
-    ffi, lib = vulkan()
+    _, lib = vulkan()
     if "VK_KHR_cooperative_matrix" not in exts:
         return ()
-    props = ffi.new("VkPhysicalDeviceProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2})
-    stages = ffi.new(
-        "VkPhysicalDeviceCooperativeMatrixPropertiesKHR*",
-        {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR},
-    )
-    _link(props, [stages])
+    stages = new_struct("VkPhysicalDeviceCooperativeMatrixPropertiesKHR")
+    props = new_struct("VkPhysicalDeviceProperties2", pNext=stages)
     lib.vkGetPhysicalDeviceProperties2(raw, props)
     if not stages.cooperativeMatrixSupportedStages & lib.VK_SHADER_STAGE_COMPUTE_BIT:
         return ()
@@ -514,30 +471,12 @@ def _feature_chain(extensions) -> tuple:
     """Zeroed feature structs chained from a VkPhysicalDeviceFeatures2, to query or to enable: ``(head, groups)``,
     ``groups`` naming each struct by its WANTED_FEATURES group (``"features"``, ``"vulkan11"``, ``"vulkan12"``, and
     the extension name of each struct of EXTENSION_FEATURES whose extension is in ``extensions``)."""
-    ffi, lib = vulkan()
-    feats = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2})
-    f11 = ffi.new(
-        "VkPhysicalDeviceVulkan11Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES}
-    )
-    f12 = ffi.new(
-        "VkPhysicalDeviceVulkan12Features*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES}
-    )
-    chained = {
-        ext: ffi.new(f"{ctype}*", {"sType": getattr(lib, stype)})
-        for ext, (ctype, stype) in EXTENSION_FEATURES.items()
-        if ext in extensions
-    }
-    _link(feats, [f11, f12, *chained.values()])
+    feats = new_struct("VkPhysicalDeviceFeatures2")
+    f11 = new_struct("VkPhysicalDeviceVulkan11Features")
+    f12 = new_struct("VkPhysicalDeviceVulkan12Features")
+    chained = {ext: new_struct(name) for ext, name in EXTENSION_FEATURES.items() if ext in extensions}
+    chain(feats, f11, f12, *chained.values())
     return feats, {"features": feats.features, "vulkan11": f11, "vulkan12": f12, **chained}
-
-
-def _link(head, chain) -> None:
-    """Chain Vulkan structs through pNext (the cdata objects must stay alive as long as the head is used)."""
-    ffi, _ = vulkan()
-    node = head
-    for nxt in chain:
-        node.pNext = ffi.cast("void*", nxt)
-        node = nxt
 
 
 def _enumerate_void(call, ctype: str) -> list:
@@ -572,17 +511,11 @@ class DeviceHandles:
 
 def memory_budget(physical: PhysicalDevice, budget_ext: bool) -> list[tuple[int, int]]:
     """(budget, usage) per heap: the driver's figures with VK_EXT_memory_budget, else (heap size, 0)."""
-    ffi, lib = vulkan()
+    _, lib = vulkan()
     if not budget_ext:
         return [(size, 0) for size, _ in physical.heaps]
-    mem = ffi.new(
-        "VkPhysicalDeviceMemoryProperties2*", {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2}
-    )
-    budget = ffi.new(
-        "VkPhysicalDeviceMemoryBudgetPropertiesEXT*",
-        {"sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT},
-    )
-    mem.pNext = budget
+    budget = new_struct("VkPhysicalDeviceMemoryBudgetPropertiesEXT")
+    mem = new_struct("VkPhysicalDeviceMemoryProperties2", pNext=budget)
     lib.vkGetPhysicalDeviceMemoryProperties2(physical.handle, mem)
     return [(budget.heapBudget[i], budget.heapUsage[i]) for i in range(len(physical.heaps))]
 
@@ -623,28 +556,13 @@ def create_device(physical: PhysicalDevice, config: VulkanConfig) -> DeviceHandl
     if physical.offers("features", "sparseBinding") and physical.queue_flags & lib.VK_QUEUE_SPARSE_BINDING_BIT:
         feats.features.sparseBinding = 1
         enabled.add("sparseBinding")
-    priority = ffi.new("float*", 1.0)
-    queue_info = ffi.new(
-        "VkDeviceQueueCreateInfo*",
-        {
-            "sType": lib.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-            "queueFamilyIndex": physical.queue_family,
-            "queueCount": 1,
-            "pQueuePriorities": priority,
-        },
-    )
-    keep = [ffi.new("char[]", e.encode()) for e in enabled_exts]
-    ext_ptrs = ffi.new("const char*[]", keep)
-    info = ffi.new(
-        "VkDeviceCreateInfo*",
-        {
-            "sType": lib.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-            "pNext": feats,
-            "queueCreateInfoCount": 1,
-            "pQueueCreateInfos": queue_info,
-            "enabledExtensionCount": len(enabled_exts),
-            "ppEnabledExtensionNames": ext_ptrs,
-        },
+    info = new_struct(
+        "VkDeviceCreateInfo",
+        pNext=feats,
+        queueCreateInfoCount=1,
+        pQueueCreateInfos={"queueFamilyIndex": physical.queue_family, "queueCount": 1, "pQueuePriorities": [1.0]},
+        enabledExtensionCount=len(enabled_exts),
+        ppEnabledExtensionNames=enabled_exts,
     )
     out = ffi.new("VkDevice*")
     name = ffi.string(physical.properties.properties.deviceName).decode()
@@ -696,7 +614,7 @@ def describe(physical: PhysicalDevice, exts: frozenset[str], features: frozenset
         max_memory_allocation_size=physical.vulkan11.maxMemoryAllocationSize,
         max_memory_allocation_count=limits.maxMemoryAllocationCount,
         max_push_constants_size=limits.maxPushConstantsSize,
-        max_storage_buffers=min(max_buffers, 64),
+        max_storage_buffers=min(max_buffers, lib.VKB_MAX_BINDINGS),  # the recorder's per-dispatch arrays
         timestamp_period_ns=float(limits.timestampPeriod),
         timestamps=physical.timestamp_bits > 0,
         memory_heaps=tuple(heaps),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .config import cache_dir
 from .errors import ErrorStatus, check, result_name
+from .structs import new_struct
 
 log = logging.getLogger("vkbackend")
 
@@ -43,15 +44,7 @@ class PipelineCache:
                 data = b""
         except OSError:
             pass
-        keep = ffi.from_buffer(data) if data else ffi.NULL
-        info = ffi.new(
-            "VkPipelineCacheCreateInfo*",
-            {
-                "sType": lib.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
-                "initialDataSize": len(data),
-                "pInitialData": keep,
-            },
-        )
+        info = new_struct("VkPipelineCacheCreateInfo", initialDataSize=len(data), pInitialData=data or None)
         out = ffi.new("VkPipelineCache*")
         result = lib.vkCreatePipelineCache(self.ctx.device, info, ffi.NULL, out)
         if result != 0 and data:  # a driver that rejects the data: start empty

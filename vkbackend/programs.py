@@ -22,6 +22,7 @@ from .finalizers import collecting
 from .ids import next_id
 from .pipeline_cache import PipelineCache
 from .spirv import ProgramInfo, reflect
+from .structs import new_struct
 from .validation import check_capabilities, validator
 
 log = logging.getLogger("vkbackend")
@@ -220,11 +221,7 @@ class ProgramCache:
         ffi, lib, dev = ctx.ffi, ctx.lib, ctx.device
         created = []  # (destroy function, handle) to undo on failure
         try:
-            code = ffi.from_buffer("uint32_t[]", spirv)
-            minfo = ffi.new(
-                "VkShaderModuleCreateInfo*",
-                {"sType": lib.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, "codeSize": len(spirv), "pCode": code},
-            )
+            minfo = new_struct("VkShaderModuleCreateInfo", codeSize=len(spirv), pCode=spirv)
             module = ffi.new("VkShaderModule*")
             check(
                 lib.vkCreateShaderModule(dev, minfo, ffi.NULL, module),
@@ -232,21 +229,20 @@ class ProgramCache:
                 ErrorStatus.KernelCompilation,
             )
             created.append((lib.vkDestroyShaderModule, module[0]))
-            bindings = ffi.new("VkDescriptorSetLayoutBinding[]", max(1, prog.n_buffers))
-            for i in range(prog.n_buffers):
-                bindings[i].binding = i
-                bindings[i].descriptorType = lib.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-                bindings[i].descriptorCount = 1
-                bindings[i].stageFlags = lib.VK_SHADER_STAGE_COMPUTE_BIT
             flags = lib.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR if ctx.info.push_descriptors else 0
-            dinfo = ffi.new(
-                "VkDescriptorSetLayoutCreateInfo*",
-                {
-                    "sType": lib.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                    "flags": flags,
-                    "bindingCount": prog.n_buffers,
-                    "pBindings": bindings,
-                },
+            dinfo = new_struct(
+                "VkDescriptorSetLayoutCreateInfo",
+                flags=flags,
+                bindingCount=prog.n_buffers,
+                pBindings=[
+                    {
+                        "binding": i,
+                        "descriptorType": lib.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                        "descriptorCount": 1,
+                        "stageFlags": lib.VK_SHADER_STAGE_COMPUTE_BIT,
+                    }
+                    for i in range(prog.n_buffers)
+                ],
             )
             set_layout = ffi.new("VkDescriptorSetLayout*")
             check(
@@ -255,18 +251,15 @@ class ProgramCache:
                 ErrorStatus.KernelCompilation,
             )
             created.append((lib.vkDestroyDescriptorSetLayout, set_layout[0]))
-            push = ffi.new(
-                "VkPushConstantRange*",
-                {"stageFlags": lib.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0, "size": prog.push_words * 4},
-            )
-            linfo = ffi.new(
-                "VkPipelineLayoutCreateInfo*",
-                {
-                    "sType": lib.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-                    "setLayoutCount": 1,
-                    "pSetLayouts": set_layout,
-                    "pushConstantRangeCount": 1 if prog.push_words else 0,
-                    "pPushConstantRanges": push,
+            linfo = new_struct(
+                "VkPipelineLayoutCreateInfo",
+                setLayoutCount=1,
+                pSetLayouts=set_layout,
+                pushConstantRangeCount=1 if prog.push_words else 0,
+                pPushConstantRanges={
+                    "stageFlags": lib.VK_SHADER_STAGE_COMPUTE_BIT,
+                    "offset": 0,
+                    "size": prog.push_words * 4,
                 },
             )
             layout = ffi.new("VkPipelineLayout*")
@@ -276,33 +269,21 @@ class ProgramCache:
                 ErrorStatus.KernelCompilation,
             )
             created.append((lib.vkDestroyPipelineLayout, layout[0]))
-            entry = ffi.new("char[]", prog.info.entry_point.encode())
-            unchecked = ffi.NULL
+            unchecked = None
             if not prog.robust:
-                unchecked = ffi.new(
-                    "VkPipelineRobustnessCreateInfoEXT*",
-                    {
-                        "sType": lib.VK_STRUCTURE_TYPE_PIPELINE_ROBUSTNESS_CREATE_INFO_EXT,
-                        "storageBuffers": lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT,
-                        "uniformBuffers": lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
-                        "vertexInputs": lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
-                        "images": lib.VK_PIPELINE_ROBUSTNESS_IMAGE_BEHAVIOR_DEVICE_DEFAULT_EXT,
-                    },
+                unchecked = new_struct(
+                    "VkPipelineRobustnessCreateInfoEXT",
+                    storageBuffers=lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT,
+                    uniformBuffers=lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
+                    vertexInputs=lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
+                    images=lib.VK_PIPELINE_ROBUSTNESS_IMAGE_BEHAVIOR_DEVICE_DEFAULT_EXT,
                 )
-            pinfo = ffi.new(
-                "VkComputePipelineCreateInfo*",
-                {
-                    "sType": lib.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-                    "pNext": unchecked,
-                    "stage": {
-                        "sType": lib.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                        "stage": lib.VK_SHADER_STAGE_COMPUTE_BIT,
-                        "module": module[0],
-                        "pName": entry,
-                    },
-                    "layout": layout[0],
-                    "basePipelineIndex": -1,
-                },
+            pinfo = new_struct(
+                "VkComputePipelineCreateInfo",
+                pNext=unchecked,
+                stage={"stage": lib.VK_SHADER_STAGE_COMPUTE_BIT, "module": module[0], "pName": prog.info.entry_point},
+                layout=layout[0],
+                basePipelineIndex=-1,
             )
             pipeline = ffi.new("VkPipeline*")
             check(

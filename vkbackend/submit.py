@@ -18,6 +18,7 @@ from .context import DeviceContext
 from .descriptors import DescriptorSets
 from .errors import BackendError, ErrorStatus, check, vk_error
 from .programs import ProgramTable
+from .structs import new_array, new_struct
 
 log = logging.getLogger("vkbackend")
 
@@ -57,13 +58,10 @@ class BatchSubmitter:
         self._table = table
         ffi, lib = ctx.ffi, ctx.lib
         info = ctx.info
-        pool_info = ffi.new(
-            "VkCommandPoolCreateInfo*",
-            {
-                "sType": lib.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-                "flags": lib.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-                "queueFamilyIndex": ctx.handles.physical.queue_family,
-            },
+        pool_info = new_struct(
+            "VkCommandPoolCreateInfo",
+            flags=lib.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+            queueFamilyIndex=ctx.handles.physical.queue_family,
         )
         pool = ffi.new("VkCommandPool*")
         check(
@@ -76,13 +74,10 @@ class BatchSubmitter:
         self._gpu_clock = None  # tracing: (GPU ticks, host ns) taken at one instant, where the device can tell
         if info.timestamps:
             # queries 0 and 1 time a timed run; with tracing, each batch writes its start and end into a pair past them
-            qinfo = ffi.new(
-                "VkQueryPoolCreateInfo*",
-                {
-                    "sType": lib.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                    "queryType": lib.VK_QUERY_TYPE_TIMESTAMP,
-                    "queryCount": 2 + (2 * TRACE_QUERY_PAIRS if trace.enabled else 0),
-                },
+            qinfo = new_struct(
+                "VkQueryPoolCreateInfo",
+                queryType=lib.VK_QUERY_TYPE_TIMESTAMP,
+                queryCount=2 + (2 * TRACE_QUERY_PAIRS if trace.enabled else 0),
             )
             qp = ffi.new("VkQueryPool*")
             result = lib.vkCreateQueryPool(ctx.device, qinfo, ffi.NULL, qp)
@@ -162,20 +157,16 @@ class BatchSubmitter:
         if self._spare:
             return self._spare.pop()
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
-        alloc = ffi.new(
-            "VkCommandBufferAllocateInfo*",
-            {
-                "sType": lib.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                "commandPool": self._command_pool,
-                "level": lib.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                "commandBufferCount": 1,
-            },
+        alloc = new_struct(
+            "VkCommandBufferAllocateInfo",
+            commandPool=self._command_pool,
+            level=lib.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+            commandBufferCount=1,
         )
         cmd = ffi.new("VkCommandBuffer*")
         check(lib.vkAllocateCommandBuffers(dev, alloc, cmd), "vkAllocateCommandBuffers", ErrorStatus.MemoryAllocation)
         fence = ffi.new("VkFence*")
-        finfo = ffi.new("VkFenceCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
-        result = lib.vkCreateFence(dev, finfo, ffi.NULL, fence)
+        result = lib.vkCreateFence(dev, new_struct("VkFenceCreateInfo"), ffi.NULL, fence)
         if result != 0:
             lib.vkFreeCommandBuffers(dev, self._command_pool, 1, cmd)
             check(result, "vkCreateFence", ErrorStatus.MemoryAllocation)
@@ -493,10 +484,7 @@ def _calibrate(ctx: DeviceContext) -> tuple[int, int] | None:
     wanted = (lib.VK_TIME_DOMAIN_DEVICE_EXT, lib.VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT)
     if not all(d in list(domains) for d in wanted):
         return None
-    infos = ffi.new(
-        "VkCalibratedTimestampInfoEXT[2]",
-        [{"sType": lib.VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT, "timeDomain": d} for d in wanted],
-    )
+    infos = new_array("VkCalibratedTimestampInfoEXT", [{"timeDomain": d} for d in wanted])
     stamps = ffi.new("uint64_t[2]")
     deviation = ffi.new("uint64_t*")
     if lib.vkGetCalibratedTimestampsEXT(ctx.device, 2, infos, stamps, deviation) != 0:

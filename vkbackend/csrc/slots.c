@@ -2,7 +2,7 @@
  * address never changes and the worker can read while another thread adds slots. */
 #include <stdlib.h>
 
-enum { VKB_SLOT_CHUNK = 4096, VKB_SLOT_CHUNKS = 4096 };  /* up to 16 Mi live slots */
+enum { VKB_SLOT_CHUNK = 4096, VKB_SLOT_CHUNKS = VKB_MAX_SLOTS / VKB_SLOT_CHUNK };
 
 struct vkb_slot_table { vkb_slot *chunks[VKB_SLOT_CHUNKS]; };
 
@@ -16,11 +16,11 @@ void vkb_slots_delete(vkb_slot_table *table) {
 
 static inline vkb_slot *vkb_slot_at(vkb_slot_table *table, uint32_t slot) {
     vkb_slot *chunk = table->chunks[(slot / VKB_SLOT_CHUNK) % VKB_SLOT_CHUNKS];
-    return (slot < (uint32_t)VKB_SLOT_CHUNK * VKB_SLOT_CHUNKS && chunk) ? &chunk[slot % VKB_SLOT_CHUNK] : NULL;
+    return (slot < (uint32_t)VKB_MAX_SLOTS && chunk) ? &chunk[slot % VKB_SLOT_CHUNK] : NULL;
 }
 
 int vkb_slots_set(vkb_slot_table *table, uint32_t slot, VkBuffer buffer, uint64_t offset, uint64_t range, uint32_t root) {
-    if (slot >= (uint32_t)VKB_SLOT_CHUNK * VKB_SLOT_CHUNKS) return -1;
+    if (slot >= (uint32_t)VKB_MAX_SLOTS) return -1;
     vkb_slot **chunk = &table->chunks[slot / VKB_SLOT_CHUNK];
     if (!*chunk) {
         vkb_slot *fresh = (vkb_slot *)calloc(VKB_SLOT_CHUNK, sizeof(vkb_slot));

@@ -92,6 +92,9 @@ typedef struct {
     uint32_t write_epoch;
 } vkb_slot;
 typedef struct vkb_slot_table vkb_slot_table;
+/* The slots a table holds: 4096 chunks of 4096. vkb_slots_set returns -1 for a slot past them (or when a chunk cannot
+ * be allocated). */
+enum { VKB_MAX_SLOTS = 4096 * 4096 };
 vkb_slot_table *vkb_slots_new(void);
 void vkb_slots_delete(vkb_slot_table *table);
 int vkb_slots_set(vkb_slot_table *table, uint32_t slot, VkBuffer buffer, uint64_t offset, uint64_t range, uint32_t root);

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..discovery import memory_budget
 from ..errors import BackendError, ErrorStatus, check
+from ..structs import new_struct
 
 __all__ = ["DeviceMemory"]
 
@@ -104,15 +105,7 @@ class DeviceMemory:
                 "data into smaller buffers",
             )
         self._check_count(what)
-        binfo = ffi.new(
-            "VkBufferCreateInfo*",
-            {
-                "sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-                "size": size,
-                "usage": self.usage,
-                "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE,
-            },
-        )
+        binfo = new_struct("VkBufferCreateInfo", size=size, usage=self.usage, sharingMode=lib.VK_SHARING_MODE_EXCLUSIVE)
         buf = ffi.new("VkBuffer*")
         mem = ffi.new("VkDeviceMemory*")
         try:  # on any failure, an interrupt (Ctrl-C) included, nothing made here is left behind
@@ -123,15 +116,11 @@ class DeviceMemory:
             )
             req = ffi.new("VkMemoryRequirements*")
             lib.vkGetBufferMemoryRequirements(ctx.device, buf[0], req)
-            flags = self.address_flags()  # kept in a local: the struct must live until the allocation is made
-            ainfo = ffi.new(
-                "VkMemoryAllocateInfo*",
-                {
-                    "sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                    "pNext": flags,
-                    "allocationSize": req.size,
-                    "memoryTypeIndex": type_index,
-                },
+            ainfo = new_struct(
+                "VkMemoryAllocateInfo",
+                pNext=self.address_flags(),
+                allocationSize=req.size,
+                memoryTypeIndex=type_index,
             )
             check(
                 lib.vkAllocateMemory(ctx.device, ainfo, ffi.NULL, mem),
@@ -178,15 +167,8 @@ class DeviceMemory:
                 f"{what}: {size} bytes exceed the largest allocation ({self.limit_text()})",
             )
         self._check_count(what)
-        flags = self.address_flags()  # kept in a local: the struct must live until the allocation is made
-        ainfo = ffi.new(
-            "VkMemoryAllocateInfo*",
-            {
-                "sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                "pNext": flags,
-                "allocationSize": size,
-                "memoryTypeIndex": type_index,
-            },
+        ainfo = new_struct(
+            "VkMemoryAllocateInfo", pNext=self.address_flags(), allocationSize=size, memoryTypeIndex=type_index
         )
         mem = ffi.new("VkDeviceMemory*")
         check(
@@ -205,28 +187,18 @@ class DeviceMemory:
         self.held -= self._sizes.pop(int(ffi.cast("uintptr_t", memory)))
 
     def address_flags(self) -> object:
-        """The end of a VkMemoryAllocateInfo's pNext chain: device-address allocation flags where buffers have device
-        addresses, else NULL (the cdata must live until the allocation is made)."""
-        ffi, lib = self.ctx.ffi, self.ctx.lib
+        """The end of a VkMemoryAllocateInfo's pNext chain, for ``new_struct``: device-address allocation flags where
+        buffers have device addresses, else None (NULL)."""
         if not self.addressable:
-            return ffi.NULL
-        return ffi.new(
-            "VkMemoryAllocateFlagsInfo*",
-            {
-                "sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
-                "flags": lib.VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT,
-            },
-        )
+            return None
+        return new_struct("VkMemoryAllocateFlagsInfo", flags=self.ctx.lib.VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT)
 
     def address(self, buffer) -> int:
         """The device address of a buffer (0 where the device has no buffer device addresses)."""
         if not self.addressable:
             return 0
-        ffi, lib = self.ctx.ffi, self.ctx.lib
-        info = ffi.new(
-            "VkBufferDeviceAddressInfo*", {"sType": lib.VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, "buffer": buffer}
-        )
-        return int(lib.vkGetBufferDeviceAddress(self.ctx.device, info))
+        info = new_struct("VkBufferDeviceAddressInfo", buffer=buffer)
+        return int(self.ctx.lib.vkGetBufferDeviceAddress(self.ctx.device, info))
 
     def count(self, memory, size: int) -> None:
         """Count a memory object made outside ``create`` (external.py's exported and imported memory, and

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from .._ffi import vulkan
 from ..errors import BackendError, ErrorStatus, check, index_argument
+from ..structs import new_struct
 from .device_memory import DeviceMemory
 
 __all__ = ["BufferOwner", "Export", "ExportedMemory", "Import"]
@@ -146,17 +147,10 @@ class Export:
 
     def create(self) -> Made:
         """The exportable memory, its buffer and address, and (kept here) its file descriptor."""
-        ctx, ffi, lib = self.ctx, self.ctx.ffi, self.ctx.lib
+        ctx, lib = self.ctx, self.ctx.lib
         memory, buffer, address, size, type_index = _make(ctx, self.memory, self.nbytes, None)
         try:
-            info = ffi.new(
-                "VkMemoryGetFdInfoKHR*",
-                {
-                    "sType": lib.VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR,
-                    "memory": memory,
-                    "handleType": _handle_type(lib),
-                },
-            )
+            info = new_struct("VkMemoryGetFdInfoKHR", memory=memory, handleType=_handle_type(lib))
             check(
                 lib.vkGetMemoryFdKHR(ctx.device, info, self._fd),
                 f"vkGetMemoryFdKHR ({self.nbytes} bytes)",
@@ -284,15 +278,8 @@ def _check_request(ctx: Any, memory: DeviceMemory, nbytes: int, what: str) -> in
 def _features(ctx: Any, memory: DeviceMemory) -> int:
     """What the device can do with opaque-fd memory of the pool's buffers (VkExternalMemoryFeatureFlags)."""
     ffi, lib = vulkan()
-    query = ffi.new(
-        "VkPhysicalDeviceExternalBufferInfo*",
-        {
-            "sType": lib.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO,
-            "usage": memory.usage,
-            "handleType": _handle_type(lib),
-        },
-    )
-    props = ffi.new("VkExternalBufferProperties*", {"sType": lib.VK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES})
+    query = new_struct("VkPhysicalDeviceExternalBufferInfo", usage=memory.usage, handleType=_handle_type(lib))
+    props = new_struct("VkExternalBufferProperties")
     lib.vkGetPhysicalDeviceExternalBufferProperties(ctx.handles.physical.handle, query, props)
     return int(props.externalMemoryProperties.externalMemoryFeatures)
 
@@ -327,19 +314,12 @@ def _make(
     ``memory``."""
     ffi, lib = vulkan()
     handle_type = _handle_type(lib)
-    external = ffi.new(
-        "VkExternalMemoryBufferCreateInfo*",
-        {"sType": lib.VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, "handleTypes": handle_type},
-    )
-    binfo = ffi.new(
-        "VkBufferCreateInfo*",
-        {
-            "sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-            "pNext": external,
-            "size": nbytes,
-            "usage": memory.usage,
-            "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE,
-        },
+    binfo = new_struct(
+        "VkBufferCreateInfo",
+        pNext=new_struct("VkExternalMemoryBufferCreateInfo", handleTypes=handle_type),
+        size=nbytes,
+        usage=memory.usage,
+        sharingMode=lib.VK_SHARING_MODE_EXCLUSIVE,
     )
     buf = ffi.new("VkBuffer*")
     mem = ffi.new("VkDeviceMemory*")
@@ -353,20 +333,10 @@ def _make(
         req = ffi.new("VkMemoryRequirements*")
         lib.vkGetBufferMemoryRequirements(ctx.device, buf[0], req)
         tail = memory.address_flags()  # device addresses, as every buffer of the pool has
-        dedicated = ffi.new(
-            "VkMemoryDedicatedAllocateInfo*",
-            {"sType": lib.VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO, "pNext": tail, "buffer": buf[0]},
-        )
+        dedicated = new_struct("VkMemoryDedicatedAllocateInfo", pNext=tail, buffer=buf[0])
         if imported is None:
             size, type_index = req.size, _memory_type(ctx, memory, req.memoryTypeBits, None)
-            head = ffi.new(
-                "VkExportMemoryAllocateInfo*",
-                {
-                    "sType": lib.VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO,
-                    "pNext": dedicated,
-                    "handleTypes": handle_type,
-                },
-            )
+            head = new_struct("VkExportMemoryAllocateInfo", pNext=dedicated, handleTypes=handle_type)
         else:
             fd, size, wanted, is_dedicated = imported
             if size < req.size:
@@ -376,24 +346,13 @@ def _make(
                     f"and the memory to import has {size}",
                 )
             type_index = _memory_type(ctx, memory, req.memoryTypeBits, wanted)
-            head = ffi.new(
-                "VkImportMemoryFdInfoKHR*",
-                {
-                    "sType": lib.VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR,
-                    "pNext": dedicated if is_dedicated else tail,
-                    "handleType": handle_type,
-                    "fd": fd,
-                },
+            head = new_struct(
+                "VkImportMemoryFdInfoKHR",
+                pNext=dedicated if is_dedicated else tail,
+                handleType=handle_type,
+                fd=fd,
             )
-        ainfo = ffi.new(
-            "VkMemoryAllocateInfo*",
-            {
-                "sType": lib.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                "pNext": head,
-                "allocationSize": size,
-                "memoryTypeIndex": type_index,
-            },
-        )
+        ainfo = new_struct("VkMemoryAllocateInfo", pNext=head, allocationSize=size, memoryTypeIndex=type_index)
         check(
             lib.vkAllocateMemory(ctx.device, ainfo, ffi.NULL, mem),
             f"vkAllocateMemory ({what}, {size} bytes, memory type {type_index})",

@@ -140,7 +140,10 @@ class MemoryPool:
             slot, self._next_slot = self._next_slot, self._next_slot + 1
         root = slot if root_slot is None else root_slot
         if self.ctx.lib.vkb_slots_set(self.ctx.slots, slot, vk_buffer, offset, size, root) != 0:
-            raise BackendError(ErrorStatus.MemoryAllocation, "too many live buffers (16 Mi slots); release some")
+            raise BackendError(
+                ErrorStatus.MemoryAllocation,
+                f"too many live buffers ({self.ctx.lib.VKB_MAX_SLOTS >> 20} Mi slots); release some",
+            )
         return slot
 
     @property

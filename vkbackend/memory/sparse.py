@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import BackendError, ErrorStatus, check
+from ..structs import new_struct
 from .device_memory import DeviceMemory
 
 __all__ = ["LargeBuffer", "make", "bind", "destroy", "piece_sizes"]
@@ -57,15 +58,12 @@ def make(memory: DeviceMemory, nbytes: int) -> LargeBuffer:
     failure, an interrupt included, nothing made here is left behind."""
     ctx = memory.ctx
     ffi, lib = ctx.ffi, ctx.lib
-    binfo = ffi.new(
-        "VkBufferCreateInfo*",
-        {
-            "sType": lib.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-            "flags": lib.VK_BUFFER_CREATE_SPARSE_BINDING_BIT,
-            "size": nbytes,
-            "usage": memory.usage,
-            "sharingMode": lib.VK_SHARING_MODE_EXCLUSIVE,
-        },
+    binfo = new_struct(
+        "VkBufferCreateInfo",
+        flags=lib.VK_BUFFER_CREATE_SPARSE_BINDING_BIT,
+        size=nbytes,
+        usage=memory.usage,
+        sharingMode=lib.VK_SHARING_MODE_EXCLUSIVE,
     )
     buf = ffi.new("VkBuffer*")
     large = None
@@ -103,20 +101,18 @@ def bind(memory: DeviceMemory, large: LargeBuffer) -> None:
     ctx = memory.ctx
     ffi, lib = ctx.ffi, ctx.lib
     n = len(large.pieces)
-    binds = ffi.new("VkSparseMemoryBind[]", n)
-    offset = 0
-    for i, (piece, size) in enumerate(zip(large.pieces, large.piece_sizes)):
-        binds[i].resourceOffset, binds[i].size, binds[i].memory, binds[i].memoryOffset = offset, size, piece, 0
+    binds, offset = [], 0
+    for piece, size in zip(large.pieces, large.piece_sizes):
+        binds.append({"resourceOffset": offset, "size": size, "memory": piece, "memoryOffset": 0})
         offset += size
-    buffer_binds = ffi.new("VkSparseBufferMemoryBindInfo*", {"buffer": large.buffer, "bindCount": n, "pBinds": binds})
-    info = ffi.new(
-        "VkBindSparseInfo*",
-        {"sType": lib.VK_STRUCTURE_TYPE_BIND_SPARSE_INFO, "bufferBindCount": 1, "pBufferBinds": buffer_binds},
+    info = new_struct(
+        "VkBindSparseInfo",
+        bufferBindCount=1,
+        pBufferBinds={"buffer": large.buffer, "bindCount": n, "pBinds": binds},
     )
-    finfo = ffi.new("VkFenceCreateInfo*", {"sType": lib.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
     fence = ffi.new("VkFence*")
     check(
-        lib.vkCreateFence(ctx.device, finfo, ffi.NULL, fence),
+        lib.vkCreateFence(ctx.device, new_struct("VkFenceCreateInfo"), ffi.NULL, fence),
         "vkCreateFence (sparse bind)",
         ErrorStatus.MemoryAllocation,
     )
