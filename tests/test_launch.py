@@ -18,7 +18,7 @@ import pytest
 from _reliability import run_script
 
 import vkbackend
-from vkbackend import GridArg
+from vkbackend import GridArg, ids
 from vkbackend.errors import BackendError, ErrorStatus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -479,7 +479,7 @@ def test_grid_arg_out_of_range_surfaces_at_next_sync(device, pool, kernel, rng, 
     with pytest.raises(BackendError) as caught:
         device.sync()
     assert caught.value.status is ErrorStatus.KernelLaunch
-    assert f"#{grid_prog}[" in caught.value.context, caught.value.context  # names the program
+    assert f"of program #{ids.number(grid_prog)} (main)," in caught.value.context, caught.value.context  # the program
     device.sync()  # reported once
     # The rest of the window ran, and the device still works.
     np.testing.assert_allclose(download(pool, before, np.float32, N), 2 * x + 1, rtol=1e-6, atol=1e-6)
@@ -503,7 +503,7 @@ def test_grid_arg_error_surfaces_at_other_sync_points(device, pool, kernel, sync
         else:
             download(pool, out, np.float32, N)
     assert caught.value.status is ErrorStatus.KernelLaunch
-    assert f"#{grid_prog}[" in caught.value.context
+    assert f"of program #{ids.number(grid_prog)} (main)," in caught.value.context
     device.sync()
     assert isinstance(device.launch_timed(fill, [out], [5.0, N], groups(N)), int)
     np.testing.assert_array_equal(download(pool, out, np.float32, N), np.full(N, 5.0, np.float32))

@@ -72,6 +72,8 @@ BENCH_FILES = [
     "scripts/fetch-vulkan-headers.sh",
     "scripts/check-wheel.py",
 ]
+# The project's documents besides README.md and LICENSE (read by people, not by the build).
+DOCUMENTS = ["CHANGELOG.md", "docs/packaging.md", "docs/api.md"]
 # The C sources the installed package reads at run time: the bench compiles its C reference (bench/vulkan_ref.py).
 RUNTIME_C_SOURCES = {"vkbackend/bench/vulkan_ref.c"}
 # The libraries the native module may need: the C library's (libvulkan is opened at run time, cffi's API mode needs
@@ -123,10 +125,12 @@ def test_sdist_holds_what_the_build_needs(dist):
         names = tar.getnames()
     top = names[0].split("/")[0]
     members = {name.partition("/")[2] for name in names}
-    missing = [path for path in BUILD_INPUTS + BENCH_FILES if path not in members]
+    missing = [path for path in BUILD_INPUTS + BENCH_FILES + DOCUMENTS if path not in members]
     assert not missing, f"the sdist {top} lacks {missing}"
     built = [m for m in members if m.endswith((".so", ".o", ".pyc")) or m == "vkbackend/_vulkan.c"]
     assert not built, f"the sdist carries build outputs: {built}"
+    strays = [m for m in members if os.path.basename(m).startswith("VP_VULKANINFO")]  # vulkaninfo's profile output
+    assert not strays, f"the sdist carries vulkaninfo output: {strays}"
 
 
 def test_wheel_is_tagged_for_the_abi_its_module_uses(dist):

@@ -26,6 +26,7 @@ from .errors import (
     InvalidArgumentTypeError,
     index_argument,
 )
+from .ids import number
 from .interop.dlpack import NOT_IN_NUMPY, not_in_numpy, numpy_name, producer_dtype, what_to_do
 from .types import HostBuffer, SupportsDLPack
 
@@ -172,7 +173,7 @@ class Buffer:
         if not self._finalizer.alive:
             raise BackendError(
                 ErrorStatus.InvalidArgument,
-                f"Buffer {self._id} is closed: its reference was released. Keep it open (inside its "
+                f"{self._name()} is closed: its reference was released. Keep it open (inside its "
                 "with block) while it is used, or make a new one",
             )
         return self._id
@@ -282,9 +283,13 @@ class Buffer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _name(self) -> str:
+        """The Buffer as messages name it: ``Buffer #12 (float32 (3, 4))``, #12 as the pool's messages number it."""
+        return f"Buffer #{number(self._id)} ({self._dtype} {self._shape})"
+
     def __repr__(self) -> str:
         return (
-            f"<vkbackend.Buffer {self._id} {self._dtype} {self._shape} on {self._device.info.name}"
+            f"<vkbackend.Buffer #{number(self._id)} {self._dtype} {self._shape} on {self._device.info.name}"
             f"{' (closed)' if self.closed else ''}>"
         )
 
@@ -295,7 +300,7 @@ class Buffer:
         if copy is False:
             raise InvalidArgumentError(
                 ErrorStatus.InvalidArgument,
-                f"Buffer {self._id} lives in device-local memory, so a numpy array of it is "
+                f"{self._name()} lives in device-local memory, so a numpy array of it is "
                 "always a copy, and copy=False forbids one; use numpy.asarray(buf)",
             )
         host = self.to_numpy()
@@ -319,7 +324,7 @@ class Buffer:
             where = "in place" if dl_device is None else f"to DLPack device {tuple(dl_device)}"
             raise DLPackExportError(
                 ErrorStatus.InvalidArgument,
-                f"Buffer {self._id} cannot be exported through DLPack {where}: it is device-local "
+                f"{self._name()} cannot be exported through DLPack {where}: it is device-local "
                 "Vulkan memory, which has no host pointer. Make a host copy: numpy.asarray(buf) "
                 "or buf.to_numpy() on any numpy, numpy.from_dlpack(buf, device='cpu') on numpy "
                 "2.1 or later; other libraries import that array (torch.from_dlpack(array))",

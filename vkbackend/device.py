@@ -119,7 +119,7 @@ class Device:
 
     def program_info(self, prog: int) -> ProgramInfo:
         """The interface reflected from the program's SPIR-V (local size, storage buffers, push constants)."""
-        return self._programs.get(prog).info
+        return self._programs.get(prog, "program_info").info
 
     def release_program(self, prog: int) -> None:
         """Drop a reference to a program; safe while launches of it are still queued. In a forked child it does

@@ -62,7 +62,12 @@ class LaunchGraph:
         except (TypeError, ValueError):
             raise BackendError(
                 ErrorStatus.InvalidArgument,
-                f"a LaunchGraph launch is (program, buffers, scalars, grid) or None, got {launch!r}",
+                "a LaunchGraph launch is (program, buffers, scalars, grid) or None, got "
+                + (
+                    f"a {type(launch).__name__} of {len(launch)} items"
+                    if isinstance(launch, (tuple, list))
+                    else type(launch).__name__
+                ),
             ) from None
         record = self._launcher.record(prog, buffers, scalars, grid)
         if held and tuple(buffers) == held:

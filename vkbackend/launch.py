@@ -43,6 +43,7 @@ class Launcher:
         self._graph_packers: dict[int, Callable[[Sequence[int], Sequence[Scalar], Grid], bytes]] = {}  # they return it
         # Read directly by the launch paths: a launch costs a few hundred nanoseconds, a method call a good part of it.
         self._append = worker.queue.append
+        self._programs = programs
         self._live = programs.programs
         self._slot_of = pool.slot_of
         self._max_grid = ctx.info.max_global_work_dims
@@ -178,17 +179,12 @@ class Launcher:
     def _launch_error(self, prog: int, buffers: Sequence[int]) -> BackendError:
         info = self._ctx.info
         if not _has(self._live, prog):
-            return BackendError(
-                ErrorStatus.InvalidArgument,
-                f"launch: program {prog!r} is not a live program of {info.name} (never compiled, or released)",
-            )
-        n_bound = self._live[prog].n_buffers
+            return self._programs.not_live_error(prog, "launch")
+        program = self._live[prog]
+        n_bound = program.n_buffers
         for i, b in enumerate(buffers if isinstance(buffers, Sequence) else ()):
             if not self._pool.is_live(b):
-                return BackendError(
-                    ErrorStatus.InvalidArgument,
-                    f"launch: buffer {b!r} is not a live buffer of {info.name} (never allocated, or released)",
-                )
+                return self._pool._not_live_error(b, f"launch of {program.name}, buffer {i}")
             if i < n_bound and not _has(self._slot_of, b):
                 way = (
                     "reach it by device address (a buffer_reference member of the push constants) or bind views of it"
@@ -197,11 +193,13 @@ class Launcher:
                 )
                 return BackendError(
                     ErrorStatus.InvalidArgument,
-                    f"launch: buffer {b} is larger than maxStorageBufferRange "
-                    f"({info.max_storage_buffer_range}), so it cannot be bound; {way}",
+                    f"launch of {program.name}, buffer {i}: {self._pool.describe(b)} is larger than "
+                    f"maxStorageBufferRange ({info.max_storage_buffer_range}), so it cannot be bound; {way}",
                 )
         return BackendError(
-            ErrorStatus.InvalidArgument, f"launch: buffers must be a sequence of buffer ids, got {buffers!r}"
+            ErrorStatus.InvalidArgument,
+            f"launch: buffers must be a flat list or tuple of buffer ids, got {type(buffers).__name__}"
+            + (f" of {len(buffers)} entries" if hasattr(buffers, "__len__") else ""),
         )
 
 
@@ -223,13 +221,23 @@ def _scalar_error(p: Program, scalars: Sequence[Scalar], error: Exception) -> Ba
     for member, value in zip(p.info.push_constants, scalars):
         try:
             struct.pack("<" + member.format, value.item() if hasattr(value, "item") else value)
-        except (struct.error, OverflowError) as e:
+        except (struct.error, OverflowError):
             return BackendError(
                 ErrorStatus.InvalidArgument,
-                f"launch of {p.name}: scalar {member.name}={value!r} does not fit its type "
-                f"('{member.format}' in struct notation): {e}",
+                f"launch of {p.name}: scalar {member.name}={value!r} does not fit its type, {member.type_name}; "
+                f"pass {_values_of(member.format, member.size)}",
             )
     return BackendError(ErrorStatus.InvalidArgument, f"launch of {p.name}: grid or scalars do not fit: {error}")
+
+
+def _values_of(code: str, size: int) -> str:
+    """What a push-constant member of struct code ``code`` and ``size`` bytes takes, in words."""
+    if code in "efd":
+        largest = {"e": "65504", "f": "3.4028235e38"}.get(code)
+        return "a number (a float, an int or a numpy scalar)" + (f" of magnitude at most {largest}" if largest else "")
+    bits = 8 * size
+    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if code.islower() else (0, (1 << bits) - 1)
+    return f"an integer (an int or a numpy integer) from {low} to {high}"
 
 
 def _is_sequence(value: object) -> bool:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 
-from . import records
+from . import ids, records
 from .context import DeviceContext
 from .errors import BackendError, ErrorStatus, InvalidArgumentTypeError, check
 from .finalizers import collecting
-from .ids import next_id
 from .pipeline_cache import PipelineCache
 from .spirv import ProgramInfo, reflect
 from .structs import new_struct
@@ -59,7 +59,7 @@ class Program:
         self.key = key
         self.info = info
         self.robust = robust  # False: its pipeline runs without bounds checks (VK_EXT_pipeline_robustness)
-        self.name = f"{info.entry_point}#{prog_id}[{key[:8].decode()}]"
+        self.name = f"{ids.label(prog_id)} ({info.entry_point})"  # what messages call it: "program #3 (main)"
         self.n_buffers = len(info.buffers)  # bound through descriptors
         self.n_addresses = len(info.addresses)  # reached by device address: the launch's buffers after the bound ones
         self.n_scalars = len(info.push_constants)
@@ -121,6 +121,9 @@ class ProgramTable:
         return list(self._programs.values())
 
 
+_caches: "weakref.WeakSet[ProgramCache]" = weakref.WeakSet()  # every cache made: a message names a program's device
+
+
 class ProgramCache:
     """Programs of one device by id; the same SPIR-V and entry point give the same program (reference counted).
 
@@ -129,6 +132,7 @@ class ProgramCache:
     """
 
     def __init__(self, ctx: DeviceContext, worker, table: ProgramTable) -> None:
+        _caches.add(self)
         self.ctx = ctx
         self._worker = worker
         self.table = table
@@ -176,7 +180,7 @@ class ProgramCache:
                 if prog is not None:
                     prog.refcount += 1
                     return prog.id
-                prog = Program(next_id(), self._next_index, key, info, robust)
+                prog = Program(ids.next_program_id(), self._next_index, key, info, robust)
                 self._next_index += 1
             self._worker.call(self._create, prog, spirv)
             with self._lock:
@@ -317,15 +321,41 @@ class ProgramCache:
         with self._lock:  # listed here, on the worker: a caller woken by close() must not leave its pipeline behind
             self.table.put(prog)
 
-    def get(self, prog_id: int) -> Program:
-        """The live program ``prog_id``, or ``InvalidArgument``."""
+    def get(self, prog_id: int, what: str = "program") -> Program:
+        """The live program ``prog_id``, or ``InvalidArgument`` (:meth:`not_live_error`)."""
         try:
             return self.programs[prog_id]
         except (KeyError, TypeError):
-            raise BackendError(
-                ErrorStatus.InvalidArgument,
-                f"program {prog_id!r} is not a live program of {self.ctx.info.name} (never compiled, or released)",
-            ) from None
+            raise self.not_live_error(prog_id, what) from None
+
+    def not_live_error(self, prog: object, what: str) -> BackendError:
+        """The ``InvalidArgument`` error for ``prog`` where a live program of this device belongs: saying what it is
+        (not an id; a buffer's id; a program released, never made, or another device's) and what to pass instead."""
+        name = self.ctx.info.name
+        kind = ids.kind_of(prog)
+        if kind is None:
+            shown = repr(prog) if prog.__class__ is int else f"{prog!r} ({type(prog).__name__})"
+            message = f"{shown} is not a program id; pass the id Device.compile returned"
+        elif kind == ids.BUFFER:
+            message = f"{ids.label(prog)} is a buffer's id, not a program's; pass the id Device.compile returned"
+        elif not ids.made(prog):
+            message = f"{ids.label(prog)} was never made (this id has not been handed out); pass one compile returned"
+        else:
+            other, owner = None, ""
+            for cache in list(_caches):
+                if cache is not self and other is None:
+                    other, owner = cache.programs.get(prog), cache.ctx.info.name
+            if other is not None:
+                message = (
+                    f"{other.name} belongs to {'another device, also ' if owner == name else ''}{owner}, not to "
+                    f"{name}; compile its SPIR-V on this device (Device.compile) and launch that"
+                )
+            else:
+                message = (
+                    f"{ids.label(prog)} was released (release_program, or its device closed), so it is not a live "
+                    f"program of {name}; compile its SPIR-V again (Device.compile)"
+                )
+        return BackendError(ErrorStatus.InvalidArgument, f"{what}: {message}")
 
     def on_release(self, released: Callable[[Program], None]) -> None:
         """Have ``released(program)`` called whenever a program's last reference goes (the launcher drops its
@@ -352,11 +382,11 @@ class ProgramCache:
             try:
                 self._release(prog_id)
             except BackendError as error:
-                log.warning("a finalizer's release of program %r failed: %s", prog_id, error)
+                log.warning("a finalizer's release of %s failed: %s", ids.label(prog_id) or repr(prog_id), error)
 
     def _release(self, prog_id: int) -> None:
         with self._lock:
-            prog = self.get(prog_id)
+            prog = self.get(prog_id, "release_program")
             prog.refcount -= 1
             if prog.refcount > 0:
                 return

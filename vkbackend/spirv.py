@@ -130,6 +130,11 @@ _INT_FORMATS = {
     (64, False): "Q",
 }
 _FLOAT_FORMATS = {16: "e", 32: "f", 64: "d"}
+# The struct codes above by the names users know them by (numpy's, and GLSL's sized types').
+_TYPE_NAMES = {
+    **{code: f"{'' if signed else 'u'}int{bits}" for (bits, signed), code in _INT_FORMATS.items()},
+    **{code: f"float{bits}" for bits, code in _FLOAT_FORMATS.items()},
+}
 
 
 @dataclass(frozen=True)
@@ -148,12 +153,18 @@ class BufferBinding:
 
 @dataclass(frozen=True)
 class PushMember:
-    """One scalar member of the push-constant block: where it lives and how to pack it (a :mod:`struct` code)."""
+    """One scalar member of the push-constant block: where it lives and how to pack it (``format``, a :mod:`struct`
+    code; :attr:`type_name` names the type)."""
 
     name: str
     offset: int
     format: str
     size: int
+
+    @property
+    def type_name(self) -> str:
+        """The member's type as numpy names it: ``"float32"``, ``"uint32"``, ``"int64"``, ``"float16"``..."""
+        return _TYPE_NAMES.get(self.format, self.format)
 
 
 @dataclass(frozen=True)

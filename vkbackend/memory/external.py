@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from .._ffi import vulkan
 from ..errors import BackendError, ErrorStatus, check, index_argument
+from ..ids import label
 from ..structs import new_struct
 from .device_memory import DeviceMemory
 
@@ -88,7 +89,7 @@ class ExportedMemory:
         if not self._finalizer.alive:
             raise BackendError(
                 ErrorStatus.InvalidArgument,
-                f"the file descriptor of buffer {self.buffer}'s memory was closed; export another "
+                f"the file descriptor of {label(self.buffer)}'s memory was closed; export another "
                 "buffer, or pass os.dup(exported.fd) to importers before closing it",
             )
         return self._fd
@@ -110,7 +111,7 @@ class ExportedMemory:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"fd {self._fd}"
-        return f"<vkbackend.ExportedMemory of buffer {self.buffer}: {self.size} bytes, {state}>"
+        return f"<vkbackend.ExportedMemory of {label(self.buffer)}: {self.size} bytes, {state}>"
 
 
 Made = tuple[Any, Any, int]  # (memory, buffer, device address) of a buffer made here, as the pool adopts it

@@ -18,13 +18,14 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import weakref
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
-from .. import records
+from .. import ids, records
 from ..errors import BackendError, ErrorStatus, InvalidArgumentTypeError, index_argument
 from ..finalizers import collecting
-from ..ids import next_id
+from ..ids import next_buffer_id
 from ..types import HostBuffer, PoolStats
 from . import sparse
 from .buddy import MIN_BLOCK, Chunk, order_of
@@ -91,11 +92,23 @@ class _Buffer:
         self.address = address  # its device address (0 where the device has none)
 
 
+_pools: "weakref.WeakSet[MemoryPool]" = weakref.WeakSet()  # every pool made: a message names a buffer's device
+
+
+def _describe(entry: _Buffer) -> str:
+    """A live buffer as messages name it (:meth:`MemoryPool.describe`)."""
+    if entry.root is entry:
+        return f"{ids.label(entry.id)} ({entry.size} bytes)"
+    root = entry.root
+    return f"{ids.label(entry.id)} ({entry.size} bytes at byte {entry.offset - root.offset} of {ids.label(root.id)})"
+
+
 class MemoryPool:
     """Device buffers of one device, named by integer ids, with reference counts.
 
     ``allocate`` starts a buffer at count 1; ``retain``/``release`` move it; at zero it is freed once no submitted
-    GPU work uses it. Transfers are ordered against launches on the same device.
+    GPU work uses it. Transfers are ordered against launches on the same device. Error messages name a buffer as
+    ``buffer #N`` with its size: the Nth buffer or view the process made (:meth:`describe` gives that name).
     """
 
     def __init__(self, ctx: "DeviceContext", worker: "Worker") -> None:
@@ -131,6 +144,7 @@ class MemoryPool:
             max(2, cfg.staging_buffers),
         )
         self.transfers = Transfers(ctx, worker, ring, cfg.resolved_copy_threads())
+        _pools.add(self)
 
     def _new_slot(self, vk_buffer, offset: int, size: int, root_slot: int | None) -> int:
         """A slot of the buffer table (see decl/vkb.h) for ``size`` bytes of ``vk_buffer`` at ``offset``, sharing the
@@ -195,7 +209,7 @@ class MemoryPool:
                         memory, vk_buffer, address = self.memory.create(nbytes, self.memory.device_type, "buffer")
                         chunk, offset, order = None, 0, 0
                     try:
-                        buf_id = next_id()
+                        buf_id = next_buffer_id()
                         slot = self._new_slot(vk_buffer, offset, nbytes, None)
                         self._entries[buf_id] = _Buffer(
                             buf_id, slot, nbytes, vk_buffer, offset, None, chunk, order, memory, address
@@ -279,7 +293,7 @@ class MemoryPool:
                 raise self.ctx.closed_error()
             self._binding.remove(large)
             try:
-                entry = _Buffer(next_id(), 0, nbytes, large.buffer, 0, None, memory=large, address=large.address)
+                entry = _Buffer(next_buffer_id(), 0, nbytes, large.buffer, 0, None, memory=large, address=large.address)
                 entry.slot = self._new_slot(large.buffer, 0, nbytes, None)
                 self._entries[entry.id] = entry
             except BaseException:  # out of slots, or interrupted: the memory goes back (no GPU work uses it yet)
@@ -358,12 +372,44 @@ class MemoryPool:
         try:
             return self._entries[buf]
         except (KeyError, TypeError):
-            kind = "" if isinstance(buf, int) and not isinstance(buf, bool) else f" ({type(buf).__name__}, not an id)"
-            raise BackendError(
-                ErrorStatus.InvalidArgument,
-                f"{what}: buffer {buf!r}{kind} is not a live buffer of {self.ctx.info.name}; ids are "
-                "the ints allocate() and view() return, until released",
-            ) from None
+            raise self._not_live_error(buf, what) from None
+
+    def describe(self, buf: int) -> str:
+        """How messages name a live buffer: ``"buffer #12 (4096 bytes)"``, the twelfth buffer or view the process
+        made; a view says whose and where, ``"buffer #13 (256 bytes at byte 1024 of buffer #12)"``."""
+        return _describe(self._entry(buf, "describe"))
+
+    def _not_live_error(self, buf: object, what: str) -> BackendError:
+        """The ``InvalidArgument`` error for ``buf`` where a live buffer of this pool belongs: saying what it is (not
+        an id; a program's id; a buffer released, never made, or another device's) and what to pass instead."""
+        name = self.ctx.info.name
+        kind = ids.kind_of(buf)
+        if kind is None:
+            shown = repr(buf) if buf.__class__ is int else f"{buf!r} ({type(buf).__name__})"
+            message = (
+                f"{shown} is not a buffer id; pass an id that allocate() or view() returned (Buffer.id for a Buffer)"
+            )
+        elif kind == ids.PROGRAM:
+            message = f"{ids.label(buf)} is a program's id, not a buffer's; pass a buffer id here"
+        elif not ids.made(buf):
+            message = f"{ids.label(buf)} was never made (this id has not been handed out); pass one allocate() returned"
+        else:
+            other, owner = None, ""
+            for pool in list(_pools):
+                entry = pool._entries.get(buf) if pool is not self and other is None else None
+                if entry is not None:
+                    other, owner = entry, pool.ctx.info.name
+            if other is not None:
+                message = (
+                    f"{_describe(other)} belongs to {'another device, also ' if owner == name else ''}{owner}, "
+                    f"not to {name}; use a buffer of this device (pool_to_pool copies one over)"
+                )
+            else:
+                message = (
+                    f"{ids.label(buf)} was released (or its device closed), so it is not a live buffer of {name}; "
+                    "keep a reference (allocate, view or retain) for as long as it is used, or allocate a new one"
+                )
+        return BackendError(ErrorStatus.InvalidArgument, f"{what}: {message}")
 
     def is_live(self, buf: object) -> bool:
         """Whether ``buf`` is the id of a live buffer or view of this pool (bindable or not)."""
@@ -411,7 +457,7 @@ class MemoryPool:
             if entry.refcount <= entry.views:  # freeing it would leave its views pointing at freed memory
                 raise BackendError(
                     ErrorStatus.InvalidArgument,
-                    f"release: buffer {buf} has no reference left of its own; its {entry.views} live "
+                    f"release: {_describe(entry)} has no reference left of its own; its {entry.views} live "
                     "view(s) hold the rest (release it once per allocate/retain, and its views)",
                 )
             entry.refcount -= 1
@@ -473,7 +519,7 @@ class MemoryPool:
             self.release(buf)
         except BackendError as error:
             if not self.ctx.closed:  # a closed device freed every buffer when it closed
-                log.warning("a finalizer's release of buffer %r failed: %s", buf, error)
+                log.warning("a finalizer's release of %s failed: %s", ids.label(buf) or repr(buf), error)
 
     def _free_dying_here(self) -> bool:
         """Under the pool's lock, in the caller's thread, while no GPU work can use them: free the released views and
@@ -545,11 +591,11 @@ class MemoryPool:
             if nbytes <= 0 or offset + nbytes > parent.size:
                 raise BackendError(
                     ErrorStatus.InvalidArgument,
-                    f"view [{offset}, {offset}+{nbytes}) does not fit in buffer {buf} of {parent.size} bytes",
+                    f"view: a view of {nbytes} bytes at offset {offset} does not fit in {_describe(parent)}",
                 )
             root = parent.root
             entry = _Buffer(
-                next_id(),
+                next_buffer_id(),
                 0,
                 nbytes,
                 root.vk_buffer,
@@ -608,7 +654,7 @@ class MemoryPool:
                 raise self.ctx.closed_error()
             memory, vk_buffer, address = create()
             try:
-                entry = _Buffer(next_id(), 0, nbytes, vk_buffer, 0, None, memory=memory, address=address)
+                entry = _Buffer(next_buffer_id(), 0, nbytes, vk_buffer, 0, None, memory=memory, address=address)
                 entry.slot = self._new_slot(vk_buffer, 0, nbytes, None)
                 self._entries[entry.id] = entry
             except BaseException:  # out of slots, or interrupted: the memory goes back
@@ -626,7 +672,7 @@ class MemoryPool:
         if offset < 0 or offset + nbytes > entry.size:
             raise BackendError(
                 ErrorStatus.InvalidArgument,
-                f"{what}: {nbytes} bytes at offset {offset} do not fit in buffer {entry.id} of {entry.size} bytes",
+                f"{what}: {nbytes} bytes at offset {offset} do not fit in {_describe(entry)}",
             )
         return offset
 
@@ -676,7 +722,8 @@ class MemoryPool:
         if d.size < s.size:
             raise BackendError(
                 ErrorStatus.InvalidArgument,
-                f"pool_to_pool: destination {dst} has {d.size} bytes, source {src} has {s.size}",
+                f"pool_to_pool: the destination, {_describe(d)}, is smaller than the source, {_describe(s)}; "
+                "pass a destination at least as large (a view of the source copies part of it)",
             )
         if src_pool is self:
             self.ctx.ensure_usable()
@@ -757,8 +804,8 @@ def _bytes_view(obj, writable: bool) -> memoryview:
     if "O" in view.format:  # Python objects: their bytes are pointers, and writing them would corrupt the process
         raise InvalidArgumentTypeError(
             ErrorStatus.InvalidArgument,
-            f"a host buffer of Python objects (format {view.format!r}) holds pointers, not "
-            "data; convert it to a numeric array first",
+            f"the host buffer ({type(obj).__name__}) holds Python objects, whose bytes are pointers, not data; "
+            "convert it to a numeric array first (numpy.asarray(x, dtype=numpy.float32), say)",
         )
     if not view.c_contiguous:
         raise BackendError(

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from tinygrad.device import BufferSpec, Compiled, LRUAllocator, Program, TinyELF
 
 from vkbackend.config import env_flag
+from vkbackend.ids import label
 from vkbackend.tinygrad.compiler.compiler import compile_variant, with_local_size
 from vkbackend.tinygrad.compiler.kernel_format import unpack_lib
 from vkbackend.tinygrad.renderer.caps import make_arch
@@ -79,7 +80,7 @@ class VKBuffer:
             self.pool.release_from_finalizer(self.id)
 
     def __repr__(self):
-        return f"VKBuffer(id={self.id}, base={self.base}, offset={self.offset}, nbytes={self.nbytes})"
+        return f"VKBuffer({label(self.id)}, base {label(self.base)}, offset={self.offset}, nbytes={self.nbytes})"
 
 
 class VKAllocator(LRUAllocator["VKDevice"]):
