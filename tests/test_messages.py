@@ -42,10 +42,9 @@ def test_ids_say_their_kind_and_number():
     assert ids.kind_of(first_buffer) == ids.BUFFER and ids.kind_of(first_program) == ids.PROGRAM
     assert ids.number(second_buffer) == ids.number(first_buffer) + 1
     assert ids.label(np.int64(first_program)) == f"program #{ids.number(first_program)}"
-    assert ids.made(second_buffer) and not ids.made(second_buffer + 4) and not ids.made(first_program + 400)
     assert len({first_buffer, first_program, second_buffer}) == 3 and all(i % 2 for i in (first_buffer, first_program))
     for junk in (True, 1, 2**53, 1.0, float(first_buffer), "1", None, first_buffer + 1):
-        assert ids.kind_of(junk) is None and ids.label(junk) is None and not ids.made(junk), junk
+        assert ids.kind_of(junk) is None and ids.label(junk) is None, junk
 
 
 def test_a_released_buffer_is_named_by_its_number(device, pool):
@@ -62,7 +61,7 @@ def test_a_released_buffer_is_named_by_its_number(device, pool):
             assert f"buffer #{n} was released" in text and "not a live buffer of" in text, text
             assert "allocate a new one" in text, text
         assert message(device.launch, fill, [buf], [256, 0, 1], (4, 1, 1)).startswith("launch of program #")
-        assert "never made" in message(pool.size_of, buf + 4000)
+        assert "never handed out" in message(pool.size_of, buf + 4000)
         assert "is a program's id, not a buffer's" in message(pool.size_of, fill)
         assert "1.0 (float) is not a buffer id" in message(pool.retain, 1.0)
     finally:
@@ -106,7 +105,7 @@ def test_an_unknown_program_is_named_by_its_number(device, pool):
             f"launch: buffer #{ids.number(buf)} is a buffer's id, not a program's; pass the id Device.compile returned"
         )
         assert "7 is not a program id" in message(device.launch, 7, [buf], [], (1, 1, 1))
-        assert "never made" in message(device.program_info, prog + 4000)
+        assert "never handed out" in message(device.program_info, prog + 4000)
     finally:
         pool.release(buf)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import operator
 
-__all__ = ["BUFFER", "PROGRAM", "kind_of", "label", "made", "next_buffer_id", "next_program_id", "number"]
+__all__ = ["BUFFER", "PROGRAM", "kind_of", "label", "next_buffer_id", "next_program_id", "number"]
 
 BUFFER, PROGRAM = "buffer", "program"
 _FIRST = 2**53 + 1  # the first buffer id; the first program id is _FIRST + 2
@@ -63,17 +63,3 @@ def label(value: object) -> str | None:
     """``"buffer #12"`` or ``"program #3"`` for a value of an id's form, else None."""
     kind = kind_of(value)
     return None if kind is None else f"{kind} #{number(value)}"
-
-
-def made(value: object) -> bool:
-    """Whether ``value`` is an id the process has handed out (live or not): for a message, which says "released"
-    of such an id and "never made" of one of an id's form that no counter reached yet."""
-    kind = kind_of(value)
-    if kind is None:
-        return False
-    text = repr(_COUNTERS[kind])  # "count(NEXT, 4)": the next id, read without taking it
-    try:
-        upcoming = int(text[text.index("(") + 1 : text.index(",")])
-    except ValueError:  # an interpreter whose repr differs: take it as made, which is by far the likelier
-        return True
-    return operator.index(value) < upcoming  # type: ignore[arg-type]

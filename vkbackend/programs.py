@@ -338,8 +338,6 @@ class ProgramCache:
             message = f"{shown} is not a program id; pass the id Device.compile returned"
         elif kind == ids.BUFFER:
             message = f"{ids.label(prog)} is a buffer's id, not a program's; pass the id Device.compile returned"
-        elif not ids.made(prog):
-            message = f"{ids.label(prog)} was never made (this id has not been handed out); pass one compile returned"
         else:
             other, owner = None, ""
             for cache in list(_caches):
@@ -352,8 +350,8 @@ class ProgramCache:
                 )
             else:
                 message = (
-                    f"{ids.label(prog)} was released (release_program, or its device closed), so it is not a live "
-                    f"program of {name}; compile its SPIR-V again (Device.compile)"
+                    f"{ids.label(prog)} was released (release_program, or its device closed, or the id was never "
+                    f"handed out), so it is not a live program of {name}; compile its SPIR-V again (Device.compile)"
                 )
         return BackendError(ErrorStatus.InvalidArgument, f"{what}: {message}")
 

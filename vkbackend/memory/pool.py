@@ -381,7 +381,7 @@ class MemoryPool:
 
     def _not_live_error(self, buf: object, what: str) -> BackendError:
         """The ``InvalidArgument`` error for ``buf`` where a live buffer of this pool belongs: saying what it is (not
-        an id; a program's id; a buffer released, never made, or another device's) and what to pass instead."""
+        an id; a program's id; a buffer released or never made; another device's) and what to pass instead."""
         name = self.ctx.info.name
         kind = ids.kind_of(buf)
         if kind is None:
@@ -391,8 +391,6 @@ class MemoryPool:
             )
         elif kind == ids.PROGRAM:
             message = f"{ids.label(buf)} is a program's id, not a buffer's; pass a buffer id here"
-        elif not ids.made(buf):
-            message = f"{ids.label(buf)} was never made (this id has not been handed out); pass one allocate() returned"
         else:
             other, owner = None, ""
             for pool in list(_pools):
@@ -406,8 +404,9 @@ class MemoryPool:
                 )
             else:
                 message = (
-                    f"{ids.label(buf)} was released (or its device closed), so it is not a live buffer of {name}; "
-                    "keep a reference (allocate, view or retain) for as long as it is used, or allocate a new one"
+                    f"{ids.label(buf)} was released (or its device closed, or the id was never handed out), so it is "
+                    f"not a live buffer of {name}; keep a reference (allocate, view or retain) for as long as it is "
+                    "used, or allocate a new one"
                 )
         return BackendError(ErrorStatus.InvalidArgument, f"{what}: {message}")
 
