@@ -1,5 +1,6 @@
 """Shared by the reliability tests (faults, stress, soak, fuzz, isolation): uint kernels with exact numpy models, a
-runner for scenarios that must happen in a fresh process (a lost device, a failed device open), and the size knob.
+runner for the scenarios that must happen in a fresh process (a lost device, a failed device open), which are the
+scripts of tests/scripts, and the size knob.
 
 ``VKBACKEND_FULL=1`` runs the stress and soak tests at full size (8 threads x 10,000 launches; a million
 launches and 100,000 allocate/release cycles); the default sizes fit CI's time under the validation layer.
@@ -11,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
+import time
 
 from vkbackend import compile_glsl
 
@@ -83,21 +84,28 @@ def spin_grids(dev, *seconds: float) -> list[tuple[int, int, int]]:
 
     Measured on the device rather than assumed: the grid doubles from one work group until a launch takes 0.1 s, and
     the time is then scaled linearly (past what the device runs at once, a launch's time grows with its work groups).
-    The measurement shares the machine with whatever else runs, so callers leave a wide margin either way. Scenarios
-    that run in a child process with a short sync deadline measure here, on the test's device, and hand the grids over
-    in the environment (``SPIN_GRIDS``, JSON).
+    A launch that reaches 0.1 s is timed twice and the shorter time counts: one stall of a busy machine (a launch of
+    a single work group that took 0.1 s) would otherwise pass for the device's pace and shrink every grid a
+    hundredfold. The measurement shares the machine with whatever else runs, so callers leave a wide margin either
+    way. Scenarios that run in a child process with a short sync deadline measure here, on the test's device, and hand
+    the grids over in the environment (``SPIN_GRIDS``, JSON).
     """
-    import time
-
     prog = dev.compile(compile_glsl(SPIN))
     buf = dev.memory_pool.allocate(1024)
+
+    def timed(groups: int) -> float:
+        """Seconds from the launch of ``groups`` work groups of SPIN to the end of the sync after it."""
+        started = time.perf_counter()
+        dev.launch(prog, [buf], [SPIN_INNER], _spread(dev, groups))
+        dev.sync()
+        return time.perf_counter() - started
+
     try:
         groups = 1
         while True:
-            started = time.perf_counter()
-            dev.launch(prog, [buf], [SPIN_INNER], _spread(dev, groups))
-            dev.sync()
-            took = time.perf_counter() - started
+            took = timed(groups)
+            if took >= 0.1:
+                took = min(took, timed(groups))
             if took >= 0.1:
                 return [_spread(dev, max(1, round(groups * s / took))) for s in seconds]
             groups *= 2 if took >= 0.01 else 8
@@ -119,74 +127,68 @@ M32 = 0xFFFFFFFF
 
 
 def groups(n: int, local: int = 64) -> tuple[int, int, int]:
+    """The grid of work groups of ``local`` invocations that covers ``n`` elements (at least one group)."""
     return (max(1, (n + local - 1) // local), 1, 1)
 
 
-PRELUDE = """
-import faulthandler, json, os, sys, time
-faulthandler.dump_traceback_later({limit}, exit=True)
-sys.path.insert(0, {repo!r})
-sys.path.insert(0, {tests!r})
-import numpy as np
-import vkbackend
-from vkbackend import discovery, testing
-from vkbackend.errors import BackendError, ErrorStatus
-from _reliability import AFFINE, MAP, MIX, FILL, SCRIBBLE, SPIN, SPIN_INNER, groups, spin_grids
-result = {{}}
-
-def outcome(fn, *args):
-    '''(status or "ok", seconds) of one call.'''
-    started = time.perf_counter()
-    try:
-        fn(*args)
-        status = "ok"
-    except BackendError as error:
-        status = error.status.value
-    return status, time.perf_counter() - started
-
-def live():
-    from vkbackend.device import LIVE_OBJECT_CALLS
-    calls = vkbackend._ffi.success_counts()
-    return {{k: calls[c] - calls[d] for k, (c, d) in LIVE_OBJECT_CALLS.items()}}
-"""
-
-EPILOGUE = """
-result["validation"] = discovery.validation_messages() if discovery.Instance._current is not None else ""
-print("RESULT " + json.dumps(result))
-"""
+SCRIPTS = os.path.join(REPO, "tests", "scripts")
 
 
-def run_isolated(body: str, timeout: float = 60, env: dict | None = None) -> dict:
-    """Run ``body`` (Python, with the names PRELUDE defines) in a fresh interpreter; return its ``result`` dict.
+def child_environment(env: dict | None = None) -> dict:
+    """This process's environment (so the validation layer and its settings) with this checkout and tests/ first on
+    PYTHONPATH (vkbackend, and the helpers a script in tests/scripts imports), and ``env`` on top."""
+    path = os.pathsep.join(filter(None, [REPO, os.path.join(REPO, "tests"), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, **(env or {})}
 
-    The child inherits this process's environment (so the validation layer and its settings), dumps its threads and
-    exits if it outlives ``timeout`` (a hang fails the test instead of blocking it), and reports the validation
-    layer's messages under ``"validation"``.
+
+def run_child(
+    script: str, *args: str, timeout: float = 60, env: dict | None = None
+) -> tuple[subprocess.CompletedProcess, dict | None, float]:
+    """Run tests/scripts/``script``.py with ``args`` in a fresh interpreter; hand back the finished process (exit
+    status, stderr), the ``result`` dict its ``isolated.report`` printed (None if it printed none) and its wall time.
+
+    The script's hang guard (tests/scripts/isolated.py) dumps its threads and exits 5 s before ``timeout``: a hang
+    fails the test instead of blocking it.
     """
-    script = PRELUDE.format(limit=max(1, int(timeout) - 5), repo=REPO, tests=os.path.join(REPO, "tests"))
-    script += textwrap.dedent(body) + EPILOGUE
-    child_env = dict(os.environ)
-    child_env.update(env or {})
+    child_env = child_environment({"ISOLATED_HANG_S": str(max(1, int(timeout) - 5)), **(env or {})})
+    started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=child_env, cwd=REPO
+        [sys.executable, os.path.join(SCRIPTS, script + ".py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=child_env,
+        cwd=REPO,
     )
+    seconds = time.monotonic() - started
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT ") :])
-    raise AssertionError(
-        f"the child process failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    )
+            return proc, json.loads(line[len("RESULT ") :]), seconds
+    return proc, None, seconds
 
 
-def run_script(script: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run a script in a fresh interpreter with this process's environment (validation settings included)."""
-    full_env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
+def run_isolated(script: str, *args: str, timeout: float = 60, env: dict | None = None) -> dict:
+    """Run tests/scripts/``script``.py with ``args`` in a fresh interpreter (``run_child``); return its ``result``
+    dict, in which ``"validation"`` holds the validation layer's messages there. A child that reports no result fails
+    the test with its output."""
+    proc, result, _ = run_child(script, *args, timeout=timeout, env=env)
+    if result is None:
+        raise AssertionError(
+            f"the child process failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        )
+    return result
+
+
+def run_script(script: str, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run tests/scripts/``script``.py with ``args`` in a fresh interpreter with this process's environment
+    (validation settings included) and ``env``; the script checks and prints what it found, the caller reads its
+    output and exit status."""
     return subprocess.run(
-        [sys.executable, "-c", script, *args],
-        env=full_env,
+        [sys.executable, os.path.join(SCRIPTS, script + ".py"), *args],
+        env=child_environment(env),
         capture_output=True,
         text=True,
         check=False,
-        timeout=120,
+        timeout=timeout,
         cwd=REPO,
     )

@@ -93,9 +93,8 @@ def kernel(device):
 @pytest.fixture(autouse=True)
 def no_validation_messages(request):
     """Fail any test during which the validation layer said anything."""
-    from vkbackend import discovery
+    from vkbackend import testing
 
     yield
-    if discovery.Instance._current is not None:
-        messages = discovery.validation_messages()
-        assert not messages, f"validation layer messages during {request.node.nodeid}:\n{messages}"
+    messages = testing.validation_messages()
+    assert not messages, f"validation layer messages during {request.node.nodeid}:\n{messages}"

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from _reliability import REPO, run_isolated
+from _reliability import REPO, run_isolated, run_script
 
 from vkbackend import Buffer, DLPackExportError, DType, ErrorStatus, InvalidArgumentError, InvalidArgumentTypeError
 from vkbackend.interop.dlpack import _DLTensorHead, _get_pointer  # to make a producer claim a type numpy lacks
@@ -129,33 +129,8 @@ def test_finalizer_releases(device, pool):
     assert live(pool) == before
 
 
-CLOSED_AND_FORKED = """
-import gc
-import threading
-from vkbackend import Buffer
-unraisable = []  # what a finalizer raised: Python only prints it
-sys.unraisablehook = lambda failure: unraisable.append(repr(failure.exc_value))
-dev = vkbackend.devices()[0]
-kept = Buffer.from_numpy(dev, np.arange(64, dtype=np.float32))
-dropped, closed = Buffer(dev, 64), Buffer(dev, 64)
-pid = os.fork()
-if pid == 0:  # the parent's buffers: closing and dropping them does nothing here
-    closed.close()
-    del dropped
-    os._exit(10 + len(unraisable) if closed.closed else 1)
-result["fork_exit"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-result["after_fork"] = dev.memory_pool.stats()["live_buffers"]
-dev.close()
-closed.close()  # the device freed it when it closed
-del dropped
-gc.collect()
-result["closed"] = closed.closed
-result["unraisable"] = unraisable
-"""
-
-
 def test_buffers_of_a_closed_device_and_of_a_forked_parent():
-    result = run_isolated(CLOSED_AND_FORKED)
+    result = run_isolated("buffer_closed_and_forked")
     assert result["fork_exit"] == 10 and result["after_fork"] == 3, result
     assert result["closed"] and result["unraisable"] == [], result
     assert result["validation"] == ""
@@ -163,14 +138,7 @@ def test_buffers_of_a_closed_device_and_of_a_forked_parent():
 
 def test_buffers_left_open_at_exit():
     """No finalizer runs at exit (closing the devices frees every buffer); nothing is raised or printed."""
-    script = (
-        "import numpy as np, vkbackend\n"
-        "dev = vkbackend.devices()[0]\n"
-        "bufs = [vkbackend.Buffer.from_numpy(dev, np.ones(1000)) for _ in range(3)]\n"
-        "views = [b.view(0, 256) for b in bufs]\n"
-        "cycle = {'buf': vkbackend.Buffer(dev, 64)}; cycle['self'] = cycle\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = run_script("buffer_left_open_at_exit")
     assert (proc.returncode, proc.stderr) == (0, "")
 
 

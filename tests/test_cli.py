@@ -18,6 +18,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+from _reliability import run_script
 
 import vkbackend
 from vkbackend import cli
@@ -138,14 +139,7 @@ def test_demo_on_a_device_that_does_not_exist(device):
 def test_demo_without_glslang_says_how_to_install_it(device):
     """No libglslang and no glslangValidator on PATH or from the glsl extra: one line saying what to install, no
     traceback."""
-    code = (
-        "import sys, vkbackend.glsl as glsl\nglsl._compilers = lambda: []\nglsl.glslang_lib.load = lambda: False\n"
-        "from vkbackend.__main__ import main\nsys.exit(main(['demo']))"
-    )
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
-    )
+    result = run_script("cli_demo_without_glslang", timeout=300)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("vkbackend demo: glslangValidator was not found")
     assert "apt-get install glslang-tools" in result.stderr and "pip install 'vkbackend[glsl]'" in result.stderr

@@ -3,45 +3,18 @@ the block raises, and the exception goes on."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from _reliability import run_script
 
 from vkbackend.errors import BackendError
 
-ROOT = Path(__file__).resolve().parents[1]
 N = 256
 GRID = (N // 64, 1, 1)  # the test kernels run 64 invocations per work group
 
-# In a fresh process: closing the device would close the one the other tests share (devices() returns the same one).
-DEVICE_BLOCKS = """
-import vkbackend
-with vkbackend.devices()[0] as dev:
-    assert not dev.closed
-    dev.sync()
-assert dev.closed, "not closed at the end of the block"
-try:
-    with vkbackend.devices()[0] as again:
-        assert again is not dev and not again.closed
-        raise KeyError("raised in the block")
-except KeyError:
-    pass
-else:
-    raise SystemExit("the block's exception was swallowed")
-assert again.closed, "not closed when the block raised"
-print("ok")
-"""
-
 
 def test_a_device_closes_at_the_end_of_its_block(device):
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    result = subprocess.run(
-        [sys.executable, "-c", DEVICE_BLOCKS], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
-    )
+    result = run_script("context_managers_device_blocks")
     assert result.returncode == 0 and result.stdout == "ok\n", result.stdout + result.stderr
 
 

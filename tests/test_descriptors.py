@@ -96,40 +96,10 @@ def test_a_pool_out_of_memory_is_left_for_the_next_and_a_second_failure_raises(m
     sets.destroy([held])
 
 
-# Two kernels of about 2 s keep the GPU busy, so the worker holds back (two batches in flight) while 3,000 launches
-# queue: they go into one window, with more dispatches than the first pool has sets.
-BIG_WINDOW = """
-from vkbackend import descriptors
-counts = []
-allocate = descriptors.DescriptorSets.allocate
-def counting(self, layouts, count, held):
-    counts.append(count)
-    return allocate(self, layouts, count, held)
-descriptors.DescriptorSets.allocate = counting
-
-dev = vkbackend.devices(vkbackend.VulkanConfig(push_descriptors=False))[0]
-result["push"] = dev.info.push_descriptors
-pool = dev.memory_pool
-spin, affine = dev.compile(vkbackend.compile_glsl(SPIN)), dev.compile(vkbackend.compile_glsl(AFFINE))
-busy, buf = pool.allocate(1024), pool.allocate(1024)
-pool.host_to_pool(np.zeros(256, np.uint32), buf)
-dev.sync()
-grid = json.loads(os.environ["SPIN_GRIDS"])[0]
-dev.launch(spin, [busy], [SPIN_INNER], grid)
-dev.launch(spin, [busy], [SPIN_INNER], grid)
-for _ in range(3000):
-    dev.launch(affine, [buf], [256, 1, 1], groups(256))
-dev.sync()
-out = np.empty(256, np.uint32)
-pool.pool_to_host(buf, out)
-result["exact"] = bool((out == 3000).all())
-result["largest_window"] = max(counts)
-result["close"] = outcome(dev.close)[0]
-"""
-
-
 def test_a_window_of_more_dispatches_than_a_pool_holds_runs(device):
-    r = run_isolated(BIG_WINDOW, timeout=120, env={"SPIN_GRIDS": json.dumps(spin_grids(device, 2))})
+    """Two kernels of about 2 s keep the GPU busy, so the worker holds back (two batches in flight) while 3,000
+    launches queue: they go into one window, with more dispatches than the first pool has sets, and all run."""
+    r = run_isolated("descriptors_big_window", timeout=120, env={"SPIN_GRIDS": json.dumps(spin_grids(device, 2))})
     assert r["push"] is False
     assert r["largest_window"] > 1024, r  # the first pool's sets
     assert r["exact"] and r["close"] == "ok"

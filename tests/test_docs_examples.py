@@ -43,19 +43,8 @@ FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})\s*(?P<info>[^\s`]
 NOT_RUN = re.compile(r"^\s*<!--\s*not run:\s*(?P<reason>.+?)\s*-->\s*$")
 USES_CUDA = re.compile(r"\btorch\.cuda\b|\bcupy\b|\binterop\.cuda\b|\binterop import cuda\b")
 
-# The child's wrapper: it runs the block as __main__, then takes the validation layer's messages (collected in the
-# native module, not printed) and fails with them; a hang dumps every thread's stack before the parent's timeout.
-RUNNER = """\
-import faulthandler, runpy, sys
-faulthandler.dump_traceback_later({limit}, exit=True)
-sys.argv = [sys.argv[1]]
-runpy.run_path(sys.argv[0], run_name="__main__")
-discovery = sys.modules.get("vkbackend.discovery")
-if discovery is not None and discovery.Instance._current is not None:
-    messages = discovery.validation_messages()
-    if messages:
-        sys.exit("validation layer messages:\\n" + messages)
-"""
+# The child's wrapper: it runs the block, then fails with the validation layer's messages, if any.
+RUNNER = ROOT / "tests" / "scripts" / "docs_example.py"
 
 
 @dataclass(frozen=True)
@@ -158,9 +147,8 @@ def run_block(block: Block, folder: Path) -> subprocess.CompletedProcess[str]:
     script = folder / (Path(block.path).name + ".py")
     script.write_text("\n" * block.line + block.code, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    runner = RUNNER.format(limit=TIMEOUT_S - 5)
     return subprocess.run(
-        [sys.executable, "-c", runner, str(script)],
+        [sys.executable, str(RUNNER), str(TIMEOUT_S - 5), str(script)],
         cwd=folder,
         env=env,
         capture_output=True,

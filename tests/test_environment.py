@@ -4,13 +4,11 @@ reads (docs/environment.md), and where the caches go."""
 from __future__ import annotations
 
 import ast
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _reliability import run_script
 
 from vkbackend import InvalidArgumentError
 from vkbackend.config import VulkanConfig, cache_dir, debug_enabled, env_flag, validation_enabled
@@ -109,17 +107,7 @@ def test_tinygrad_tensor_core_switch_is_a_switch(monkeypatch):
 
 def test_validation_off_and_debug_false_mean_off():
     """In a fresh process: VKBACKEND_VALIDATION=off loads no layer, VKBACKEND_DEBUG=false logs nothing."""
-    code = (
-        "import logging, vkbackend\nfrom vkbackend.discovery import Instance\nvkbackend.devices()\n"
-        "print(Instance._current.validation, logging.getLogger('vkbackend').isEnabledFor(logging.DEBUG))"
-    )
-    env = {
-        **os.environ,
-        "VKBACKEND_VALIDATION": "off",
-        "VKBACKEND_DEBUG": "false",
-        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-    }
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    proc = run_script("environment_validation_off", env={"VKBACKEND_VALIDATION": "off", "VKBACKEND_DEBUG": "false"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "False"], proc.stdout + proc.stderr
 

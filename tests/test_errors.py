@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _reliability import run_script
 
 import vkbackend
 from vkbackend import testing
@@ -141,18 +142,12 @@ def run(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=full, cwd=ROOT, timeout=120)
 
 
-OPEN = (
-    "import vkbackend\ntry:\n    print(vkbackend.devices())\n"
-    "except vkbackend.BackendError as e:\n    print(type(e).__name__, '|', e.context)\n"
-)
-
-
 def test_no_driver_says_what_to_install_and_set():
     no_driver = {"VK_DRIVER_FILES": "/nonexistent/no_icd.json", "VK_ICD_FILENAMES": "/nonexistent/no_icd.json"}
-    result = run(["-c", OPEN], **no_driver)
+    result = run_script("open_devices", env=no_driver)
     assert result.returncode == 0, result.stderr
-    kind, message = result.stdout.split("|", 1)
-    assert kind.strip() == "InitializationError"
+    kind, _, message = result.stdout.split(" | ", 2)
+    assert kind == "InitializationError"
     for needed in (
         "VK_ERROR_INCOMPATIBLE_DRIVER",
         "apt-get install mesa-vulkan-drivers",
@@ -189,7 +184,7 @@ def test_no_device_says_what_to_install():
         pytest.skip(f"{manifests[0]} found its device on this machine")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "apt-get install mesa-vulkan-drivers" in result.stderr, result.stderr
-    opened = run(["-c", OPEN], **env)
+    opened = run_script("open_devices", env=env)
     assert "mesa-vulkan-drivers" in opened.stdout or opened.stdout.strip() == "[]", opened.stdout
 
 

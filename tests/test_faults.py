@@ -3,8 +3,9 @@ right place, nothing hangs, close() works, and after a recoverable fault the dev
 the fault did not touch intact.
 
 Recoverable faults run on the shared session device. A lost device, and faults while a device opens, need a device of
-their own: those scenarios run in a fresh process (tests/_reliability.py), which also checks that the validation layer
-stayed silent and that every Vulkan object was destroyed by close().
+their own: those scenarios are the scripts tests/scripts/faults_*.py, each run in a fresh process by run_isolated
+(tests/_reliability.py); the tests check that the validation layer stayed silent there and that every Vulkan object
+was destroyed by close().
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 
 import numpy as np
 import pytest
+from _buffers import download
 from _reliability import AFFINE, MAP, SPIN, groups, run_isolated, spin_grids
 
 import vkbackend
@@ -43,12 +45,6 @@ def progs(device):
         device.release_program(prog)
 
 
-def read(pool, buf, n=N, dtype=np.uint32):
-    out = np.empty(n, dtype)
-    pool.pool_to_host(buf, out)
-    return out
-
-
 class Sentinels:
     """Buffers a fault must not touch: sub-allocated, a view, and one with its own memory; checked by read-back."""
 
@@ -68,7 +64,9 @@ class Sentinels:
 
     def check(self) -> None:
         for buf, data in self.expect.items():
-            np.testing.assert_array_equal(read(self.pool, buf), data, err_msg=f"sentinel buffer {buf} changed")
+            np.testing.assert_array_equal(
+                download(self.pool, buf, np.uint32, N), data, err_msg=f"sentinel buffer {buf} changed"
+            )
 
     def release(self) -> None:
         for buf in self.owned:
@@ -142,7 +140,7 @@ def test_out_of_memory_on_allocate(device, pool, progs, sentinels, function, cod
     x = np.arange(N, dtype=np.uint32)
     pool.host_to_pool(x, small)
     device.launch(progs["affine"], [small], [N, 3, 1], groups(N))
-    np.testing.assert_array_equal(read(pool, small), x * 3 + 1)
+    np.testing.assert_array_equal(download(pool, small, np.uint32, N), x * 3 + 1)
     pool.release(big)
     pool.release(small)
     sentinels.check()
@@ -184,9 +182,9 @@ def test_failed_submit_surfaces_at_next_sync(device, pool, progs, sentinels, cod
     assert info.value.status is ErrorStatus.KernelLaunch and code in info.value.context
     assert not testing.pending()
     device.sync()  # reported once
-    np.testing.assert_array_equal(read(pool, buf), x)  # nothing of the failed batch ran
+    np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x)  # nothing of the failed batch ran
     device.launch(progs["affine"], [buf], [N, 5, 7], groups(N))
-    np.testing.assert_array_equal(read(pool, buf), x * 5 + 7)
+    np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x * 5 + 7)
     pool.release(buf)
     sentinels.check()
 
@@ -198,17 +196,17 @@ def test_failed_submit_fails_the_read_back_not_silently(device, pool, sentinels)
     device.sync()
     testing.inject("vkQueueSubmit", "VK_ERROR_OUT_OF_HOST_MEMORY")
     with pytest.raises(BackendError) as info:
-        read(pool, buf)
+        download(pool, buf, np.uint32, N)
     assert info.value.status is ErrorStatus.KernelLaunch
-    np.testing.assert_array_equal(read(pool, buf), x)
+    np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x)
     testing.inject("vkQueueSubmit", "VK_ERROR_OUT_OF_HOST_MEMORY")
     pool.host_to_pool(x + 1, buf)  # the upload is lost with its batch, and says so at the next sync point
     with pytest.raises(BackendError) as info:
         device.sync()
     assert info.value.status is ErrorStatus.KernelLaunch
-    np.testing.assert_array_equal(read(pool, buf), x)
+    np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x)
     pool.host_to_pool(x + 1, buf)
-    np.testing.assert_array_equal(read(pool, buf), x + 1)
+    np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x + 1)
     pool.release(buf)
     sentinels.check()
 
@@ -225,38 +223,14 @@ def test_failed_recording_surfaces_at_next_sync(device, pool, progs, function):
         device.sync()
     assert info.value.status is ErrorStatus.KernelLaunch
     device.launch(progs["affine"], [buf], [N, 2, 0], groups(N))
-    np.testing.assert_array_equal(read(pool, buf), x * 2)
+    np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x * 2)
     pool.release(buf)
-
-
-KEEP = """
-dev = vkbackend.devices()[0]
-pool = dev.memory_pool
-spin, affine = dev.compile(vkbackend.compile_glsl(SPIN)), dev.compile(vkbackend.compile_glsl(AFFINE))
-busy = pool.allocate(17 << 20)  # its own memory: freeing it early is a vkFreeMemory in use
-other = pool.allocate(1024)
-pool.host_to_pool(np.zeros(256, np.uint32), busy)
-dev.sync()
-before = dev.stats()["batches"]
-dev.launch(spin, [busy], [SPIN_INNER], json.loads(os.environ["SPIN_GRIDS"])[0])  # about half a second
-deadline = time.monotonic() + 10
-while dev.stats()["batches"] == before and time.monotonic() < deadline:  # until the worker has submitted it
-    time.sleep(0.001)
-dev.launch(affine, [other], [256, 1, 1], groups(256))  # waits in the window behind the running batch
-pool.release(busy)                                      # its free waits for the GPU
-testing.inject("vkQueueSubmit", "VK_ERROR_OUT_OF_HOST_MEMORY")  # ... and the window it waits with fails
-result["sync"] = outcome(dev.sync)[0]
-pool.release(other)
-result["after"] = outcome(dev.sync)[0]
-dev.close()
-result["live_end"] = live()
-"""
 
 
 def test_failed_submit_keeps_released_buffers_until_the_gpu_is_done(device):
     """A buffer released while an earlier batch still uses it must outlive that batch even when the next submit
     fails: freed early, its memory went back to the driver under the running kernel (lavapipe segfaulted)."""
-    r = run_isolated(KEEP, env={"SPIN_GRIDS": json.dumps(spin_grids(device, 0.5))})
+    r = run_isolated("faults_keep_released", env={"SPIN_GRIDS": json.dumps(spin_grids(device, 0.5))})
     assert r["sync"] == "KernelLaunch" and r["after"] == "ok"
     assert all(count == 0 for count in r["live_end"].values()), r["live_end"]
     assert r["validation"] == ""
@@ -273,7 +247,7 @@ def test_a_wait_that_finds_the_fence_not_ready_keeps_waiting(device, pool, progs
     testing.inject("vkWaitForFences", "VK_TIMEOUT")
     assert device.launch_timed(progs["affine"], [buf], [N, 3, 0], groups(N)) > 0
     assert not testing.pending()  # the injected result was seen
-    np.testing.assert_array_equal(read(pool, buf), x * 3)
+    np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x * 3)
     pool.release(buf)
 
 
@@ -293,7 +267,7 @@ def test_injected_wait_timeouts_never_hang_or_lose_launches(device, pool, progs)
         device.sync()
     testing.clear()
     device.sync()
-    np.testing.assert_array_equal(read(pool, buf), expect)
+    np.testing.assert_array_equal(download(pool, buf, np.uint32, N), expect)
     pool.release(buf)
 
 
@@ -312,67 +286,20 @@ def test_failed_pipeline_creation_is_kernel_compilation(device, pool, progs, sen
     x = np.arange(N, dtype=np.uint32)
     pool.host_to_pool(x, buf)
     device.launch(prog, [buf], [N, 4, 4], groups(N))
-    np.testing.assert_array_equal(read(pool, buf), x * 4 + 4)
+    np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x * 4 + 4)
     pool.release(buf)
     device.release_program(prog)
     sentinels.check()
 
 
 # ----- in a process of their own -----------------------------------------------------------------------------------
-LOST = """
-dev = vkbackend.devices()[0]
-pool = dev.memory_pool
-spirv = vkbackend.compile_glsl(AFFINE)
-prog = dev.compile(spirv)
-buf = pool.allocate(1024)
-x = np.arange(256, dtype=np.uint32)
-pool.host_to_pool(x, buf)
-dev.sync()
-testing.inject({function!r}, "VK_ERROR_DEVICE_LOST")
-first = []
-for _ in range(200):  # a fence may be polled or waited on: go on until the fault has fired and been reported
-    if {timed}:
-        status, _ = outcome(dev.launch_timed, prog, [buf], [256, 3, 1], groups(256))
-    else:
-        dev.launch(prog, [buf], [256, 3, 1], groups(256))
-        time.sleep(0.002)  # let the worker poll its fences on its own too
-        status, _ = outcome(dev.sync)
-    if status != "ok":
-        first.append(status)
-        break
-result["fired"] = not testing.pending()
-testing.clear()
-result["first"] = first
-out = np.empty(256, np.uint32)
-calls = {{
-    "launch": lambda: dev.launch(prog, [buf], [256, 3, 1], groups(256)),
-    "launch_timed": lambda: dev.launch_timed(prog, [buf], [256, 3, 1], groups(256)),
-    "sync": dev.sync, "compile": lambda: dev.compile(spirv), "allocate": lambda: pool.allocate(64),
-    "host_to_pool": lambda: pool.host_to_pool(x, buf), "pool_to_host": lambda: pool.pool_to_host(buf, out),
-    "pool_to_pool": lambda: pool.pool_to_pool(pool, buf, buf),
-}}
-result["later"] = {{name: outcome(fn) for name, fn in calls.items()}}
-result["release"] = outcome(pool.release, buf)[0]
-result["close"] = outcome(dev.close)
-result["live_after_close"] = live()
-dev = vkbackend.devices()[0]  # a fresh device
-pool = dev.memory_pool
-prog = dev.compile(spirv)
-buf = pool.allocate(1024)
-pool.host_to_pool(x, buf)
-dev.launch(prog, [buf], [256, 3, 1], groups(256))
-pool.pool_to_host(buf, out)
-result["fresh_ok"] = bool((out == x * 3 + 1).all())
-dev.close()
-result["live_end"] = live()
-"""
 
 
 @pytest.mark.parametrize("function", ["vkWaitForFences", "vkGetFenceStatus", "vkQueueSubmit", "vkGetQueryPoolResults"])
 def test_device_lost_is_sticky_and_fails_fast(function):
     """Wherever the loss is seen (a fence polled or waited on, a submit, a timed launch's query read on the worker),
     the call at hand raises DeviceLost and every later one fails fast with it."""
-    r = run_isolated(LOST.format(function=function, timed=function == "vkGetQueryPoolResults"))
+    r = run_isolated("faults_device_lost", function, "timed" if function == "vkGetQueryPoolResults" else "sync")
     assert r["fired"] and r["first"] == ["DeviceLost"]
     for name, (status, seconds) in r["later"].items():
         assert status == "DeviceLost", (name, status)
@@ -385,29 +312,6 @@ def test_device_lost_is_sticky_and_fails_fast(function):
     assert all(count == 0 for count in r["live_end"].values()), r["live_end"]
     assert r["validation"] == ""
 
-
-OPEN = """
-baseline = live()
-opened = {{}}
-for function, code in {cases!r}:
-    testing.inject(function, code)
-    status, _ = outcome(vkbackend.devices)
-    opened[function] = [status, not testing.pending(), live() == baseline,
-                        not vkbackend.discovery.Instance._current._devices, __import__("threading").active_count()]
-    testing.clear()
-result["opened"] = opened
-dev = vkbackend.devices()[0]
-pool = dev.memory_pool
-buf = pool.allocate(1024)
-x = np.arange(256, dtype=np.uint32)
-pool.host_to_pool(x, buf)
-out = np.empty(256, np.uint32)
-pool.pool_to_host(buf, out)
-result["works"] = bool((out == x).all())
-testing.inject("vkDeviceWaitIdle", "VK_ERROR_DEVICE_LOST")  # close() goes on regardless
-result["close"] = outcome(dev.close)[0]
-result["live_end"] = live()
-"""
 
 OPEN_CASES = [
     ("vkCreateDevice", "VK_ERROR_INITIALIZATION_FAILED", "Initialization"),
@@ -425,7 +329,8 @@ def test_faults_while_a_device_opens_leave_nothing_behind(tmp_path):
     """vkMapMemory is called once per device, when the pool maps its staging ring at open: a failure there (and in
     every other call of the open) is a clean error from devices(), leaves no Vulkan object or thread behind, and the
     next devices() opens the device."""
-    r = run_isolated(OPEN.format(cases=[(f, c) for f, c, _ in OPEN_CASES]), env={"VKBACKEND_CACHE_DIR": str(tmp_path)})
+    cases = [arg for function, code, _ in OPEN_CASES for arg in (function, code)]
+    r = run_isolated("faults_device_open", *cases, env={"VKBACKEND_CACHE_DIR": str(tmp_path)})
     threads = {entry[4] for entry in r["opened"].values()}
     for function, _, status in OPEN_CASES:
         got, fired, nothing_left, none_open, _ = r["opened"][function]
@@ -438,31 +343,9 @@ def test_faults_while_a_device_opens_leave_nothing_behind(tmp_path):
     assert r["validation"] == ""
 
 
-BATCH = """
-dev = vkbackend.devices()[0]
-pool = dev.memory_pool
-prog = dev.compile(vkbackend.compile_glsl(AFFINE))
-buf = pool.allocate(1024)
-x = np.arange(256, dtype=np.uint32)
-# A fresh device has no spare batch, so its first submission calls both (a later one may reuse a batch)
-function = os.environ["FAULT_FUNCTION"]
-testing.inject(function, "VK_ERROR_OUT_OF_DEVICE_MEMORY")
-pool.host_to_pool(x + 100, buf)
-dev.launch(prog, [buf], [256, 1, 1], groups(256))
-result["fault"] = [function, outcome(dev.sync)[0], not testing.pending()]
-pool.host_to_pool(x, buf)
-dev.launch(prog, [buf], [256, 1, 1], groups(256))
-got = np.empty(256, np.uint32)
-pool.pool_to_host(buf, got)
-result["after"] = got.tolist()[:4]
-dev.close()
-result["live_end"] = live()
-"""
-
-
 @pytest.mark.parametrize("function", ["vkAllocateCommandBuffers", "vkCreateFence"])
 def test_failed_batch_creation_is_memory_allocation_and_recoverable(function):
-    r = run_isolated(BATCH, env={"FAULT_FUNCTION": function})
+    r = run_isolated("faults_batch_creation", env={"FAULT_FUNCTION": function})
     _, status, fired = r["fault"]
     assert fired and status == "MemoryAllocation", (function, status)
     assert r["after"] == [1, 2, 3, 4]  # the failed batch's upload and launch never ran; the last ones did
@@ -470,40 +353,12 @@ def test_failed_batch_creation_is_memory_allocation_and_recoverable(function):
     assert r["validation"] == ""
 
 
-DEADLINE = """
-dev = vkbackend.devices()[0]
-pool = dev.memory_pool
-prog = dev.compile(vkbackend.compile_glsl(SPIN))
-buf, spare = pool.allocate(4096), pool.allocate(1024)
-x = np.arange(256, dtype=np.uint32)
-pool.host_to_pool(np.zeros(1024, np.uint32), buf)
-pool.host_to_pool(x, spare)
-dev.sync()
-out = np.empty(256, np.uint32)
-grids = json.loads(os.environ["SPIN_GRIDS"])
-dev.launch(prog, [buf], [SPIN_INNER], grids[0])  # seconds: far past the deadline
-result["sync"] = outcome(dev.sync)
-# more timed-out read-backs than the staging ring has slots: each must give its slot back
-result["reads"] = [outcome(pool.pool_to_host, spare, out) for _ in range(len(dev.memory_pool.transfers.ring.free) + 2)]
-until = time.monotonic() + 40  # the kernel goes on: sync points time out until it is done, then succeed
-while (sync_after := outcome(dev.sync))[0] != "ok" and time.monotonic() < until:
-    pass
-result["sync_after"] = sync_after
-result["read_after"] = outcome(pool.pool_to_host, spare, out)
-result["read_ok"] = bool((out == x).all())
-dev.launch(prog, [buf], [SPIN_INNER], grids[1])
-result["sync2"] = outcome(dev.sync)
-result["close"] = outcome(dev.close)  # its own drain times out too: the device is abandoned, not destroyed
-result["abandoned"] = dev._ctx.abandoned
-"""
-
-
 def test_sync_deadline_turns_long_waits_into_kernel_sync(device):
     """VKBACKEND_SYNC_TIMEOUT_S bounds every wait: a sync point and read-backs behind a long kernel raise KernelSync
     near the deadline; the work still completes, later sync points succeed, close() behind a long kernel returns by
     the deadline (tests/test_hostile.py follows such a device to the process's exit)."""
     grids = spin_grids(device, 10, 5)  # measured here: the child's deadline is shorter than the measuring launches
-    r = run_isolated(DEADLINE, env={"VKBACKEND_SYNC_TIMEOUT_S": "0.2", "SPIN_GRIDS": json.dumps(grids)})
+    r = run_isolated("faults_sync_deadline", env={"VKBACKEND_SYNC_TIMEOUT_S": "0.2", "SPIN_GRIDS": json.dumps(grids)})
     for status, seconds in [r["sync"], *r["reads"], r["sync2"]]:
         assert status == "KernelSync" and seconds < 0.9, (status, seconds)
     assert r["sync_after"][0] == "ok" and r["read_after"][0] == "ok" and r["read_ok"]
@@ -511,67 +366,20 @@ def test_sync_deadline_turns_long_waits_into_kernel_sync(device):
     assert r["validation"] == ""
 
 
-RESET = """
-dev = vkbackend.devices()[0]
-pool = dev.memory_pool
-prog = dev.compile(vkbackend.compile_glsl(AFFINE))
-buf = pool.allocate(1024)
-x = np.arange(256, dtype=np.uint32)
-pool.host_to_pool(x, buf)
-dev.sync()
-testing.inject("vkResetFences", "VK_ERROR_OUT_OF_DEVICE_MEMORY")
-dev.launch(prog, [buf], [256, 1, 1], groups(256))
-result["first"] = outcome(dev.sync)[0]
-for _ in range(20):
-    dev.launch(prog, [buf], [256, 1, 1], groups(256))
-    time.sleep(0.001)
-out = np.empty(256, np.uint32)
-result["read"] = outcome(pool.pool_to_host, buf, out)[0]
-result["ok"] = bool((out == x + 21).all())
-result["close"] = outcome(dev.close)[0]
-result["live_end"] = live()
-"""
-
-
 def test_a_fence_that_cannot_be_reset_is_never_reused():
     """Reusing the still-signalled fence crashed the process (std::future_error in the validation layer); its batch is
     now set aside and destroyed at close."""
-    r = run_isolated(RESET)
+    r = run_isolated("faults_fence_reset")
     assert r["first"] == "KernelSync"
     assert r["read"] == "ok" and r["ok"] and r["close"] == "ok"
     assert all(count == 0 for count in r["live_end"].values()), r["live_end"]
     assert r["validation"] == ""
 
 
-DESCRIPTORS = """
-dev = vkbackend.devices()[0]
-pool = dev.memory_pool
-result["push"] = dev.info.push_descriptors
-prog = dev.compile(vkbackend.compile_glsl(AFFINE))
-buf = pool.allocate(1024)
-x = np.arange(256, dtype=np.uint32)
-pool.host_to_pool(x, buf)
-dev.sync()
-statuses = []
-for function in ("vkCreateDescriptorPool", "vkAllocateDescriptorSets"):
-    testing.inject(function, "VK_ERROR_OUT_OF_POOL_MEMORY" if function == "vkAllocateDescriptorSets"
-                   else "VK_ERROR_OUT_OF_HOST_MEMORY")
-    for _ in range(3):
-        dev.launch(prog, [buf], [256, 1, 1], groups(256))
-    statuses.append([function, outcome(dev.sync)[0], not testing.pending()])
-result["statuses"] = statuses
-out = np.empty(256, np.uint32)
-pool.pool_to_host(buf, out)
-result["value"] = int(out[0])
-result["close"] = outcome(dev.close)[0]
-result["live_end"] = live()
-"""
-
-
 def test_descriptor_pool_faults_without_push_descriptors():
     """Without VK_KHR_push_descriptor, sets come from descriptor pools: a pool that cannot be created fails its batch
     (MemoryAllocation at the next sync point); a full pool is grown, and the launches run."""
-    r = run_isolated(DESCRIPTORS, env={"VKBACKEND_PUSH_DESCRIPTORS": "0"})
+    r = run_isolated("faults_descriptor_pools", env={"VKBACKEND_PUSH_DESCRIPTORS": "0"})
     assert r["push"] is False
     (create, create_status, fired1), (alloc, alloc_status, fired2) = r["statuses"]
     assert fired1 and create_status == "MemoryAllocation"
@@ -582,31 +390,12 @@ def test_descriptor_pool_faults_without_push_descriptors():
     assert r["validation"] == ""
 
 
-RESET_POOL = """
-dev = vkbackend.devices()[0]
-pool = dev.memory_pool
-prog = dev.compile(vkbackend.compile_glsl(AFFINE))
-buf = pool.allocate(1024)
-pool.host_to_pool(np.zeros(256, np.uint32), buf)
-dev.launch(prog, [buf], [256, 1, 1], groups(256))
-dev.sync()
-testing.inject("vkResetDescriptorPool", "VK_ERROR_OUT_OF_HOST_MEMORY")
-dev.launch(prog, [buf], [256, 1, 1], groups(256))
-out = np.empty(256, np.uint32)
-result["first"] = outcome(pool.pool_to_host, buf, out)
-result["fired"] = not testing.pending()
-result["second"] = outcome(pool.pool_to_host, buf, out)
-result["value"] = int(out[0])
-result["staging_free"] = [len(pool.transfers.ring.free), pool.transfers.ring.count]
-result["close"] = outcome(dev.close)[0]
-result["live_end"] = live()
-"""
-
-
 def test_a_descriptor_pool_that_cannot_be_reset_loses_no_completion():
     """Its batch's completions (read-back tickets, frees, staging buffers given back) ran after the reset: when the
     reset failed they were lost, and the read-back waited out the deadline."""
-    r = run_isolated(RESET_POOL, env={"VKBACKEND_PUSH_DESCRIPTORS": "0", "VKBACKEND_SYNC_TIMEOUT_S": "20"})
+    r = run_isolated(
+        "faults_descriptor_pool_reset", env={"VKBACKEND_PUSH_DESCRIPTORS": "0", "VKBACKEND_SYNC_TIMEOUT_S": "20"}
+    )
     assert r["fired"]
     status, seconds = r["first"]
     assert status == "KernelSync" and seconds < 10, r["first"]  # the reset's failure, at once

@@ -290,58 +290,10 @@ def test_pool_state_machine_agrees_with_the_model(device):
 
 
 # ----- SPIR-V ----------------------------------------------------------------------------------------------------
-SPIRV_FUZZ = """
-import random, struct, hypothesis
-from hypothesis import given, settings, strategies as st, HealthCheck
-dev = vkbackend.devices()[0]
-statuses, reached = {{}}, 0
-def compile_status(data):
-    try:
-        dev.compile(data)
-        return "ok"
-    except BackendError as error:
-        return error.status.value
-    except Exception as error:  # anything but BackendError is a failure of the test
-        return "raw " + type(error).__name__
-def tally(status):
-    statuses[status] = statuses.get(status, 0) + 1
-
-HELPER = '''#version 450
-layout(local_size_x = 64) in;
-layout(std430, binding = 0) buffer A {{ uint a[]; }};
-uint helper(uint x) {{ return x * 3u + 1u; }}
-void main() {{ a[gl_GlobalInvocationID.x] = helper(a[gl_GlobalInvocationID.x]); }}
-'''
-modules = [vkbackend.compile_glsl(src) for src in (AFFINE, MIX, HELPER)]
-full_ok = []
-for module in modules:
-    full_ok.append(compile_status(module))
-    for cut in range(len(module)):  # every prefix, whole words or not
-        tally(compile_status(module[:cut]))
-
-settings_ = settings(max_examples={examples}, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-@settings_
-@given(st.lists(st.integers(0, 2**32 - 1), max_size=200), st.booleans(), st.integers(0, 7))
-def random_words(words, header, version):
-    if header:
-        words = [0x07230203, 0x00010000 + (version << 8), 0, 1000, 0] + words
-    tally(compile_status(struct.pack(f"<{{len(words)}}I", *words)))
-random_words()
-
-@settings_
-@given(st.binary(max_size=800))
-def random_bytes(data):
-    tally(compile_status(data))
-random_bytes()
-result["statuses"] = statuses
-result["full_ok"] = full_ok
-result["live_pipelines"] = dev.stats()["live_objects"]["pipelines"]
-dev.close()
-"""
 
 
 def test_random_and_truncated_spirv_is_kernel_compilation():
-    r = run_isolated(SPIRV_FUZZ.format(examples=1000 if FULL else 300), timeout=300)
+    r = run_isolated("fuzz_spirv", str(1000 if FULL else 300), timeout=300)
     print(f"\nspirv fuzz: {sum(r['statuses'].values())} modules compiled: {r['statuses']}")
     assert r["full_ok"] == ["ok", "ok", "ok"]  # the untruncated modules compile
     assert set(r["statuses"]) == {"KernelCompilation"}, r["statuses"]

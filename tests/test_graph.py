@@ -6,23 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _buffers import download, upload
+from _reliability import run_isolated
 
 from vkbackend.errors import BackendError, ErrorStatus
 
 N = 256
 GRID = (N // 64, 1, 1)  # the test kernels run 64 invocations per work group
-
-
-def upload(pool, array) -> int:
-    buf = pool.allocate(array.nbytes)
-    pool.host_to_pool(np.ascontiguousarray(array), buf)
-    return buf
-
-
-def download(pool, buf) -> np.ndarray:
-    out = np.empty(N, dtype=np.float32)
-    pool.pool_to_host(buf, out)
-    return out
 
 
 @pytest.fixture
@@ -42,7 +32,7 @@ def test_replay_runs_every_launch_in_order(device, pool, chain):
     assert len(graph) == 2
     for _ in range(3):
         graph.launch()
-    np.testing.assert_array_equal(download(pool, z), 3 * (2 * np.arange(N, dtype=np.float32) + 1) - 4)
+    np.testing.assert_array_equal(download(pool, z, np.float32, N), 3 * (2 * np.arange(N, dtype=np.float32) + 1) - 4)
     graph.close()
 
 
@@ -53,10 +43,10 @@ def test_update_replaces_one_launch(device, pool, chain):
     other = upload(pool, np.full(N, 10, dtype=np.float32))
     graph.update(0, (affine, [other, y], [1.0, 0.0, N], GRID))
     graph.launch()
-    np.testing.assert_array_equal(download(pool, z), np.full(N, 26, dtype=np.float32))
+    np.testing.assert_array_equal(download(pool, z, np.float32, N), np.full(N, 26, dtype=np.float32))
     pool.release(other)  # the graph still holds it
     graph.launch()
-    np.testing.assert_array_equal(download(pool, z), np.full(N, 26, dtype=np.float32))
+    np.testing.assert_array_equal(download(pool, z, np.float32, N), np.full(N, 26, dtype=np.float32))
     graph.close()
 
 
@@ -65,14 +55,14 @@ def test_placeholder_queues_nothing_until_filled(device, pool, chain):
     pool.host_to_pool(np.zeros(N, dtype=np.float32), z)
     graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID), None])
     graph.launch()
-    np.testing.assert_array_equal(download(pool, z), np.zeros(N, dtype=np.float32))
+    np.testing.assert_array_equal(download(pool, z, np.float32, N), np.zeros(N, dtype=np.float32))
     graph.update(1, (affine, [y, z], [1.0, 1.0, N], GRID))
     graph.launch()
-    np.testing.assert_array_equal(download(pool, z), 2 * np.arange(N, dtype=np.float32) + 2)
+    np.testing.assert_array_equal(download(pool, z, np.float32, N), 2 * np.arange(N, dtype=np.float32) + 2)
     graph.update(1, None)
     pool.host_to_pool(np.zeros(N, dtype=np.float32), z)
     graph.launch()
-    np.testing.assert_array_equal(download(pool, z), np.zeros(N, dtype=np.float32))
+    np.testing.assert_array_equal(download(pool, z, np.float32, N), np.zeros(N, dtype=np.float32))
     graph.close()
 
 
@@ -87,7 +77,7 @@ def test_graph_holds_its_buffers_until_closed(device, pool, kernel):
     for scale in (6.0, 7.0):  # same buffers: the update keeps the references it has, takes no more
         graph.update(0, (affine, [x, y], [scale, 0.0, N], GRID))
     graph.launch()
-    np.testing.assert_array_equal(download(pool, y), np.full(N, 7, dtype=np.float32))
+    np.testing.assert_array_equal(download(pool, y, np.float32, N), np.full(N, 7, dtype=np.float32))
     live = pool.stats()["live_buffers"]
     graph.close()
     graph.close()  # idempotent
@@ -112,7 +102,7 @@ def test_bad_launches_are_rejected_and_leak_nothing(device, pool, chain):
     with pytest.raises(BackendError):
         graph.update(0, (affine, [x, 10**9], [2.0, 1.0, N], GRID))
     graph.launch()  # the failed update left the launch as it was
-    np.testing.assert_array_equal(download(pool, y), 2 * np.arange(N, dtype=np.float32) + 1)
+    np.testing.assert_array_equal(download(pool, y, np.float32, N), 2 * np.arange(N, dtype=np.float32) + 1)
     graph.close()
     for buf in (x, y, z):  # every reference the failed graphs took was given back: one release frees each
         pool.retain(buf)
@@ -123,7 +113,7 @@ def test_launch_timed_returns_gpu_time(device, pool, chain):
     affine, x, y, z = chain
     graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID), (affine, [y, z], [3.0, -4.0, N], GRID)])
     assert graph.launch_timed() > 0
-    np.testing.assert_array_equal(download(pool, z), 3 * (2 * np.arange(N, dtype=np.float32) + 1) - 4)
+    np.testing.assert_array_equal(download(pool, z, np.float32, N), 3 * (2 * np.arange(N, dtype=np.float32) + 1) - 4)
     graph.close()
 
 
@@ -141,7 +131,7 @@ def test_unchecked_program_is_separate_only_where_the_device_can_choose(device, 
     x = upload(pool, np.zeros(N, dtype=np.float32))
     device.launch(unchecked, [x], [], GRID)
     device.launch(checked, [x], [], GRID)
-    np.testing.assert_array_equal(download(pool, x), np.full(N, 2, dtype=np.float32))
+    np.testing.assert_array_equal(download(pool, x, np.float32, N), np.full(N, 2, dtype=np.float32))
     pool.release(x)
     device.release_program(checked)
     device.release_program(unchecked)
@@ -157,35 +147,10 @@ def test_a_graph_of_placeholders_submits_nothing(device):
     graph.close()
 
 
-RELEASED_REPLAY = """
-src = open(os.path.join({repo!r}, "tests", "kernels", "fill.comp")).read()
-dev = vkbackend.devices()[0]
-pool = dev.memory_pool
-released = dev.compile(vkbackend.compile_glsl(src))
-live_prog = dev.compile(vkbackend.compile_glsl(src.replace("p.value", "p.value + 0.0")))
-a, b = pool.allocate(1024), pool.allocate(1024)
-graph = dev.graph([(released, [a], [1.0, 256], (4, 1, 1))])
-dev.release_program(released)
-pool.host_to_pool(np.zeros(256, np.float32), b)
-dev.sync()
-graph.launch()                                        # a replay of the released program...
-dev.launch(live_prog, [b], [7.0, 256], (4, 1, 1))     # ...and a live launch after it, in the same window
-out = np.empty(256, np.float32)
-status, _ = outcome(pool.pool_to_host, b, out)
-result["status"] = status
-pool.pool_to_host(b, out)
-result["value"] = float(out[0])
-graph.close()
-dev.close()
-"""
-
-
 @pytest.mark.parametrize("push", ["1", "0"])
 def test_a_replay_of_a_released_program_is_skipped_alone(push):
     """A graph does not hold its programs: a replay of a released one is reported at the next sync point. It ended
     its whole window, so launches queued after it (other threads' too) were lost; now only it is skipped."""
-    from _reliability import REPO, run_isolated
-
-    r = run_isolated(RELEASED_REPLAY.replace("{repo!r}", repr(REPO)), env={"VKBACKEND_PUSH_DESCRIPTORS": push})
+    r = run_isolated("graph_released_replay", env={"VKBACKEND_PUSH_DESCRIPTORS": push})
     assert r["status"] == "KernelLaunch" and r["value"] == 7.0, r
     assert r["validation"] == ""

@@ -123,40 +123,6 @@ def test_accesses_by_address_are_ordered_like_bound_ones(device, pool, addressed
 
 
 # ----- buffers past the largest allocation --------------------------------------------------------------------------
-CAPPED = """
-dev = vkbackend.devices()[0]
-pool = dev.memory_pool
-cap = int(os.environ["VKBACKEND_MAX_ALLOCATION_BYTES"])
-result["limit"] = pool.allocation_limit
-before = pool.stats()
-try:
-    pool.allocate(cap + 4096)
-    result["past"] = "made"
-except BackendError as error:
-    result["past"] = [error.status.value, error.context]
-result["refused_unchanged"] = pool.stats() == before
-at_cap, dedicated, block = pool.allocate(cap), pool.allocate(cap // 2), pool.allocate(4096)
-made = pool.stats()
-result["made"] = {k: made[k] - before[k] for k in made}
-result["chunk_bytes"] = pool.chunk_bytes
-pattern = np.arange(cap // 4, dtype=np.uint32)
-pool.host_to_pool(pattern, at_cap)
-out = np.empty_like(pattern)
-pool.pool_to_host(at_cap, out)
-result["round_trip"] = bool(np.array_equal(out, pattern))
-for buf in (at_cap, dedicated, block):
-    pool.release(buf)
-dev.sync()
-after = pool.stats()
-result["released"] = {k: after[k] - before[k] for k in after}
-dev.close()
-halved = vkbackend.VulkanConfig(max_allocation_bytes=cap // 2)
-result["config_wins"] = vkbackend.devices(halved)[0].memory_pool.allocation_limit
-vkbackend.devices()[0].close()
-huge = vkbackend.VulkanConfig(max_allocation_bytes=1 << 62)
-result["above_the_device"] = [vkbackend.devices(huge)[0].memory_pool.allocation_limit,
-                              vkbackend.devices()[0].info.max_memory_allocation_size]
-"""
 
 
 def test_past_the_allocation_cap_a_device_without_sparse_binding_says_what_to_do(device):
@@ -170,7 +136,7 @@ def test_past_the_allocation_cap_a_device_without_sparse_binding_says_what_to_do
             "test_a_sparse_buffer_bound_to_allocations_of_the_cap covers it"
         )
     cap = 64 * MiB
-    result = run_isolated(CAPPED, timeout=120, env={"VKBACKEND_MAX_ALLOCATION_BYTES": str(cap)})
+    result = run_isolated("large_buffers_capped", timeout=120, env={"VKBACKEND_MAX_ALLOCATION_BYTES": str(cap)})
     assert result["limit"] == cap
     status, message = result["past"]
     assert status == "MemoryAllocation"
@@ -190,92 +156,9 @@ def test_past_the_allocation_cap_a_device_without_sparse_binding_says_what_to_do
     assert result["validation"] == ""
 
 
-SPARSE = """
-from vkbackend import testing
-nbytes = int(os.environ["LARGE_BYTES"])
-dev = vkbackend.devices()[0]
-pool = dev.memory_pool
-limit = pool.allocation_limit
-with open(os.environ["PROBE_KERNEL"]) as f:
-    probe = dev.compile(vkbackend.compile_glsl(f.read()))
-dev.sync()
-before = pool.stats()
-
-# A bind that fails leaves nothing behind.
-testing.inject("vkQueueBindSparse", "VK_ERROR_OUT_OF_DEVICE_MEMORY")
-try:
-    pool.allocate(nbytes)
-    result["failed_bind"] = "made"
-except BackendError as error:
-    result["failed_bind"] = [error.status.value, "vkQueueBindSparse" in error.context]
-finally:
-    testing.clear()
-dev.sync()
-result["failed_bind_left"] = {k: v - before[k] for k, v in pool.stats().items()}
-
-big = pool.allocate(nbytes)
-made = pool.stats()
-result["made"] = {k: made[k] - before[k] for k in made}
-n = nbytes // 4
-pattern = np.arange(n, dtype=np.uint32)
-pool.host_to_pool(pattern, big)
-
-# Words on either side of each boundary between allocations, and at both ends (not the last word, which the kernel
-# writes).
-words = limit // 4
-probes = sorted({0, 1, n - 2} | {k * words + d for k in range(1, nbytes // limit + 1) for d in (-1, 0)
-                                 if 0 < k * words + d < n - 1})
-at, found = pool.allocate(8 * len(probes)), pool.allocate(4 * len(probes))
-pool.host_to_pool(np.array(probes, dtype=np.uint64), at)
-mark = 0xC0FFEE
-dev.launch(probe, [big, at, found], [len(probes), mark, n - 1], (1, 1, 1))
-values = np.empty(len(probes), dtype=np.uint32)
-pool.pool_to_host(found, values)
-expected = np.array(probes, dtype=np.uint64).astype(np.uint32)  # the pattern's words: their index, modulo 2^32
-result["probes"] = len(probes)
-result["probes_read"] = bool(np.array_equal(values, expected))
-wrong = [(p, int(v)) for p, v, e in zip(probes, values, expected) if e != v][:6]
-detail = result["detail"] = {"limit": limit, "wrong_probes": wrong}
-
-out = np.empty_like(pattern)
-pool.pool_to_host(big, out)
-result["last_word"] = int(out[-1]) == mark
-result["rest_intact"] = bool(np.array_equal(out[:-1], pattern[:-1]))
-bad = np.flatnonzero(out[:-1] != pattern[:-1])
-detail["wrong_words"] = [int(bad.size), *(int(i) for i in bad[:3])]
-del bad
-del out
-
-# A view across the first boundary, and a copy of it into a small buffer.
-align = dev.info.min_storage_buffer_offset_alignment
-start = (limit - 4096) // align * align
-view = pool.view(big, start, 8192)
-small = pool.allocate(8192)
-pool.pool_to_pool(pool, view, small)
-window = np.empty(2048, dtype=np.uint32)
-pool.pool_to_host(small, window)
-result["view_copied"] = bool(np.array_equal(window, pattern[start // 4:start // 4 + 2048]))
-
-if os.environ.get("COPY_WHOLE") == "1":   # a copy between two sparse buffers
-    other = pool.allocate(nbytes)
-    pool.pool_to_pool(pool, big, other)
-    out = np.empty_like(pattern)
-    pool.pool_to_host(other, out)
-    result["whole_copied"] = bool(out[-1] == mark and np.array_equal(out[:-1], pattern[:-1]))
-    del out
-    pool.release(other)
-
-for buf in (view, big, at, found, small):
-    pool.release(buf)
-dev.sync()
-pool.trim()   # the chunk the small buffers were blocks of
-result["released"] = {k: v - before[k] for k, v in pool.stats().items()}
-"""
-
-
 def run_sparse(device, nbytes: int, cap: int | None, timeout: float) -> dict:
-    """Run SPARSE in a child process for a buffer of ``nbytes`` with the allocation cap ``cap`` (None: the device's
-    limit), after skipping, saying why, where the device cannot hold it."""
+    """Run tests/scripts/large_buffers_sparse.py in a child process for a buffer of ``nbytes`` with the allocation
+    cap ``cap`` (None: the device's limit), after skipping, saying why, where the device cannot hold it."""
     info = device.info
     if not info.sparse_binding:
         pytest.skip(
@@ -293,11 +176,11 @@ def run_sparse(device, nbytes: int, cap: int | None, timeout: float) -> dict:
         "VKBACKEND_MAX_ALLOCATION_BYTES": str(cap or ""),
         "COPY_WHOLE": "1" if 2 * nbytes + GiB <= free else "0",
     }
-    return run_isolated(SPARSE, timeout=timeout, env=env)
+    return run_isolated("large_buffers_sparse", timeout=timeout, env=env)
 
 
 def check_sparse(result: dict, nbytes: int, pieces: int) -> None:
-    """What SPARSE found for a buffer of ``nbytes`` bound to ``pieces`` allocations."""
+    """What tests/scripts/large_buffers_sparse.py found for a buffer of ``nbytes`` bound to ``pieces`` allocations."""
     assert result["failed_bind"] == ["MemoryAllocation", True]
     assert result["failed_bind_left"] == {"live_buffers": 0, "memory_objects": 0, "held_bytes": 0, "chunks": 0}
     made = result["made"]
@@ -343,58 +226,3 @@ def test_a_sparse_buffer_is_cut_into_pieces_as_large_as_the_limit_allows():
     assert piece_sizes(GiB, align, 300 * MiB + 1000) == [300 * MiB] * 3 + [GiB - 900 * MiB]
     with pytest.raises(BackendError, match="smaller than a sparse buffer's alignment"):
         piece_sizes(GiB, align, align - 1)
-
-
-def test_a_sparse_bind_hands_the_driver_every_piece_at_its_offset():
-    """What vkQueueBindSparse is given, checked on any device (a driver stand-in records it): one bind of the buffer,
-    each piece at the offset where the one before ends, the structs alive through a garbage collection."""
-    import gc
-    from types import SimpleNamespace
-
-    from vkbackend._ffi import ffi, lib
-    from vkbackend.memory.sparse import LargeBuffer, bind
-
-    seen: dict = {}
-
-    class Driver:
-        def __getattr__(self, name):
-            return getattr(lib, name)
-
-        def vkCreateFence(self, device, info, allocator, out):
-            seen["fence"] = info.sType
-            out[0] = ffi.cast("VkFence", 7)
-            return 0
-
-        def vkQueueBindSparse(self, queue, count, info, fence):
-            gc.collect()
-            buffer_bind = info.pBufferBinds[0]
-            binds = [buffer_bind.pBinds[i] for i in range(buffer_bind.bindCount)]
-            seen["bind"] = (info.sType, info.bufferBindCount, int(ffi.cast("uintptr_t", buffer_bind.buffer)))
-            seen["pieces"] = [
-                (b.resourceOffset, b.size, int(ffi.cast("uintptr_t", b.memory)), b.memoryOffset) for b in binds
-            ]
-            return 0
-
-        def vkWaitForFences(self, device, count, fences, wait_all, timeout):
-            return 0
-
-        def vkDestroyFence(self, device, fence, allocator):
-            seen["destroyed"] = int(ffi.cast("uintptr_t", fence))
-
-    ctx = SimpleNamespace(
-        ffi=ffi,
-        lib=Driver(),
-        device=ffi.NULL,
-        handles=SimpleNamespace(queue=ffi.NULL),
-        sync_timeout_ns=10**9,
-        sync_timeout_s=1.0,
-    )
-    large = LargeBuffer(ffi.cast("VkBuffer", 0x99), 600, 640, 64)
-    for handle, size in [(0x10, 256), (0x20, 256), (0x30, 128)]:
-        large.pieces.append(ffi.cast("VkDeviceMemory", handle))
-        large.piece_sizes.append(size)
-    bind(SimpleNamespace(ctx=ctx, address=lambda buffer: 0), large)
-    assert seen["fence"] == lib.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO
-    assert seen["bind"] == (lib.VK_STRUCTURE_TYPE_BIND_SPARSE_INFO, 1, 0x99)
-    assert seen["pieces"] == [(0, 256, 0x10, 0), (256, 256, 0x20, 0), (512, 128, 0x30, 0)]
-    assert seen["destroyed"] == 7 and not large.pending

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import secrets
-import textwrap
 import threading
 
 import numpy as np
 import pytest
-from _reliability import run_script
+from _buffers import download, upload
+from _reliability import groups, run_script
 
 import vkbackend
 from vkbackend import GridArg, ids
@@ -23,7 +23,6 @@ from vkbackend.errors import BackendError, ErrorStatus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = os.path.join(REPO, "tests", "kernels")
-LOCAL = 64  # local_size_x of the element-wise kernels
 
 
 # ----- helpers ---------------------------------------------------------------------------------------------------
@@ -32,23 +31,6 @@ def rng():
     seed = secrets.randbits(32)
     print(f"numpy seed: {seed}")  # shown by pytest when the test fails
     return np.random.default_rng(seed)
-
-
-def upload(pool, array) -> int:
-    array = np.ascontiguousarray(array)
-    buf = pool.allocate(max(array.nbytes, 4))
-    pool.host_to_pool(array, buf)
-    return buf
-
-
-def download(pool, buf, dtype, count) -> np.ndarray:
-    out = np.empty(count, dtype=dtype)
-    pool.pool_to_host(buf, out)
-    return out
-
-
-def groups(n: int, local: int = LOCAL) -> tuple[int, int, int]:
-    return (-(-n // local), 1, 1)
 
 
 def barriers(device) -> int:
@@ -876,87 +858,6 @@ def test_launches_from_eight_threads(device, pool, kernel, rng):
 
 
 # ----- the descriptor-pool path --------------------------------------------------------------------------------------
-POOL_PATH_SCRIPT = textwrap.dedent("""
-    import sys
-    import numpy as np
-    import vkbackend
-    from vkbackend import discovery
-
-    spv = sys.argv[1]
-    rng = np.random.default_rng(int(sys.argv[2]))
-    dev = vkbackend.devices()[0]
-    assert dev.info.push_descriptors is False, dev.info.push_descriptors
-    pool = dev.memory_pool
-    prog = {name: dev.compile(open(f"{spv}/{name}.spv", "rb").read()) for name in ("affine", "add", "counter", "fill")}
-    n, slots, pairs = 500, 37, 4
-    groups = (-(-n // 64), 1, 1)
-
-    def upload(a):
-        b = pool.allocate(a.nbytes)
-        pool.host_to_pool(a, b)
-        return b
-
-    def download(b, dtype, count):
-        out = np.empty(count, dtype)
-        pool.pool_to_host(b, out)
-        return out
-
-    xs = [rng.standard_normal(n, dtype=np.float32) for _ in range(pairs)]
-    bx = [upload(x) for x in xs]
-    by = [pool.allocate(n * 4) for _ in range(pairs)]
-    bs = [pool.allocate(n * 4) for _ in range(pairs)]
-    counts = upload(np.zeros(slots, np.uint32))
-    total = np.zeros(slots, np.int64)
-    for rounds in (1500, 1200):  # over 3,000 sets in one window first, then again on recycled pools
-        idx = rng.integers(0, slots, rounds)
-        coeffs = rng.uniform(-2, 2, (rounds, 2)).astype(np.float32)
-        for r in range(rounds):
-            p = r % pairs
-            dev.launch(prog["counter"], [counts], [int(idx[r])])
-            dev.launch(prog["affine"], [bx[p], by[p]], [coeffs[r, 0], coeffs[r, 1], n], groups)
-            if r % 3 == 0:
-                dev.launch(prog["add"], [bx[p], by[p], bs[p]], [n], groups)
-            if r % 7 == 0:
-                dev.launch(prog["fill"], [bs[(p + 1) % pairs]], [float(r), n], groups)
-        dev.sync()
-        total += np.bincount(idx, minlength=slots)
-        assert (download(counts, np.uint32, slots) == total).all()
-        for p in range(pairs):
-            last = max(r for r in range(rounds) if r % pairs == p)
-            a, c = coeffs[last]
-            y = download(by[p], np.float32, n)
-            assert np.allclose(y, a * xs[p] + c, rtol=1e-5, atol=1e-5), p
-        # each bs[p] was last written by an add (s = x + y at that time) or a fill: recompute the last writer
-        for p in range(pairs):
-            last_add = max(r for r in range(rounds) if r % pairs == p and r % 3 == 0)
-            last_fill = max((r for r in range(rounds) if r % 7 == 0 and (r % pairs + 1) % pairs == p), default=-1)
-            got = download(bs[p], np.float32, n)
-            if last_fill > last_add:
-                assert (got == np.float32(last_fill)).all(), p
-            else:
-                a, c = coeffs[last_add]
-                assert np.allclose(got, xs[p] + (a * xs[p] + c), rtol=1e-5, atol=1e-5), p
-    # A launch refused on the worker (GridArg out of range) between two good ones: the descriptor sets of the
-    # launches after it must still line up.
-    grid_bad = dev.info.max_global_work_dims[0] + 1
-    dev.launch(prog["affine"], [bx[0], by[0]], [3.0, 0.0, n], groups)
-    dev.launch(prog["affine"], [bx[1], by[1]], [1.0, 0.0, grid_bad], (vkbackend.GridArg(2), 1, 1))
-    dev.launch(prog["add"], [bx[2], by[0], bs[2]], [n], groups)
-    try:
-        dev.sync()
-    except vkbackend.BackendError as error:
-        assert error.status is vkbackend.ErrorStatus.KernelLaunch, error
-    else:
-        raise AssertionError("the out-of-range GridArg was not reported")
-    assert np.allclose(download(bs[2], np.float32, n), xs[2] + 3 * xs[0], rtol=1e-5, atol=1e-5)
-    stats = dev.stats()
-    pools_alive = stats["live_objects"]["descriptor_pools"]
-    assert 0 < pools_alive <= 8, pools_alive
-    dev.close()
-    messages = discovery.validation_messages()
-    assert not messages, messages
-    print("POOL PATH OK", stats["dispatches"], pools_alive)
-""")
 
 
 def write_spirv(tmp_path, names) -> str:
@@ -970,6 +871,8 @@ def write_spirv(tmp_path, names) -> str:
 
 def test_descriptor_pool_path(device, tmp_path, rng):
     spv = write_spirv(tmp_path, ["affine", "add", "counter", "fill"])
-    result = run_script(POOL_PATH_SCRIPT, spv, str(int(rng.integers(2**32))), env={"VKBACKEND_PUSH_DESCRIPTORS": "0"})
+    result = run_script(
+        "launch_descriptor_pool_path", spv, str(int(rng.integers(2**32))), env={"VKBACKEND_PUSH_DESCRIPTORS": "0"}
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "POOL PATH OK" in result.stdout

@@ -173,19 +173,6 @@ def test_wheel_holds_no_build_only_files(dist):
     assert c_sources == RUNTIME_C_SOURCES, f"C sources in the wheel: {sorted(c_sources)}"
 
 
-# What pip does for ``pip install -e`` up to the wheel (``python -m build`` makes no editable wheels): in an isolated
-# environment, PEP 660's build_editable.
-BUILD_EDITABLE = """import sys
-from build import ProjectBuilder
-from build.env import DefaultIsolatedEnv
-with DefaultIsolatedEnv() as env:
-    builder = ProjectBuilder.from_isolated_env(env, sys.argv[1])
-    env.install(builder.build_system_requires)
-    env.install(builder.get_requires_for_build("editable"))
-    builder.build("editable", sys.argv[2])
-"""
-
-
 def test_editable_wheel_carries_the_pth_file(dist, tmp_path):
     """``pip install -e`` gets the tinygrad hook's .pth at the top of its wheel, listed in RECORD with its hash (built
     from the unpacked sdist, so that this checkout's in-place module is left alone)."""
@@ -193,7 +180,7 @@ def test_editable_wheel_carries_the_pth_file(dist, tmp_path):
         tar.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     (source,) = tmp_path.glob("vkbackend-*")
     out = tmp_path / "out"
-    _run([sys.executable, "-c", BUILD_EDITABLE, source, out], cwd=tmp_path)
+    _run([sys.executable, ROOT / "tests" / "scripts" / "packaging_build_editable.py", source, out], cwd=tmp_path)
     (wheel,) = out.glob("vkbackend-*.whl")
     pth = (ROOT / "vkbackend" / "tinygrad" / "vkbackend-tinygrad.pth").read_bytes()
     with zipfile.ZipFile(wheel) as zf:

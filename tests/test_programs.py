@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import secrets
 import struct
-import textwrap
 import threading
 
 import numpy as np
 import pytest
+from _buffers import download
 from _reliability import run_script
 
 import vkbackend
@@ -44,12 +44,6 @@ def expect_status(status, fn, *args, **kwargs) -> BackendError:
         fn(*args, **kwargs)
     assert caught.value.status is status, caught.value
     return caught.value
-
-
-def download(pool, buf, dtype, count) -> np.ndarray:
-    out = np.empty(count, dtype=dtype)
-    pool.pool_to_host(buf, out)
-    return out
 
 
 @pytest.fixture
@@ -292,60 +286,9 @@ def test_compiles_from_several_threads(device, pool):
 
 
 # ----- the persistent pipeline cache ---------------------------------------------------------------------------------
-# Each step runs in a fresh interpreter (the cache is read when a device opens and written when it closes), with
-# this process's environment, so the validation layer watches there too; the script checks its own messages.
-CACHE_SCRIPT = textwrap.dedent("""
-    import glob, io, logging, os, shutil, struct, sys
-    import numpy as np
-    import vkbackend
-    from vkbackend import discovery
-
-    spv_dir, mode = sys.argv[1], sys.argv[2]
-    variants = sys.argv[3:]          # mode "variants": (file of bytes to install as the cache, cache path) pairs
-    log = io.StringIO()
-    handler = logging.StreamHandler(log)
-    logger = logging.getLogger("vkbackend")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    spirvs = [open(f, "rb").read() for f in sorted(glob.glob(os.path.join(spv_dir, "*.spv")))]
-    affine = open(os.path.join(spv_dir, "affine.spv"), "rb").read()
-
-    def use_device():
-        dev = vkbackend.devices()[0]
-        progs = [dev.compile(s) for s in spirvs]
-        prog = dev.compile(affine)
-        pool = dev.memory_pool
-        x = np.arange(256, dtype=np.float32)
-        bx, by = pool.allocate(1024), pool.allocate(1024)
-        pool.host_to_pool(x, bx)
-        dev.launch(prog, [bx, by], [2.0, 1.0, 256], (4, 1, 1))
-        y = np.empty(256, np.float32)
-        pool.pool_to_host(by, y)
-        assert (y == 2 * x + 1).all()
-        return dev, len(progs)
-
-    if mode == "variants":
-        for i in range(0, len(variants), 2):
-            shutil.copyfile(variants[i], variants[i + 1])
-            dev, n = use_device()
-            dev.close()
-            if os.path.basename(variants[i]) == "own_header_garbage_body":
-                # The header passes, so the body reaches the driver, which may say that it cannot use it: NVIDIA's
-                # (580.159.04 on an H200) reports this one warning through the debug messenger, and nothing else.
-                left = discovery.validation_messages().replace(
-                    "[warning] PipelineCache: unable to load pipeline cache entry", "").strip()
-                assert not left, left
-            print("VARIANT OK", os.path.basename(variants[i]))
-    else:
-        dev, n = use_device()
-        if mode == "close":
-            dev.close()
-        print("COMPILED", n)
-    messages = discovery.validation_messages()
-    assert not messages, messages
-    print("LOG:" + log.getvalue().replace("\\n", " | "))
-    # mode "exit": the interpreter's exit closes the device and saves the cache
-""")
+# Each step is tests/scripts/programs_pipeline_cache.py in a fresh interpreter (the cache is read when a device opens
+# and written when it closes), with this process's environment, so the validation layer watches there too; the script
+# checks its own messages.
 
 
 def check_cache_file(device, path) -> bytes:
@@ -379,7 +322,7 @@ def test_pipeline_cache_is_saved_reused_and_survives_corrupt_files(device, tmp_p
     env = {"VKBACKEND_CACHE_DIR": str(cache)}
 
     # 1. A first process compiles and exits without closing: the exit saves the cache, one file for this device.
-    first = run_script(CACHE_SCRIPT, str(spv), "exit", env=env)
+    first = run_script("programs_pipeline_cache", str(spv), "exit", env=env)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "COMPILED 6" in first.stdout
     files = sorted(p for p in cache.iterdir() if p.name not in NOT_PIPELINE_CACHES)
@@ -390,7 +333,7 @@ def test_pipeline_cache_is_saved_reused_and_survives_corrupt_files(device, tmp_p
 
     # 2. A second process loads it (accepted: nothing logged about ignoring it), compiles the same kernels and
     #    closes explicitly, writing the cache again.
-    second = run_script(CACHE_SCRIPT, str(spv), "close", env=env)
+    second = run_script("programs_pipeline_cache", str(spv), "close", env=env)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "COMPILED 6" in second.stdout
     assert "ignor" not in second.stdout.lower(), second.stdout
@@ -416,7 +359,7 @@ def test_pipeline_cache_is_saved_reused_and_survives_corrupt_files(device, tmp_p
     for name, data in variants.items():
         (tmp_path / name).write_bytes(data)
         args += [str(tmp_path / name), str(path)]
-    third = run_script(CACHE_SCRIPT, str(spv), "variants", *args, env=env)
+    third = run_script("programs_pipeline_cache", str(spv), "variants", *args, env=env)
     assert third.returncode == 0, third.stdout + third.stderr
     for name in variants:
         assert f"VARIANT OK {name}" in third.stdout, third.stdout
@@ -427,7 +370,9 @@ def test_pipeline_cache_is_saved_reused_and_survives_corrupt_files(device, tmp_p
 def test_unwritable_cache_dir_does_not_break_close(device, tmp_path):
     blocker = tmp_path / "not_a_dir"
     blocker.write_bytes(b"a file where the cache directory should be")
-    result = run_script(CACHE_SCRIPT, _spv_dir(tmp_path), "close", env={"VKBACKEND_CACHE_DIR": str(blocker / "sub")})
+    result = run_script(
+        "programs_pipeline_cache", _spv_dir(tmp_path), "close", env={"VKBACKEND_CACHE_DIR": str(blocker / "sub")}
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "COMPILED 1" in result.stdout
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _reliability import run_script
 
 import vkbackend
 from vkbackend import BackendError, DType, ErrorStatus, VulkanConfig
@@ -18,13 +19,6 @@ from vkbackend._ffi import lib
 from vkbackend.errors import status_for
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run_python(code: str, **env) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, **env}
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=full_env, cwd=ROOT, timeout=120
-    )
 
 
 def test_header_version_matches_the_real_header():
@@ -67,24 +61,18 @@ def test_check_raises_typed_errors():
 
 
 def test_import_works_without_a_loader_and_devices_says_what_to_install():
-    result = run_python(
-        "import vkbackend\n"
-        "try:\n    vkbackend.devices()\n"
-        "except vkbackend.BackendError as e:\n    print(e.status.name, '|', e.context)\n",
-        VKBACKEND_VULKAN_LIBRARY="/nonexistent/libvulkan.so.1",
-        VKBACKEND_DEVICE_IDS="0",
-    )
+    env = {"VKBACKEND_VULKAN_LIBRARY": "/nonexistent/libvulkan.so.1", "VKBACKEND_DEVICE_IDS": "0"}
+    result = run_script("open_devices", env=env)
     assert result.returncode == 0, result.stderr
-    status, message = result.stdout.split("|", 1)
-    assert status.strip() == "DyLibNotFound"
+    _, status, message = result.stdout.split(" | ", 2)
+    assert status == "DyLibNotFound"
     assert "libvulkan" in message and "apt-get install" in message
 
 
 def test_configured_out():
     assert vkbackend.devices(VulkanConfig(device_ids=[])) == []
-    result = run_python(
-        "import vkbackend; print(vkbackend.devices())", VKBACKEND_DEVICE_IDS="", VKBACKEND_VULKAN_LIBRARY="/nonexistent"
-    )  # configured out: no loader is even opened
+    # configured out: no loader is even opened
+    result = run_script("open_devices", env={"VKBACKEND_DEVICE_IDS": "", "VKBACKEND_VULKAN_LIBRARY": "/nonexistent"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 

@@ -156,31 +156,11 @@ def test_a_launch_nobody_waits_for_runs_within_the_grace(device, pool):
         pool.release(buf)
 
 
-TRACED = """
-prog = vkbackend.compile_glsl(AFFINE)
-dev = vkbackend.devices()[0]
-p = dev.compile(prog)
-pool = dev.memory_pool
-buf = pool.allocate(1024)
-pool.host_to_pool(np.zeros(256, np.uint32), buf)
-out = np.empty(256, np.uint32)
-for i in range(20):
-    dev.launch(p, [buf], [256, 1, 1], groups(256))
-    dev.sync()
-    dev.launch(p, [buf], [256, 1, 1], groups(256))
-    pool.pool_to_host(buf, out)
-result["value"] = int(out[0])
-result["calibrated"] = "VK_EXT_calibrated_timestamps" in dev.info.extensions
-pool.release(buf)
-dev.close()
-"""
-
-
 def test_trace_records_every_sync_point(tmp_path):
     """VKBACKEND_TRACE=FILE writes Chrome trace JSON of the caller's, the worker's and (with calibrated timestamps)
     the GPU's events, and trace-summary breaks each sync point down."""
     path = tmp_path / "trace.json"
-    result = run_isolated(TRACED, env={"VKBACKEND_TRACE": str(path)})
+    result = run_isolated("sync_path_traced", env={"VKBACKEND_TRACE": str(path)})
     assert result["value"] == 40 and result["validation"] == ""
     events = json.loads(path.read_text())["traceEvents"]
     names = [e["name"] for e in events]
@@ -227,22 +207,9 @@ def test_tracing_is_off_unless_asked():
     assert trace.enabled is bool(os.environ.get("VKBACKEND_TRACE"))
 
 
-SWITCH = """
-before = sys.getswitchinterval()
-dev = vkbackend.devices()[0]
-result["open"] = sys.getswitchinterval()
-dev.close()
-result["restored"] = sys.getswitchinterval() == before
-dev = vkbackend.devices()[0]
-sys.setswitchinterval(0.001)  # the program's own choice, while a device is open: kept at close
-dev.close()
-result["kept"] = sys.getswitchinterval()
-"""
-
-
 def test_the_last_close_restores_the_switch_interval():
     """Opening a device lowers the interpreter's GIL switch interval; closing the last one gives the previous value
     back, unless the program set its own meanwhile."""
-    result = run_isolated(SWITCH, env={"VKBACKEND_SWITCH_INTERVAL_S": "0.0002"})
+    result = run_isolated("sync_path_switch_interval", env={"VKBACKEND_SWITCH_INTERVAL_S": "0.0002"})
     assert abs(result["open"] - 0.0002) < 1e-6 and result["restored"] and abs(result["kept"] - 0.001) < 1e-6
     assert result["validation"] == ""

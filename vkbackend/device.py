@@ -44,6 +44,13 @@ LIVE_OBJECT_CALLS = {
 }
 
 
+def live_objects() -> dict[str, int]:
+    """The Vulkan objects alive in the process, by kind: the native layer's count of successful create calls less
+    destroy calls (``LIVE_OBJECT_CALLS``), whether or not a device is open."""
+    calls = success_counts()
+    return {kind: calls[create] - calls[destroy] for kind, (create, destroy) in LIVE_OBJECT_CALLS.items()}
+
+
 class Device:
     """One Vulkan device. Every method is safe to call from several threads at once."""
 
@@ -161,13 +168,11 @@ class Device:
         """Counters: batches, dispatches, barriers and copies submitted, and how often launches were throttled; this
         pool's usage; and the Vulkan objects alive in the process, from the native layer's count of successful create
         and destroy calls."""
-        calls = success_counts()
-        live = {kind: calls[create] - calls[destroy] for kind, (create, destroy) in LIVE_OBJECT_CALLS.items()}
         return {
             **self._submitter.stats,
             "throttled": self._worker.throttle_count,
             "pool": self._pool.stats(),
-            "live_objects": live,
+            "live_objects": live_objects(),
         }
 
     def close(self) -> None:

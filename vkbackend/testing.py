@@ -12,14 +12,23 @@ so a fault reaches the backend exactly where a real driver failure would, on whi
 
 One fault is armed at a time, process-wide (every device of the process shares the dispatch table); injecting again
 replaces it. It fires once and then disarms itself.
+
+Tests also read here what the backend knows and its public API does not show: the Vulkan objects alive in the
+process (also with no device open), the validation layer's messages, and whether ``close()`` abandoned a device.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import _ffi
+from .device import live_objects
 from .errors import BackendError, ErrorStatus
 
-__all__ = ["inject", "clear", "pending"]
+if TYPE_CHECKING:
+    from .device import Device
+
+__all__ = ["inject", "clear", "pending", "live_objects", "validation_messages", "abandoned"]
 
 
 def _result_value(result: str) -> int:
@@ -75,3 +84,19 @@ def clear() -> None:
 def pending() -> bool:
     """True while an injected fault is armed and has not fired."""
     return bool(_ffi.lib.vkb_fault_pending())
+
+
+def validation_messages() -> str:
+    """The validation layer's messages since the last call (``discovery.validation_messages()``, less the known
+    driver messages), or '' in a process that has not started Vulkan: with no instance there is no messenger to have
+    collected any, and the Vulkan loader is not opened to ask."""
+    from .discovery import Instance
+    from .discovery import validation_messages as take
+
+    return take() if Instance._current is not None else ""
+
+
+def abandoned(device: Device) -> bool:
+    """Whether ``device.close()`` abandoned the device: its GPU work outlived the sync deadline, so its memory and
+    Vulkan objects are kept until the process exits instead of being destroyed under the running work."""
+    return device._ctx.abandoned

@@ -1,0 +1,31 @@
+"""A fence that cannot be reset, and the launches after it (tests/test_faults.py)."""
+
+import time
+
+import numpy as np
+from _reliability import AFFINE, groups
+from isolated import outcome, report
+
+import vkbackend
+from vkbackend import testing
+
+result = {}
+dev = vkbackend.devices()[0]
+pool = dev.memory_pool
+prog = dev.compile(vkbackend.compile_glsl(AFFINE))
+buf = pool.allocate(1024)
+x = np.arange(256, dtype=np.uint32)
+pool.host_to_pool(x, buf)
+dev.sync()
+testing.inject("vkResetFences", "VK_ERROR_OUT_OF_DEVICE_MEMORY")
+dev.launch(prog, [buf], [256, 1, 1], groups(256))
+result["first"] = outcome(dev.sync)[0]
+for _ in range(20):
+    dev.launch(prog, [buf], [256, 1, 1], groups(256))
+    time.sleep(0.001)
+out = np.empty(256, np.uint32)
+result["read"] = outcome(pool.pool_to_host, buf, out)[0]
+result["ok"] = bool((out == x + 21).all())
+result["close"] = outcome(dev.close)[0]
+result["live_end"] = testing.live_objects()
+report(result)
