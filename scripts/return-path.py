@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Where a sync point's time goes between the caller and the GPU, without tracing: the C calls of the worker and
+the caller (recording and submitting a window, the fence wait, the fence reset, publishing the completed serial,
+the caller's wait) are stamped with ``time.perf_counter_ns`` in one process, for two kinds of sync point:
+
+- the synchronised MLP step of ``bench --tinygrad`` (tinygrad's ``TinyJit`` step, then ``Device.synchronize``);
+- ``launch_sync`` (one tiny launch, then ``Device.sync``).
+
+    python3 scripts/return-path.py            # the bench's full-size MLP
+    python3 scripts/return-path.py --quick    # the --quick MLP (lavapipe)
+
+Each row is min / median / p90 microseconds over the sync points. Run it from a checkout (tinygrad 0.14.0 installed).
+The stamps wrap the device's native module for the run, which adds well under a microsecond per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+STAMPED = ("vkb_wait_fence", "vkResetFences", "vkb_publish_completed", "vkb_wait_completed", "vkb_submit_window")
+ROWS = (
+    ("recording and vkQueueSubmit", "submit"),
+    ("fence seen -> reset begins", "fence_reset"),
+    ("vkResetFences", "reset"),
+    ("reset -> publish begins", "reset_publish"),
+    ("published -> caller out", "publish_out"),
+    ("caller out -> sync returned", "out_end"),
+    ("fence seen -> sync returned", "fence_end"),
+)
+
+
+class Stamped:
+    """The native module with some functions wrapped to log (name, start ns, end ns, result)."""
+
+    def __init__(self, lib, log: list) -> None:
+        self._lib = lib
+        for name in STAMPED:
+            setattr(self, name, self._wrap(getattr(lib, name), name, log))
+
+    @staticmethod
+    def _wrap(fn, name: str, log: list):
+        def stamped(*args):
+            start = time.perf_counter_ns()
+            result = fn(*args)
+            log.append((name, start, time.perf_counter_ns(), result))
+            return result
+
+        return stamped
+
+    def __getattr__(self, name: str):
+        return getattr(self._lib, name)
+
+
+def phases(log: list, start: int, end: int) -> dict[str, int] | None:
+    """The phases of the sync point that ran from ``start`` to ``end`` (ns), from the stamps inside it."""
+
+    def last(name: str, done=None):
+        found = [e for e in log if e[0] == name and start <= e[1] <= end and (done is None or done(e[3]))]
+        return found[-1] if found else None
+
+    fence, reset = last("vkb_wait_fence", lambda r: r == 0), last("vkResetFences")
+    publish, wait, submit = last("vkb_publish_completed"), last("vkb_wait_completed", bool), last("vkb_submit_window")
+    if not (fence and reset and publish and wait and submit):
+        return None
+    return {
+        "submit": submit[2] - submit[1],
+        "fence_reset": reset[1] - fence[2],
+        "reset": reset[2] - reset[1],
+        "reset_publish": publish[1] - reset[2],
+        "publish_out": wait[2] - publish[1],
+        "out_end": end - wait[2],
+        "fence_end": end - fence[2],
+    }
+
+
+def report(label: str, log: list, syncs: list[tuple[int, int]]) -> None:
+    found = [p for p in (phases(log, a, b) for a, b in syncs) if p is not None]
+    print(f"{label}: {len(found)} of {len(syncs)} sync points; us min / median / p90")
+    for title, key in ROWS:
+        values = sorted(p[key] for p in found)
+        if values:
+            print(
+                f"  {title:30s} {values[0] / 1e3:8.1f} {values[len(values) // 2] / 1e3:8.1f} "
+                f"{values[int(len(values) * 0.9)] / 1e3:8.1f}"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="the small MLP of bench --tinygrad --quick")
+    parser.add_argument("--steps", type=int, default=60, help="synced MLP steps stamped")
+    parser.add_argument("--trips", type=int, default=500, help="launch_sync round trips stamped")
+    args = parser.parse_args(argv)
+    os.environ["DEV"] = "VK"
+    import numpy as np
+    from tinygrad import Device
+
+    import vkbackend.tinygrad  # noqa: F401 - the VK device, for a checkout that was never installed
+    from vkbackend.bench import kernels
+    from vkbackend.bench.tinygrad.cases import TinygradWorkloads
+    from vkbackend.bench.tinygrad.spec import TgSizes
+
+    work = TinygradWorkloads("VK", TgSizes.quick() if args.quick else TgSizes.full())
+    step = work.mlp_step()
+    for _ in range(10):
+        step()
+        work.sync()
+    dev = Device["VK"].vk
+    ctx = dev._worker.ctx  # the device's context: its ``lib`` is what the worker and the caller call through
+    log: list = []
+    native, ctx.lib = ctx.lib, Stamped(ctx.lib, log)
+    try:
+        syncs = []
+        for _ in range(args.steps):
+            step()
+            start = time.perf_counter_ns()
+            work.sync()
+            syncs.append((start, time.perf_counter_ns()))
+        report("synced MLP step", log, syncs)
+        log.clear()
+        pool = dev.memory_pool
+        prog = dev.compile(kernels.inc())
+        buf = pool.allocate(1024)
+        pool.host_to_pool(np.zeros(256, np.float32), buf)
+        syncs = []
+        for _ in range(args.trips):
+            dev.launch(prog, [buf], (256,), (1, 1, 1))
+            start = time.perf_counter_ns()
+            dev.sync()
+            syncs.append((start, time.perf_counter_ns()))
+        report("launch_sync", log, syncs)
+        pool.release(buf)
+    finally:
+        ctx.lib = native
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
