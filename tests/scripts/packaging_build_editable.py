@@ -4,9 +4,8 @@ build_editable of the source tree of the first argument, in an isolated environm
 
 import sys
 
-from build.env import DefaultIsolatedEnv
-
 from build import ProjectBuilder
+from build.env import DefaultIsolatedEnv
 
 with DefaultIsolatedEnv() as env:
     builder = ProjectBuilder.from_isolated_env(env, sys.argv[1])
