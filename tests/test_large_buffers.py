@@ -205,11 +205,13 @@ def test_a_sparse_buffer_bound_to_allocations_of_the_cap(device):
     check_sparse(run_sparse(device, nbytes, cap, timeout=300), nbytes, pieces=4)
 
 
-def test_a_buffer_past_the_devices_allocation_limit(device):
-    """A 5 GiB buffer, past the device's own maxMemoryAllocationSize (4 GiB on an H200): the same checks, with no cap.
-    Skips where the device has no sparse binding or too little free memory."""
+@pytest.mark.parametrize("gib", [5, 20])
+def test_a_buffer_past_the_devices_allocation_limit(device, gib):
+    """Buffers past the device's own maxMemoryAllocationSize (4 GiB on an H200): the same checks, with no cap; at
+    20 GiB the last word's index is past 2^32. Skips where the device has no sparse binding or too little free
+    memory."""
     limit = device.memory_pool.allocation_limit
-    nbytes = 5 * GiB
+    nbytes = gib * GiB
     if nbytes <= limit:
         pytest.skip(f"{device.info.name}'s largest allocation ({limit} bytes) holds {nbytes} bytes: not past it")
     check_sparse(run_sparse(device, nbytes, None, timeout=600), nbytes, pieces=-(-nbytes // limit))
