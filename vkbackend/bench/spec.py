@@ -65,7 +65,7 @@ def select(names: Sequence[str] | None) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Sizes:
-    """How much work each case does. ``full()`` is the issue's table; ``quick()`` runs on lavapipe in seconds."""
+    """How much work each case does: ``full()`` for a GPU (the H200 figures), ``quick()`` on lavapipe in seconds."""
 
     launches: int  # launch_chain, launch_independent
     elems: int  # float32 elements per array: add_bw, upload, download
