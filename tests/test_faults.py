@@ -359,10 +359,13 @@ def test_sync_deadline_turns_long_waits_into_kernel_sync(device):
     the deadline (tests/test_hostile.py follows such a device to the process's exit)."""
     grids = spin_grids(device, 10, 5)  # measured here: the child's deadline is shorter than the measuring launches
     r = run_isolated("faults_sync_deadline", env={"VKBACKEND_SYNC_TIMEOUT_S": "0.2", "SPIN_GRIDS": json.dumps(grids)})
+    # Each wait ends at its 0.2 s deadline, not with the kernel (10 s, then 5 s): the bounds are far under those, with
+    # room for a loaded 2-core machine, where lavapipe's kernel threads take the cores from the waiting thread (a
+    # read-back took 1.15 s there once, in 20 runs beside another suite).
     for status, seconds in [r["sync"], *r["reads"], r["sync2"]]:
-        assert status == "KernelSync" and seconds < 0.9, (status, seconds)
+        assert status == "KernelSync" and seconds < 2.5, (status, seconds)
     assert r["sync_after"][0] == "ok" and r["read_after"][0] == "ok" and r["read_ok"]
-    assert r["close"][0] == "ok" and r["close"][1] < 1.5 and r["abandoned"]
+    assert r["close"][0] == "ok" and r["close"][1] < 3.0 and r["abandoned"]
     assert r["validation"] == ""
 
 
