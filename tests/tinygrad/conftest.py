@@ -53,3 +53,19 @@ def vk_devices_count(vk_device) -> int:
     from vkbackend.tinygrad.runtime.ops_vk import vk_devices
 
     return len(vk_devices())
+
+
+@pytest.fixture
+def kernel_sources(monkeypatch) -> list[str]:
+    """The GLSL of every kernel tinygrad's VK device loads from here on (VKProgram), in order."""
+    from vkbackend.tinygrad.runtime import ops_vk
+
+    seen: list[str] = []
+    init = ops_vk.VKProgram.__init__
+
+    def record(self, dev, obj):
+        init(self, dev, obj)
+        seen.append(self.lib.source)
+
+    monkeypatch.setattr(ops_vk.VKProgram, "__init__", record)
+    return seen

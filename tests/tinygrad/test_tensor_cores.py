@@ -325,21 +325,6 @@ def test_retyping_needs_float16_matrices(glslang):
 # ----- matrix products against numpy -------------------------------------------------------------------------------
 
 
-def _sources(monkeypatch) -> list[str]:
-    """The GLSL of every kernel VKProgram loads from here on."""
-    from vkbackend.tinygrad.runtime import ops_vk
-
-    seen: list[str] = []
-    init = ops_vk.VKProgram.__init__
-
-    def record(self, dev, obj):
-        init(self, dev, obj)
-        seen.append(self.lib.source)
-
-    monkeypatch.setattr(ops_vk.VKProgram, "__init__", record)
-    return seen
-
-
 def _matmul_against_numpy(arch: str, m: int, n: int, k: int, din: str, dout: str, seen: list[str], marker: str):
     """``A (m x k) @ B (k x n)`` on ``VK::<arch>`` against numpy on the same rounded inputs, through a tensor core."""
     rng = np.random.default_rng(m * n + k)
@@ -370,13 +355,13 @@ EMULATED = [
 @pytest.mark.parametrize(
     "shape,threads,mnk", EMULATED, ids=[f"{s.token()}-w{t}-{'x'.join(map(str, d))}" for s, t, d in EMULATED]
 )
-def test_emulated_tensor_cores_against_numpy(vk_device, glslang, monkeypatch, shape, threads, mnk):
+def test_emulated_tensor_cores_against_numpy(vk_device, glslang, kernel_sources, shape, threads, mnk):
     """The staging, the lanes and warps and the layout, on any device: the emulated WMMA (tcemu) computes each
     invocation's elements from the staged tiles in scalar code."""
     caps = dataclasses.replace(
         caps_from_info(vk_device.vk.info), tc_threads=threads, tc_shapes=(shape,), tc_emulate=True
     )
-    _matmul_against_numpy(make_arch(caps), *mnk, shape.dtype_in, shape.dtype_out, _sources(monkeypatch), "vk_wmma_")
+    _matmul_against_numpy(make_arch(caps), *mnk, shape.dtype_in, shape.dtype_out, kernel_sources, "vk_wmma_")
 
 
 @pytest.fixture
@@ -397,20 +382,18 @@ def cooperative_caps(vk_device, monkeypatch) -> DeviceCaps:
 
 @pytest.mark.parametrize("din,dout", [("f16", "f32"), ("f16", "f16"), ("bf16", "f32")])
 @pytest.mark.parametrize("mnk", [(16, 16, 16), (64, 64, 64), (256, 512, 128), (128, 96, 256)], ids=str)
-def test_cooperative_matrix_tensor_cores_against_numpy(cooperative_caps, glslang13, monkeypatch, din, dout, mnk):
+def test_cooperative_matrix_tensor_cores_against_numpy(cooperative_caps, glslang13, kernel_sources, din, dout, mnk):
     """Matrix products on the device's cooperative matrices (tinygrad's default optimizations with its tensor
     cores), each shape the device offers for these types."""
     shapes = [s for s in cooperative_caps.tc_shapes if (s.dtype_in, s.dtype_out) == (din, dout)]
     if not shapes:
         pytest.skip(f"the device has no {din} -> {dout} cooperative-matrix shape")
-    seen = _sources(monkeypatch)
     for shape in shapes:
         arch = make_arch(dataclasses.replace(cooperative_caps, tc_shapes=(shape,)))
-        _matmul_against_numpy(arch, *mnk, din, dout, seen, "coopMatMulAdd")
+        _matmul_against_numpy(arch, *mnk, din, dout, kernel_sources, "coopMatMulAdd")
 
 
-def test_cooperative_matrix_tensor_cores_under_beam(cooperative_caps, glslang13, monkeypatch):
+def test_cooperative_matrix_tensor_cores_under_beam(cooperative_caps, glslang13, kernel_sources):
     """BEAM's candidates with tensor cores are timed and the chosen kernel is right (BEAM=2, a 256-cube product)."""
-    seen = _sources(monkeypatch)
     with Context(BEAM=2, IGNORE_BEAM_CACHE=1):
-        _matmul_against_numpy(make_arch(cooperative_caps), 256, 256, 256, "f16", "f32", seen, "coopMatMulAdd")
+        _matmul_against_numpy(make_arch(cooperative_caps), 256, 256, 256, "f16", "f32", kernel_sources, "coopMatMulAdd")
