@@ -25,7 +25,6 @@ log = logging.getLogger("vkbackend")
 __all__ = ["BatchSubmitter"]
 
 WAITED_SPIN_NS = 5_000_000  # a sync point's wait spins this long before it sleeps in slices (csrc/fence.c)
-SHORT_SPIN_NS = 50_000  # ... on a CPU device or with two cores or fewer
 KICK_GRACE_NS = 100_000  # a kicked worker waits this long for a caller to release the GIL before it takes it (fence.c)
 TRACE_QUERY_PAIRS = 256  # tracing: batches whose GPU start and end are kept at once (a batch completes long before)
 
@@ -107,7 +106,8 @@ class BatchSubmitter:
         self._fence_ptr = ffi.new("VkFence*")
         # the serial of the last batch completed (its completions run), for callers waiting at sync points (fence.c)
         self.progress = ffi.new("vkb_progress*")
-        self.progress.spin_ns = WAITED_SPIN_NS if ctx.polling_pays else SHORT_SPIN_NS
+        # on a CPU device or with two cores or fewer, only as long as any other wait (VKB_SPIN_NS)
+        self.progress.spin_ns = WAITED_SPIN_NS if ctx.polling_pays else lib.VKB_SPIN_NS
         self.progress.grace_ns = KICK_GRACE_NS if ctx.polling_pays else 0
         self.stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0}
 

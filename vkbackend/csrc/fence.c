@@ -23,7 +23,6 @@
 #include <time.h>
 
 enum {
-    VKB_SPIN_NS = 50000,            /* a wait spins this long before it sleeps in slices (longer: progress->spin_ns) */
     VKB_SLICE_NS = 10000,
     VKB_HANDOFF_NS = 20000,         /* the longest a publish waits for the caller to leave */
     VKB_TIMER_SLACK_NS = 1000

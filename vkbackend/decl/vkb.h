@@ -62,6 +62,8 @@ void vkb_copy(void *dst, const void *src, size_t n, int threads);
  * worker's fence waits spin instead of sleeping. The worker goes back to Python (takes the GIL) when the GIL is free
  * or after a grace: see fence.c. */
 #define VKB_SERIAL_UNPUBLISHED 0xffffffffffffffff
+/* How long a wait spins before it sleeps in slices, unless progress->spin_ns says longer while a caller waits. */
+enum { VKB_SPIN_NS = 50000 };
 typedef struct {
     uint64_t completed;   /* the serial of the last batch completed by the worker */
     uint32_t waiters;     /* callers inside vkb_wait_completed */
