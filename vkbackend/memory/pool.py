@@ -199,13 +199,7 @@ class MemoryPool:
                         chunk, offset, order = self._take_block(nbytes)
                         vk_buffer, memory, address = chunk.buffer, None, chunk.address + offset
                     else:
-                        free = self.memory.free_bytes
-                        if nbytes > free:
-                            raise BackendError(
-                                ErrorStatus.MemoryAllocation,
-                                f"a buffer of {nbytes} bytes does not fit: {free} bytes of device memory are free "
-                                f"on {info.name}; release buffers or use a smaller size",
-                            )
+                        self._check_fits(nbytes)
                         memory, vk_buffer, address = self.memory.create(nbytes, self.memory.device_type, "buffer")
                         chunk, offset, order = None, 0, 0
                     try:
@@ -273,13 +267,7 @@ class MemoryPool:
         with self._lock:
             if self.ctx.closed:  # close() destroys the pool under this lock: nothing may be made after it
                 raise self.ctx.closed_error()
-            free = self.memory.free_bytes
-            if nbytes > free:
-                raise BackendError(
-                    ErrorStatus.MemoryAllocation,
-                    f"a buffer of {nbytes} bytes does not fit: {free} bytes of device memory are free "
-                    f"on {self._info.name}; release buffers or use a smaller size",
-                )
+            self._check_fits(nbytes)
             large = sparse.make(self.memory, nbytes)
             self._binding.append(large)  # listed at once: close() frees it, bound or not
         try:
@@ -328,6 +316,16 @@ class MemoryPool:
         except BackendError:
             return False
         return True
+
+    def _check_fits(self, nbytes: int) -> None:
+        """``MemoryAllocation`` where a buffer of its own memory, ``nbytes`` long, cannot fit in what is free."""
+        free = self.memory.free_bytes
+        if nbytes > free:
+            raise BackendError(
+                ErrorStatus.MemoryAllocation,
+                f"a buffer of {nbytes} bytes does not fit: {free} bytes of device memory are free "
+                f"on {self._info.name}; release buffers or use a smaller size",
+            )
 
     def _take_block(self, nbytes: int):
         order = self._orders.get(nbytes)
