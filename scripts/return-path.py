@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-STAMPED = ("vkb_wait_fence", "vkResetFences", "vkb_publish_completed", "vkb_wait_completed", "vkb_submit_window")
+STAMPED = ("vkb_wait_fence", "vkResetFences", "vkb_publish_completed", "vkb_wait_completed", "vkb_submit_batch")
 ROWS = (
     ("recording and vkQueueSubmit", "submit"),
     ("fence seen -> reset begins", "fence_reset"),
@@ -48,7 +48,10 @@ class Stamped:
         def stamped(*args):
             start = time.perf_counter_ns()
             result = fn(*args)
-            log.append((name, start, time.perf_counter_ns(), result))
+            end = time.perf_counter_ns()
+            if name == "vkb_submit_batch":  # its end is the submit's, not that of the linger after it
+                end = start + args[0].submit_ns
+            log.append((name, start, end, result))
             return result
 
         return stamped
@@ -65,7 +68,7 @@ def phases(log: list, start: int, end: int) -> dict[str, int] | None:
         return found[-1] if found else None
 
     fence, reset = last("vkb_wait_fence", lambda r: r == 0), last("vkResetFences")
-    publish, wait, submit = last("vkb_publish_completed"), last("vkb_wait_completed", bool), last("vkb_submit_window")
+    publish, wait, submit = last("vkb_publish_completed"), last("vkb_wait_completed", bool), last("vkb_submit_batch")
     if not (fence and reset and publish and wait and submit):
         return None
     return {

@@ -156,6 +156,44 @@ def test_a_launch_nobody_waits_for_runs_within_the_grace(device, pool):
         pool.release(buf)
 
 
+@pytest.mark.parametrize(
+    "polling, launch_first", [(True, False), (False, False), (True, True)], ids=["polling", "asleep", "after-a-launch"]
+)
+def test_a_graph_launch_hands_its_work_to_a_parked_worker(device, pool, polling, launch_first):
+    """Where polling pays (forced here), a graph launch that finds the worker parked (polling or asleep with nothing
+    to do, or kicked by a launch it has not yet taken) returns only once the worker has begun to submit it, so the GPU
+    runs it while the caller goes on; the worker then lingers until the sync point, and every launch runs once."""
+    worker = device._worker
+    progress = worker._submitter.progress
+    prog = device.compile(vkbackend.compile_glsl(AFFINE))
+    buf = pool.allocate(256 * 4)
+    grace, hand_over_ns = progress.grace_ns, worker.hand_over_ns
+    try:
+        pool.host_to_pool(np.zeros(256, np.uint32), buf)
+        worker.idle_spin_ns = 30_000_000_000 if polling else 0
+        progress.grace_ns = 1_000_000_000  # a kicked worker waits for the hand-over (or a sync), however slow the host
+        worker.hand_over_ns = 20_000_000_000  # far longer than the test: a return before the submit is the failure
+        with device.graph([(prog, [buf], [256, 1, 3], groups(256))] * 3) as graph:
+            for round_ in range(1, 11):
+                device.sync()
+                wait_until_idle(device)
+                before = progress.submits
+                if launch_first:
+                    device.launch(prog, [buf], [256, 1, 3], groups(256))
+                graph.launch()
+                assert progress.submits == before + 1, f"round {round_}: the graph launch returned before its submit"
+                device.sync()
+        out = np.empty(256, np.uint32)
+        pool.pool_to_host(buf, out)
+        assert (out == 30 * (4 if launch_first else 3)).all(), out[:4]
+    finally:
+        progress.grace_ns = grace
+        worker.hand_over_ns = hand_over_ns
+        worker.idle_spin_ns = 0
+        worker.wake_up()
+        pool.release(buf)
+
+
 def test_trace_records_every_sync_point(tmp_path):
     """VKBACKEND_TRACE=FILE writes Chrome trace JSON of the caller's, the worker's and (with calibrated timestamps)
     the GPU's events, and trace-summary breaks each sync point down."""

@@ -14,6 +14,12 @@ once a caller waits for it (with the GIL released) or the kick is a grace old, a
 a waiting caller waits for its next work without taking the GIL (the hold, counted as idle): taking the GIL while a
 caller holds it would cost a thread wake-up each way (csrc/fence.c).
 
+A caller that queues a batch of launches and runs more Python before its sync point (a framework's JIT replay) hands
+them over (``hand_over``): when the worker is parked in C (idle, or waiting on the GPU with room for another batch),
+the caller waits, with the GIL released, until the worker has begun to submit them, so the GPU runs them while the
+caller goes on; the worker then lingers in C until the caller waits (csrc/fence.c). Only where polling pays, like the
+poll itself.
+
 A sync point does not wait for the worker to hand it a result: the worker publishes in memory the serial the caller
 needs and, after each batch's completions, the serial it has completed, and the caller waits for them in C
 (``wait_serial``, csrc/fence.c).
@@ -50,6 +56,7 @@ BUSY_POLL_NS = 200_000  # while the GPU runs and callers feed us: how long one f
 FREE_FLUSH_BYTES = 64 << 20  # released memory a window may hold back before it is submitted
 IDLE_WAIT_NS = 1_000_000  # nothing queued but batches in flight: the longest a new item waits for us
 IDLE_SPIN_NS = 1_000_000  # nothing queued or in flight: how long the worker polls for a new item before it sleeps
+HAND_OVER_NS = 200_000  # the longest a caller handing work over waits for the worker to begin submitting it
 STOP_GRACE_S = 10.0  # stop(): how much longer than the deadline the thread may take to end
 MAX_IN_FLIGHT = 4
 QUEUE_HIGH = 1 << 16
@@ -77,7 +84,9 @@ class Worker:
         self.wake = Signal()
         self._kick = ctx.ffi.cast("uint32_t*", ctx.ffi.addressof(submitter.progress, "kick"))
         self.idle = False  # polling or asleep with nothing queued, recorded or running; the waker clears it
+        self.parked = False  # idle, or waiting on the GPU: a caller waiting in C would bring it back at once
         self.idle_spin_ns = IDLE_SPIN_NS if ctx.polling_pays else 0
+        self.hand_over_ns = HAND_OVER_NS if ctx.polling_pays else 0  # 0: hand_over only queues
         self.queue_high, self.queue_low = QUEUE_HIGH, QUEUE_LOW
         self.throttled = False  # launching threads wait (admit) until the queue is down to queue_low
         self._watched = False  # the worker takes nothing from its queue for now: launchers check its length
@@ -95,6 +104,18 @@ class Worker:
         self._kick[0] = 1  # a worker waiting on the GPU looks at the queue now (csrc/fence.c)
         if self.idle:  # the waker clears idle, so a burst of callers sets the signal once
             self.wake_up()
+
+    def hand_over(self, item) -> None:
+        """Queue an item of launch records and, when the worker is parked with room for another batch on the GPU,
+        wait (GIL released, at most ``hand_over_ns``) until it has begun to submit them: the GPU starts on them while
+        this thread goes on."""
+        self.put(item)
+        if self.hand_over_ns and self.parked and self._submitter.in_flight < MAX_EARLY_IN_FLIGHT:
+            if trace.enabled:
+                trace.event("hand_over")
+            self.ctx.lib.vkb_hand_over(self._submitter.progress, self.hand_over_ns)
+            if trace.enabled:
+                trace.event("handed_over")
 
     def quiet(self) -> bool:
         """Nothing queued, recorded or running: everything queued so far has completed. The queue is read first: the
@@ -268,6 +289,7 @@ class Worker:
         wait_work, progress = self.ctx.lib.vkb_wait_work, sub.progress
         while True:
             kick[0] = 0  # before the queue is looked at: a later put sets it again and ends the next fence wait
+            self.parked = False
             if q:
                 try:
                     while q:
@@ -297,6 +319,7 @@ class Worker:
                         sub.wait_oldest(BUSY_POLL_NS, kicked=True)
                     continue
                 if sub.in_flight:
+                    self.parked = True
                     sub.wait_oldest(IDLE_WAIT_NS, kicked=True, hold_ns=self.idle_spin_ns, on_hold=self._hold)
                     continue
             except Exception as error:
@@ -311,7 +334,7 @@ class Worker:
                 continue
             if self.throttled:
                 self._set_throttled(False)
-            self.idle = True
+            self.idle = self.parked = True
             if not q and not (self.idle_spin_ns and wait_work(progress, self.idle_spin_ns)):
                 if trace.enabled:
                     trace.event("sleep")

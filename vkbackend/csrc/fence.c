@@ -17,7 +17,13 @@
  * (run its completions: frees, staging buffers given back). It spins on the published serial with the GIL
  * released, so the worker never waits for the GIL while it completes the batch and the caller is running when the
  * serial appears; while a caller waits, the worker's fence wait also spins for longer before it sleeps
- * (progress->spin_ns), since a slice can oversleep in a virtual machine. */
+ * (progress->spin_ns), since a slice can oversleep in a virtual machine.
+ *
+ * A caller that queues a batch of launches and then runs more Python before its sync point (a framework's JIT replay)
+ * would leave the GPU idle meanwhile, since the worker waits for the GIL to be free. So it hands the work over: it
+ * waits in vkb_hand_over, GIL released, until the worker has begun to submit, and runs on while the worker records.
+ * The worker, once submitted, lingers in vkb_submit_batch until the caller waits (or for a grace), again so that it
+ * takes the GIL when it is free. */
 #include <sched.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -49,11 +55,16 @@ static int vkb_pause(uint64_t waited, uint64_t timeout_ns, uint64_t spin_ns) {
     return 0;
 }
 
+/* Whether a caller waits for the worker with the GIL released: at a sync point or handing work over. */
+static int vkb_caller_waits(const vkb_progress *progress) {
+    return __atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) || __atomic_load_n(&progress->handing, __ATOMIC_ACQUIRE);
+}
+
 /* Whether a worker kicked (first seen at *kicked_at, 0 before) should take the GIL now: a caller waits with the GIL
  * released, or the kick is grace_ns old. */
 static int vkb_kick_ready(const vkb_progress *progress, uint64_t *kicked_at) {
     if (!__atomic_load_n(&progress->kick, __ATOMIC_ACQUIRE)) return 0;
-    if (__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE)) return 1;
+    if (vkb_caller_waits(progress)) return 1;
     uint64_t now = vkb_now_ns();
     if (!*kicked_at) *kicked_at = now;
     return now - *kicked_at >= progress->grace_ns;
@@ -114,4 +125,29 @@ void vkb_publish_completed(vkb_progress *progress, uint64_t serial, uint64_t hol
     while (__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) >= waiters && vkb_now_ns() - start < VKB_HANDOFF_NS)
         sched_yield();
     if (hold_ns) vkb_wait_work(progress, hold_ns);
+}
+
+int vkb_hand_over(vkb_progress *progress, uint64_t timeout_ns) {
+    vkb_lower_timer_slack();
+    uint32_t seen = __atomic_load_n(&progress->submits, __ATOMIC_ACQUIRE);
+    __atomic_add_fetch(&progress->handing, 1, __ATOMIC_ACQ_REL);
+    uint64_t start = vkb_now_ns();
+    int started;
+    while (!(started = __atomic_load_n(&progress->submits, __ATOMIC_ACQUIRE) != seen) && vkb_now_ns() - start < timeout_ns)
+        sched_yield();
+    __atomic_sub_fetch(&progress->handing, 1, __ATOMIC_ACQ_REL);
+    return started;
+}
+
+VkResult vkb_submit_batch(vkb_window *window, VkQueue queue, VkFence fence, vkb_progress *progress, uint64_t linger_ns) {
+    __atomic_add_fetch(&progress->submits, 1, __ATOMIC_ACQ_REL);
+    uint64_t start = vkb_now_ns();
+    VkResult r = vkb_submit_window(window, queue, fence);
+    window->submit_ns = vkb_now_ns() - start;
+    if (!linger_ns) return r;
+    vkb_lower_timer_slack();
+    start = vkb_now_ns();
+    /* not ended by `handing`: the caller who handed this over may not have left vkb_hand_over yet */
+    while (!__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) && vkb_now_ns() - start < linger_ns) sched_yield();
+    return r;
 }

@@ -71,6 +71,8 @@ typedef struct {
     uint64_t spin_ns;     /* how long a waited-on wait spins before it sleeps in slices */
     uint32_t kick;        /* set by a thread that queued an item for the worker or woke it */
     uint64_t grace_ns;    /* how long a kicked worker waits for a caller to release the GIL before it takes it */
+    uint32_t handing;     /* callers inside vkb_hand_over */
+    uint32_t submits;     /* windows the worker has begun to submit (vkb_submit_batch) */
 } vkb_progress;
 /* With `kicked`, the fence wait also returns (VK_NOT_READY) once progress->kick is set (the worker has work queued)
  * and a caller waits or the kick is grace_ns old. */
@@ -83,6 +85,9 @@ void vkb_publish_target(uint64_t *target, uint64_t serial);
 /* Publish a completed serial; with `hold_ns`, a worker that satisfied a waiting caller then waits for its next work
  * here (vkb_wait_work, up to hold_ns) instead of taking the GIL from the caller it just released. */
 void vkb_publish_completed(vkb_progress *progress, uint64_t serial, uint64_t hold_ns);
+/* A caller that queued work and goes on running Python lets the worker begin submitting it now: it waits, with the
+ * GIL released, until the worker has begun a submit (vkb_submit_batch), at most timeout_ns; 1 when it has. */
+int vkb_hand_over(vkb_progress *progress, uint64_t timeout_ns);
 
 /* slots.c: the buffer table. A slot is the number a record uses to name a buffer (or a view of one); the memory pool
  * writes slots under its lock from whichever thread allocates, and the worker's recorder reads them. Chunks of the
@@ -137,6 +142,7 @@ typedef struct {
     uint32_t n_sets;
     uint32_t n_dispatches, n_barriers, n_copies;   /* out */
     uint32_t n_errors, error_program; int error_code; /* out: the first record that was skipped, and why */
+    uint64_t submit_ns;            /* out (vkb_submit_batch): the time recording and vkQueueSubmit took */
 } vkb_window;
 /* Without push descriptors: the set layout of each dispatch of the window, in order; returns how many there are
  * (it writes at most `capacity`). A released program's dispatch (its pipeline NULL: a tombstone) takes no set, and
@@ -144,3 +150,7 @@ typedef struct {
 uint32_t vkb_window_set_layouts(const vkb_window *window, VkDescriptorSetLayout *out, uint32_t capacity);
 /* Begin, record, end and submit; returns the first failing VkResult (skipped records are in window->n_errors). */
 VkResult vkb_submit_window(vkb_window *window, VkQueue queue, VkFence fence);
+/* fence.c: the worker's submit of its next batch: counts it in progress->submits (what vkb_hand_over waits for),
+ * submits the window, then with `linger_ns` (a caller handed it over) waits until a caller waits at a sync point,
+ * at most linger_ns, before it returns to take the GIL. */
+VkResult vkb_submit_batch(vkb_window *window, VkQueue queue, VkFence fence, vkb_progress *progress, uint64_t linger_ns);
