@@ -189,6 +189,27 @@ def test_failed_submit_surfaces_at_next_sync(device, pool, progs, sentinels, cod
     sentinels.check()
 
 
+def test_a_failed_submit_after_a_window_head_says_what_ran(device, pool, progs, sentinels):
+    """A long window onto an idle GPU goes in two submissions, its head first. When the second fails, the error says
+    that the head ran, the head's launches did run (its fence still tells when), and the device goes on working."""
+    buf = pool.allocate(N * 4)
+    x = np.arange(N, dtype=np.uint32)
+    pool.host_to_pool(x, buf)
+    device.sync()
+    with device.graph([(progs["affine"], [buf], [N, 1, 1], groups(N))] * 20) as graph:
+        testing.inject("vkQueueSubmit", "VK_ERROR_OUT_OF_HOST_MEMORY", after=1)  # the head's submit succeeds
+        graph.launch()
+        with pytest.raises(BackendError) as info:
+            device.sync()
+        assert info.value.status is ErrorStatus.KernelLaunch and "the first 4 went ahead" in info.value.context
+        assert not testing.pending()
+        np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x + 4)
+        graph.launch()
+        np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x + 24)
+    pool.release(buf)
+    sentinels.check()
+
+
 def test_failed_submit_fails_the_read_back_not_silently(device, pool, sentinels):
     buf = pool.allocate(N * 4)
     x = np.arange(N, dtype=np.uint32) * 3

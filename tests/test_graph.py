@@ -36,6 +36,19 @@ def test_replay_runs_every_launch_in_order(device, pool, chain):
     graph.close()
 
 
+def test_a_long_replay_onto_an_idle_gpu_runs_its_head_first_and_in_order(device, pool, chain):
+    """A window of many launches onto an idle GPU submits its first few on their own, so the GPU starts on them while
+    the rest is recorded: a chain in which every launch reads what the one before wrote still runs in order, across
+    the two submissions (and the validation layer's synchronization checks stay silent)."""
+    affine, x, y, _ = chain
+    device.sync()
+    with device.graph([(affine, [x, y], [1.0, 1.0, N], GRID), (affine, [y, x], [1.0, 1.0, N], GRID)] * 10) as graph:
+        graph.launch()
+        device.sync()
+        assert device._worker._submitter._window.head_submitted == 1
+    np.testing.assert_array_equal(download(pool, x, np.float32, N), np.arange(N, dtype=np.float32) + 20)
+
+
 def test_update_replaces_one_launch(device, pool, chain):
     affine, x, y, z = chain
     graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID), (affine, [y, z], [3.0, -4.0, N], GRID)])

@@ -26,6 +26,8 @@ __all__ = ["BatchSubmitter"]
 
 WAITED_SPIN_NS = 5_000_000  # a sync point's wait spins this long before it sleeps in slices (csrc/fence.c)
 KICK_GRACE_NS = 100_000  # a kicked worker waits this long for a caller to release the GIL before it takes it (fence.c)
+HEAD_DISPATCHES = 4  # onto an idle GPU, a window of more than twice this many submits its first this many at once
+HEAD_MIN_BYTES = (2 * HEAD_DISPATCHES + 1) * 20  # the shortest window that can be split (a dispatch is 5 words or more)
 TRACE_QUERY_PAIRS = 256  # tracing: batches whose GPU start and end are kept at once (a batch completes long before)
 
 # why the recorder skipped a record (vkb_window.error_code, decl/vkb.h), by the name of its code there
@@ -38,13 +40,15 @@ _RECORD_ERRORS = {
 
 
 class Batch:
-    """One submitted command buffer, its fence, and what to do when it completes."""
+    """One submitted command buffer (two where the window's head went first), its fence, and what to do when it
+    completes."""
 
-    __slots__ = ("serial", "cmd", "fence", "callbacks", "descriptor_pools")
+    __slots__ = ("serial", "cmd", "head", "fence", "callbacks", "descriptor_pools")
 
     def __init__(self, cmd, fence) -> None:
         self.serial = 0
         self.cmd, self.fence = cmd, fence
+        self.head = None  # the command buffer of a window's head, allocated the first time one is split
         self.callbacks: list = []
         self.descriptor_pools: list = []
 
@@ -157,6 +161,16 @@ class BatchSubmitter:
         if self._spare:
             return self._spare.pop()
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
+        cmd = self._new_command_buffer()
+        fence = ffi.new("VkFence*")
+        result = lib.vkCreateFence(dev, new_struct("VkFenceCreateInfo"), ffi.NULL, fence)
+        if result != 0:
+            lib.vkFreeCommandBuffers(dev, self._command_pool, 1, ffi.new("VkCommandBuffer*", cmd))
+            check(result, "vkCreateFence", ErrorStatus.MemoryAllocation)
+        return Batch(cmd, fence[0])
+
+    def _new_command_buffer(self):
+        ffi, lib = self.ctx.ffi, self.ctx.lib
         alloc = new_struct(
             "VkCommandBufferAllocateInfo",
             commandPool=self._command_pool,
@@ -164,13 +178,12 @@ class BatchSubmitter:
             commandBufferCount=1,
         )
         cmd = ffi.new("VkCommandBuffer*")
-        check(lib.vkAllocateCommandBuffers(dev, alloc, cmd), "vkAllocateCommandBuffers", ErrorStatus.MemoryAllocation)
-        fence = ffi.new("VkFence*")
-        result = lib.vkCreateFence(dev, new_struct("VkFenceCreateInfo"), ffi.NULL, fence)
-        if result != 0:
-            lib.vkFreeCommandBuffers(dev, self._command_pool, 1, cmd)
-            check(result, "vkCreateFence", ErrorStatus.MemoryAllocation)
-        return Batch(cmd[0], fence[0])
+        check(
+            lib.vkAllocateCommandBuffers(self.ctx.device, alloc, cmd),
+            "vkAllocateCommandBuffers",
+            ErrorStatus.MemoryAllocation,
+        )
+        return cmd[0]
 
     def submit(self) -> None:
         """Record the window into one command buffer and submit it with one fence."""
@@ -197,12 +210,18 @@ class BatchSubmitter:
         words = b"".join(window)
         w = self._window
         w.cmd = batch.cmd
+        w.head_cmd, w.head_dispatches = ffi.NULL, 0
+        w.head_submitted = w.fence_submitted = 0
         w.words = ffi.cast("const uint32_t*", ffi.from_buffer(words))
         w.n_words = len(words) // 4
         w.programs = self._table.array
         w.n_programs = self._table.capacity
         w.sets, w.n_sets = ffi.NULL, 0
         try:
+            if not self._in_flight and len(words) > HEAD_MIN_BYTES:  # the GPU is idle: start it on the head
+                if batch.head is None:
+                    batch.head = self._new_command_buffer()
+                w.head_cmd, w.head_dispatches = batch.head, HEAD_DISPATCHES
             sets = self._descriptor_sets(batch) if self._descriptors is not None else None
             if sets is not None:
                 w.sets, w.n_sets = sets, len(sets)
@@ -222,14 +241,21 @@ class BatchSubmitter:
                         f"because {_record_error(lib, w.error_code)}",
                     )
                 )
-            check(result, f"recording and submitting {w.n_dispatches} dispatches", ErrorStatus.KernelLaunch)
+            what = f"recording and submitting {w.n_dispatches} dispatches"
+            if w.head_submitted:
+                what += f" (the first {w.head_dispatches} went ahead on their own and ran; the rest did not)"
+            check(result, what, ErrorStatus.KernelLaunch)
         except Exception as error:  # whatever it was, waiters must be released and the error must reach a sync point
             ctx.fail(
                 error
                 if isinstance(error, BackendError)
                 else BackendError(ErrorStatus.KernelLaunch, f"submitting a window failed: {error!r}")
             )
-            if lib.vkResetCommandBuffer(batch.cmd, 0) != 0:  # keep it out of reuse: it may hold the failed recording
+            if w.fence_submitted:  # its head runs on the GPU: the batch's fence tells when it is done
+                self._track(batch, callbacks)
+                return
+            # keep it out of reuse where it may hold the failed recording, or its head runs untracked (a lost device)
+            if w.head_submitted or lib.vkResetCommandBuffer(batch.cmd, 0) != 0:
                 self._abandoned.append(batch)
                 self._unsubmitted(callbacks)
                 return
@@ -237,10 +263,7 @@ class BatchSubmitter:
             self._spare.append(batch)
             self._unsubmitted(callbacks)  # the error reaches the next sync point
             return
-        self.submitted += 1
-        batch.serial = self.submitted
-        batch.callbacks = callbacks
-        self._in_flight.append(batch)
+        self._track(batch, callbacks)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "batch %d: %d dispatches, %d copies, %d barriers",
@@ -254,6 +277,13 @@ class BatchSubmitter:
         st["dispatches"] += w.n_dispatches
         st["barriers"] += w.n_barriers
         st["copies"] += w.n_copies
+
+    def _track(self, batch: Batch, callbacks: list) -> None:
+        """A submitted batch: in flight until its fence signals, then ``callbacks`` run."""
+        self.submitted += 1
+        batch.serial = self.submitted
+        batch.callbacks = callbacks
+        self._in_flight.append(batch)
 
     def _descriptor_sets(self, batch: Batch):
         """Without push descriptors: a set per dispatch of the window, in order (None when it has no dispatch)."""

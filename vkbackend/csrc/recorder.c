@@ -130,18 +130,18 @@ static void vkb_record_copy(vkb_window *w, const uint32_t *p) {
     w->n_copies++;
 }
 
-static void vkb_record_window(vkb_window *w) {
-    uint32_t set_index = 0;
-    VkPipeline bound = NULL;
+/* Records the records from p on into w->cmd, until the window ends or (with stop_at) once w->n_dispatches reaches
+ * stop_at; returns where it stopped (the window's end after a record it cannot read). */
+static const uint32_t *vkb_record_records(vkb_window *w, const uint32_t *p, uint32_t stop_at, uint32_t *set_index) {
+    VkPipeline bound = NULL;  /* a command buffer begins with no pipeline bound */
     const vkb_program *prog;
     int error;
-    w->n_dispatches = w->n_barriers = w->n_copies = w->n_errors = 0;
-    w->error_code = 0; w->error_program = 0;
-    for (const uint32_t *p = w->words, *end = w->words + w->n_words; p < end;) {
+    const uint32_t *end = w->words + w->n_words;
+    while (p < end && !(stop_at && w->n_dispatches >= stop_at)) {
         size_t n = vkb_record_length(w, p, &prog, &error);
-        if (!n) { vkb_skip(w, error, p[0] == VKB_RECORD_DISPATCH && end - p >= 2 ? p[1] : 0); break; }
+        if (!n) { vkb_skip(w, error, p[0] == VKB_RECORD_DISPATCH && end - p >= 2 ? p[1] : 0); return end; }
         switch (p[0]) {
-        case VKB_RECORD_DISPATCH: vkb_record_dispatch(w, p, prog, &set_index, &bound); break;
+        case VKB_RECORD_DISPATCH: vkb_record_dispatch(w, p, prog, set_index, &bound); break;
         case VKB_RECORD_COPY: vkb_record_copy(w, p); break;
         case VKB_RECORD_TIMESTAMP:
             vkCmdWriteTimestamp(w->cmd, (p[1] & 1) ? VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT : VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
@@ -151,21 +151,60 @@ static void vkb_record_window(vkb_window *w) {
         }
         p += n;
     }
-    /* Make this window's writes visible to the host, for read-backs through mapped staging memory. */
-    VkMemoryBarrier to_host = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VKB_WRITES, VK_ACCESS_HOST_READ_BIT};
-    vkCmdPipelineBarrier(w->cmd, VKB_STAGES, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
+    return p;
 }
 
-/* Begin, record, end and submit in one call, so the worker gives up and retakes the GIL once per window rather than
- * once per Vulkan call. */
-VkResult vkb_submit_window(vkb_window *w, VkQueue queue, VkFence fence) {
+static uint32_t vkb_count_dispatches(const vkb_window *w) {
+    uint32_t count = 0;
+    const vkb_program *prog;
+    int error;
+    for (const uint32_t *p = w->words, *end = w->words + w->n_words; p < end;) {
+        size_t n = vkb_record_length(w, p, &prog, &error);
+        if (!n) break;
+        count += p[0] == VKB_RECORD_DISPATCH;
+        p += n;
+    }
+    return count;
+}
+
+/* Begin, record, end and submit one command buffer: the records from *p on (see vkb_record_records). */
+static VkResult vkb_submit_records(vkb_window *w, VkCommandBuffer cmd, const uint32_t **p, uint32_t stop_at,
+                                   uint32_t *set_index, VkQueue queue, VkFence fence) {
     VkCommandBufferBeginInfo begin = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
                                       VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
-    VkResult r = vkBeginCommandBuffer(w->cmd, &begin);
+    VkResult r = vkBeginCommandBuffer(cmd, &begin);
     if (r != VK_SUCCESS) return r;
-    vkb_record_window(w);
-    r = vkEndCommandBuffer(w->cmd);
+    VkCommandBuffer window_cmd = w->cmd;
+    w->cmd = cmd;  /* the recording helpers record into w->cmd */
+    *p = vkb_record_records(w, *p, stop_at, set_index);
+    if (!stop_at) {
+        /* Make this window's writes visible to the host, for read-backs through mapped staging memory. */
+        VkMemoryBarrier to_host = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VKB_WRITES, VK_ACCESS_HOST_READ_BIT};
+        vkCmdPipelineBarrier(cmd, VKB_STAGES, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
+    }
+    w->cmd = window_cmd;
+    r = vkEndCommandBuffer(cmd);
     if (r != VK_SUCCESS) return r;
-    VkSubmitInfo submit = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &w->cmd, 0, NULL};
+    VkSubmitInfo submit = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &cmd, 0, NULL};
     return vkQueueSubmit(queue, 1, &submit, fence);
+}
+
+/* Record and submit in one call, so the worker gives up and retakes the GIL once per window rather than once per
+ * Vulkan call. Barriers recorded into the second command buffer order it after the head too (they cover everything
+ * earlier in submission order on the queue). */
+VkResult vkb_submit_window(vkb_window *w, VkQueue queue, VkFence fence) {
+    uint32_t set_index = 0;
+    const uint32_t *p = w->words;
+    w->n_dispatches = w->n_barriers = w->n_copies = w->n_errors = 0;
+    w->error_code = 0; w->error_program = 0;
+    w->head_submitted = w->fence_submitted = 0;
+    if (w->head_cmd && w->head_dispatches && vkb_count_dispatches(w) > 2 * w->head_dispatches) {
+        VkResult r = vkb_submit_records(w, w->head_cmd, &p, w->head_dispatches, &set_index, queue, VK_NULL_HANDLE);
+        if (r != VK_SUCCESS) return r;
+        w->head_submitted = 1;
+    }
+    VkResult r = vkb_submit_records(w, w->cmd, &p, 0, &set_index, queue, fence);
+    /* a head already runs: the fence, submitted alone, still signals once it is done */
+    w->fence_submitted = r == VK_SUCCESS || (w->head_submitted && vkQueueSubmit(queue, 0, NULL, fence) == VK_SUCCESS);
+    return r;
 }

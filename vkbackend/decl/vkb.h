@@ -143,6 +143,11 @@ typedef struct {
     uint32_t n_dispatches, n_barriers, n_copies;   /* out */
     uint32_t n_errors, error_program; int error_code; /* out: the first record that was skipped, and why */
     uint64_t submit_ns;            /* out (vkb_submit_batch): the time recording and vkQueueSubmit took */
+    /* in: with head_dispatches, a window of more than twice as many dispatches submits its first head_dispatches in
+     * head_cmd first, so that the GPU starts on them while the rest is recorded into cmd */
+    VkCommandBuffer head_cmd; uint32_t head_dispatches;
+    uint32_t head_submitted;       /* out: head_cmd was submitted (it runs even if the rest fails to submit) */
+    uint32_t fence_submitted;      /* out: the fence was submitted: with cmd, or alone after a head whose rest failed */
 } vkb_window;
 /* Without push descriptors: the set layout of each dispatch of the window, in order; returns how many there are
  * (it writes at most `capacity`). A released program's dispatch (its pipeline NULL: a tombstone) takes no set, and
