@@ -1,5 +1,5 @@
-"""Kernels of one-invocation work groups run as wider groups (renderer.widen_single_invocation_groups): the widened
-source, and results on ``DEV=VK`` compared with numpy at sizes the group width does and does not divide."""
+"""Kernels of narrow work groups run as wider groups (renderer.widen_groups): the widened source, and results on
+``DEV=VK`` compared with numpy at sizes the group width does and does not divide."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tinygrad import Tensor, Variable, dtypes
 from tinygrad.helpers import Context
 from tinygrad.uop.ops import Ops, UOp
 
-from vkbackend.tinygrad.renderer.renderer import WIDE_GROUP, widen_single_invocation_groups
+from vkbackend.tinygrad.renderer.renderer import NARROW_GROUP, WIDE_GROUP, widen_groups
 
 RNG = np.random.default_rng(7)
 BODY = [
@@ -29,22 +29,32 @@ def body(n: int) -> list[str]:
     return [line.format(n=n) for line in BODY]
 
 
+LOCAL_MAX = (1024, 1024, 64)
+
+
+def widen_single(kernel, gidx0):
+    """widen_groups on a kernel of one-invocation groups: (kernel, factor), checking the axis it took."""
+    kernel, factor, axis = widen_groups(kernel, gidx0, [1, 1, 1], LOCAL_MAX)
+    assert axis == (2 if factor > 1 else 0)
+    return kernel, factor
+
+
 def test_a_size_the_width_does_not_divide_gets_a_guard():
-    kernel, width = widen_single_invocation_groups(body(50257), special(50257))
+    kernel, width = widen_single(body(50257), special(50257))
     assert width == WIDE_GROUP
-    assert kernel[1].strip().startswith("int gidx0 = int(gl_GlobalInvocationID.x);")
+    assert kernel[1].strip().startswith(f"int gidx0 = int(gl_WorkGroupID.x * {WIDE_GROUP}u + gl_LocalInvocationID.z);")
     assert kernel[2].strip() == "if (gidx0 >= 50257) return;"
     assert kernel[3:] == body(50257)[2:]
 
 
 def test_a_size_the_width_divides_needs_no_guard():
-    kernel, width = widen_single_invocation_groups(body(4 * WIDE_GROUP), special(4 * WIDE_GROUP))
+    kernel, width = widen_single(body(4 * WIDE_GROUP), special(4 * WIDE_GROUP))
     assert width == WIDE_GROUP
     assert not any("return" in line for line in kernel)
 
 
 def test_a_small_size_is_one_group():
-    kernel, width = widen_single_invocation_groups(body(5), special(5))
+    kernel, width = widen_single(body(5), special(5))
     assert width == 5 and not any("return" in line for line in kernel)
 
 
@@ -53,8 +63,52 @@ def test_kernels_that_could_tell_are_left_alone(reason):
     gidx0 = special(Variable("n", 1, 100) if reason == "symbolic" else 64)
     kernel = body(64) + (["  barrier();"] if reason == "barrier" else [])
     kernel = (["  shared float temp0[16];"] if reason == "shared" else []) + kernel
-    got, width = widen_single_invocation_groups(kernel, None if reason == "no gidx0" else gidx0)
+    got, width = widen_single(kernel, None if reason == "no gidx0" else gidx0)
     assert (got, width) == (kernel, 1)
+
+
+@pytest.mark.parametrize(
+    "local, axis, factor",
+    [
+        ([32, 1, 1], 2, NARROW_GROUP // 32),
+        ([16, 2, 1], 2, NARROW_GROUP // 32),
+        ([8, 4, 2], None, 1),
+        ([64, 2, 1], None, 1),
+    ],
+)
+def test_narrow_groups_merge_along_their_outermost_free_axis(local, axis, factor):
+    """Groups of 2..NARROW_GROUP-1 invocations take the old group's index on the outermost local axis of size 1, so a
+    warp's lanes keep their layout; groups with no free axis, or already wide, are left alone."""
+    kernel, got, got_axis = widen_groups(body(4096), special(4096), list(local), LOCAL_MAX)
+    assert got == factor
+    if factor == 1:
+        assert kernel == body(4096)
+        return
+    assert got_axis == axis
+    assert kernel[1].strip().startswith(f"int gidx0 = int(gl_WorkGroupID.x * {factor}u + gl_LocalInvocationID.z);")
+    assert not any("return" in line for line in kernel)
+
+
+def test_a_kernel_that_reads_the_free_axis_is_left_alone():
+    kernel = body(64) + ["  int z = int(gl_LocalInvocationID.z);"]
+    assert widen_groups(kernel, special(64), [32, 1, 1], LOCAL_MAX) == (kernel, 1, 0)
+
+
+def test_the_merge_stays_within_the_axis_limit():
+    kernel, factor, axis = widen_groups(body(4096), special(4096), [1, 1, 1], (1024, 1024, 8))
+    assert (factor, axis) == (8, 2)
+
+
+@pytest.mark.parametrize("n", [1, 5, 127, 128, 129, 4096 + 3, 1 << 16])
+def test_elementwise_and_reduce_results_at_many_sizes(vk_device, n):
+    """Elementwise and reduce kernels (tinygrad's groups of 32 and fewer, widened) against numpy, at sizes the merge
+    does and does not divide."""
+    a = RNG.uniform(-1, 1, n).astype(np.float32)
+    b = RNG.uniform(-1, 1, n).astype(np.float32)
+    with Context(DEV="VK"):
+        ta, tb = Tensor(a), Tensor(b)
+        np.testing.assert_allclose((ta * 2 + tb).numpy(), a * 2 + b, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(ta.sum().numpy(), a.astype(np.float64).sum(), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("rows", [1, 3, 31, 32, 33, 1021, 50257])

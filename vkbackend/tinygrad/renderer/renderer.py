@@ -15,7 +15,7 @@ kernel:
 * workgroup / local ids from ``gl_WorkGroupID`` / ``gl_LocalInvocationID``, the local size baked in with
   ``layout(local_size_x=...)``; shared memory declared at file scope, ``barrier()`` between phases; kernels on global
   ids (``NOLOCALS``) take their local size from specialization constants 0-2, set per launch size by the program;
-  a kernel of one-invocation work groups runs as wider groups (:func:`widen_single_invocation_groups`);
+  a kernel of narrow work groups (one invocation, or fewer than 128) runs as wider groups (:func:`widen_groups`);
 * bool buffers are stored as ``uint8_t`` (tinygrad's bool is one byte), 8/16/64-bit types come from the
   ``GL_EXT_shader_explicit_arithmetic_types`` / ``8bit_storage`` / ``16bit_storage`` extensions;
 * tinygrad's tensor cores (``WMMA``), where the arch names some: cooperative matrices, see
@@ -237,31 +237,47 @@ vk_string_rewrite = (
 )
 
 
-WIDE_GROUP = 32  # invocations per work group of a widened kernel: a warp on NVIDIA, a wave32 on AMD, a few SIMD
-# steps on lavapipe and Intel
+WIDE_GROUP = 32  # invocations per work group of a widened one-invocation kernel: a warp on NVIDIA, a wave32 on AMD
+NARROW_GROUP = 128  # work groups of fewer invocations than this are merged, several to a group, up to it
 
 
-def widen_single_invocation_groups(kernel: list[str], gidx0: UOp | None) -> tuple[list[str], int]:
-    """A kernel of one-invocation work groups (tinygrad found no local size that divides its global size, as for the
-    50,257 rows of GPT-2's LM head) as work groups of up to WIDE_GROUP invocations, each on one of the old work
-    groups along x, and the number of them per work group (1: left as it is).
+def widen_groups(
+    kernel: list[str], gidx0: UOp | None, local: list[int], local_max: tuple[int, ...]
+) -> tuple[list[str], int, int]:
+    """A kernel of narrow work groups run as wider ones: ``(kernel, factor, axis)``, where each new work group runs
+    ``factor`` of the old ones along x, the old group's index along the local ``axis`` (whose size was 1); factor 1:
+    left as it is.
 
-    A GPU runs a work group of one invocation in a warp of its own, one lane busy; the number of work groups an SM
-    holds at once is capped, so such a kernel keeps only a few percent of the GPU's lanes and of its memory requests
-    in flight. Widened, the grid along x is ``ceil(size / width)`` (``VKProgram.grid``) and the invocations past
-    ``size`` return at once. Only kernels that cannot tell the difference are widened: without shared memory or
-    barriers (one-invocation groups need none), and with a constant size along x."""
+    A GPU holds only so many work groups on a multiprocessor at once (32 on NVIDIA's Hopper), so groups of one
+    invocation (as tinygrad makes for the 50,257 rows of GPT-2's LM head: no local size divides them) keep a few
+    percent of its lanes busy, and groups of 32 (tinygrad's elementwise kernels) half of them, too few memory requests
+    in flight for a kernel that streams. One-invocation groups are merged up to WIDE_GROUP, other groups of fewer than
+    NARROW_GROUP invocations up to it. The old group's index takes the outermost free local axis, so a warp's lanes
+    keep the layout they had. Widened, the grid along x is ``ceil(size / factor)`` (``VKProgram.grid``) and the
+    invocations past ``size`` return at once. Only kernels that cannot tell the difference are widened: without
+    shared memory or barriers, with a constant size along x, and without a use of the free axis's local id."""
     size = gidx0.src[0].ssimplify() if gidx0 is not None else None
-    if not isinstance(size, int) or any("barrier()" in ln or ln.lstrip().startswith("shared ") for ln in kernel):
-        return kernel, 1
-    width = min(WIDE_GROUP, size)
+    threads = math.prod(local)
+    free = [a for a in range(3) if local[a] == 1]
+    if (
+        not isinstance(size, int)
+        or threads >= NARROW_GROUP
+        or not free
+        or any("barrier()" in ln or ln.lstrip().startswith("shared ") for ln in kernel)
+    ):
+        return kernel, 1, 0
+    axis = free[-1]
+    letter = "xyz"[axis]
+    factor = min((WIDE_GROUP if threads == 1 else NARROW_GROUP) // threads, size, local_max[axis])
+    if factor < 2 or any(f"gl_LocalInvocationID.{letter}" in ln for ln in kernel):
+        return kernel, 1, 0
     head = "int gidx0 = int(gl_WorkGroupID.x);"
     for i, line in enumerate(kernel):
         if line.strip().startswith(head):
-            guard = f"  if (gidx0 >= {size}) return;" if size % width else None
-            renamed = line.replace("gl_WorkGroupID.x", "gl_GlobalInvocationID.x")
-            return [*kernel[:i], renamed, *([guard] if guard else []), *kernel[i + 1 :]], width
-    return kernel, 1
+            guard = f"  if (gidx0 >= {size}) return;" if size % factor else None
+            merged = line.replace("gl_WorkGroupID.x", f"gl_WorkGroupID.x * {factor}u + gl_LocalInvocationID.{letter}")
+            return [*kernel[:i], merged, *([guard] if guard else []), *kernel[i + 1 :]], factor, axis
+    return kernel, 1, 0
 
 
 class VKRenderer(CStyleLanguage):
@@ -423,9 +439,9 @@ class VKRenderer(CStyleLanguage):
             if a[0] == "l":
                 local[int(a[-1])] = int(u.src[0].ssimplify())
         widen = 1
-        if local == [1, 1, 1] and not uses_gid:
-            kernel, widen = widen_single_invocation_groups(kernel, specials.get("gidx0"))
-            local[0] = widen
+        if not uses_gid:
+            kernel, widen, axis = widen_groups(kernel, specials.get("gidx0"), local, self.local_max)
+            local[axis] *= widen
         globals_ = sorted(
             [(u.arg.slot, name, u, mut) for name, (u, mut) in bufs if u.addrspace is AddrSpace.GLOBAL],
             key=lambda t: t[0],
