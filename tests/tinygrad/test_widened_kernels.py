@@ -9,7 +9,7 @@ from tinygrad import Tensor, Variable, dtypes
 from tinygrad.helpers import Context
 from tinygrad.uop.ops import Ops, UOp
 
-from vkbackend.tinygrad.renderer.renderer import NARROW_GROUP, WIDE_GROUP, widen_groups
+from vkbackend.tinygrad.renderer.renderer import MANY_GROUPS, NARROW_GROUP, WIDE_GROUP, widen_groups
 
 RNG = np.random.default_rng(7)
 BODY = [
@@ -79,7 +79,7 @@ def test_kernels_that_could_tell_are_left_alone(reason):
 def test_narrow_groups_merge_along_their_outermost_free_axis(local, axis, factor):
     """Groups of 2..NARROW_GROUP-1 invocations take the old group's index on the outermost local axis of size 1, so a
     warp's lanes keep their layout; groups with no free axis, or already wide, are left alone."""
-    kernel, got, got_axis = widen_groups(body(4096), special(4096), list(local), LOCAL_MAX)
+    kernel, got, got_axis = widen_groups(body(4096), special(4096), list(local), LOCAL_MAX, MANY_GROUPS)
     assert got == factor
     if factor == 1:
         assert kernel == body(4096)
@@ -91,7 +91,14 @@ def test_narrow_groups_merge_along_their_outermost_free_axis(local, axis, factor
 
 def test_a_kernel_that_reads_the_free_axis_is_left_alone():
     kernel = body(64) + ["  int z = int(gl_LocalInvocationID.z);"]
-    assert widen_groups(kernel, special(64), [32, 1, 1], LOCAL_MAX) == (kernel, 1, 0)
+    assert widen_groups(kernel, special(64), [32, 1, 1], LOCAL_MAX, MANY_GROUPS) == (kernel, 1, 0)
+
+
+@pytest.mark.parametrize("groups", [None, 512, MANY_GROUPS - 1])
+def test_narrow_groups_too_few_to_fill_the_gpu_are_left_alone(groups):
+    """A reduction's first stage (tinygrad's sum of 64 Mi floats: 512 groups of 32) fits on the GPU at once: merged,
+    it would leave multiprocessors idle. Symbolic group counts are left alone too."""
+    assert widen_groups(body(512), special(512), [32, 1, 1], LOCAL_MAX, groups) == (body(512), 1, 0)
 
 
 def test_the_merge_stays_within_the_axis_limit():

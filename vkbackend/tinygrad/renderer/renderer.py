@@ -238,11 +238,12 @@ vk_string_rewrite = (
 
 
 WIDE_GROUP = 32  # invocations per work group of a widened one-invocation kernel: a warp on NVIDIA, a wave32 on AMD
-NARROW_GROUP = 128  # work groups of fewer invocations than this are merged, several to a group, up to it
+NARROW_GROUP = 128  # work groups of fewer invocations than this are merged, several to a group, up to it...
+MANY_GROUPS = 16384  # ...when there are at least this many: fewer all fit on a GPU at once, and merging only idles SMs
 
 
 def widen_groups(
-    kernel: list[str], gidx0: UOp | None, local: list[int], local_max: tuple[int, ...]
+    kernel: list[str], gidx0: UOp | None, local: list[int], local_max: tuple[int, ...], groups: int | None = None
 ) -> tuple[list[str], int, int]:
     """A kernel of narrow work groups run as wider ones: ``(kernel, factor, axis)``, where each new work group runs
     ``factor`` of the old ones along x, the old group's index along the local ``axis`` (whose size was 1); factor 1:
@@ -252,9 +253,11 @@ def widen_groups(
     invocation (as tinygrad makes for the 50,257 rows of GPT-2's LM head: no local size divides them) keep a few
     percent of its lanes busy, and groups of 32 (tinygrad's elementwise kernels) half of them, too few memory requests
     in flight for a kernel that streams. One-invocation groups are merged up to WIDE_GROUP, other groups of fewer than
-    NARROW_GROUP invocations up to it. The old group's index takes the outermost free local axis, so a warp's lanes
-    keep the layout they had. Widened, the grid along x is ``ceil(size / factor)`` (``VKProgram.grid``) and the
-    invocations past ``size`` return at once. Only kernels that cannot tell the difference are widened: without
+    NARROW_GROUP invocations up to it where the kernel has ``groups`` (all work groups, None when not constant) of at
+    least MANY_GROUPS: with fewer, all are on the GPU at once, and merging them would only leave multiprocessors idle
+    (a reduction's first stage of 512 groups). The old group's index takes the outermost free local axis, so a warp's
+    lanes keep the layout they had. Widened, the grid along x is ``ceil(size / factor)`` (``VKProgram.grid``) and
+    the invocations past ``size`` return at once. Only kernels that cannot tell the difference are widened: without
     shared memory or barriers, with a constant size along x, and without a use of the free axis's local id."""
     size = gidx0.src[0].ssimplify() if gidx0 is not None else None
     threads = math.prod(local)
@@ -262,6 +265,7 @@ def widen_groups(
     if (
         not isinstance(size, int)
         or threads >= NARROW_GROUP
+        or (threads > 1 and (groups or 0) < MANY_GROUPS)
         or not free
         or any("barrier()" in ln or ln.lstrip().startswith("shared ") for ln in kernel)
     ):
@@ -440,7 +444,9 @@ class VKRenderer(CStyleLanguage):
                 local[int(a[-1])] = int(u.src[0].ssimplify())
         widen = 1
         if not uses_gid:
-            kernel, widen, axis = widen_groups(kernel, specials.get("gidx0"), local, self.local_max)
+            sizes = [u.src[0].ssimplify() for a, u in specials.items() if a[0] == "g"]
+            groups = math.prod(sizes) if all(isinstance(n, int) for n in sizes) else None
+            kernel, widen, axis = widen_groups(kernel, specials.get("gidx0"), local, self.local_max, groups)
             local[axis] *= widen
         globals_ = sorted(
             [(u.arg.slot, name, u, mut) for name, (u, mut) in bufs if u.addrspace is AddrSpace.GLOBAL],
