@@ -239,7 +239,8 @@ vk_string_rewrite = (
 
 WIDE_GROUP = 32  # invocations per work group of a widened one-invocation kernel: a warp on NVIDIA, a wave32 on AMD
 NARROW_GROUP = 128  # work groups of fewer invocations than this are merged, several to a group, up to it...
-MANY_GROUPS = 16384  # ...when there are at least this many: fewer all fit on a GPU at once, and merging only idles SMs
+MANY_GROUPS = 4096  # ...when there are at least this many (an H200 holds 132 x 32 at once): far fewer all fit on a
+# GPU at once, and merging them only leaves multiprocessors idle
 
 
 def widen_groups(
