@@ -201,13 +201,36 @@ def test_a_failed_submit_after_a_window_head_says_what_ran(device, pool, progs, 
         graph.launch()
         with pytest.raises(BackendError) as info:
             device.sync()
-        assert info.value.status is ErrorStatus.KernelLaunch and "the first 4 went ahead" in info.value.context
+        assert (
+            info.value.status is ErrorStatus.KernelLaunch
+            and "the first 4 had been submitted on their own" in info.value.context
+        )
         assert not testing.pending()
         np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x + 4)
         graph.launch()
         np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x + 24)
     pool.release(buf)
     sentinels.check()
+
+
+def test_the_window_after_a_failed_submit_begins_with_a_barrier(device, pool, progs):
+    """The recorder's hazard state counts the barriers of a recording whose submit failed, which never ran: the next
+    window begins with a barrier of its own, so it is ordered after whatever of the failed batch did run (a head)."""
+    fresh = [pool.allocate(N * 4) for _ in range(2)]
+    device.sync()
+    testing.inject("vkQueueSubmit", "VK_ERROR_OUT_OF_HOST_MEMORY")
+    device.launch(progs["affine"], [fresh[0]], [N, 1, 1], groups(N))
+    with pytest.raises(BackendError):
+        device.sync()
+    before = device.stats()["barriers"]
+    device.launch(progs["affine"], [fresh[1]], [N, 1, 1], groups(N))  # no hazard of its own
+    device.sync()
+    assert device.stats()["barriers"] == before + 1
+    device.launch(progs["affine"], [fresh[0]], [N, 1, 1], groups(N))  # nor this one: only after a failure
+    device.sync()
+    assert device.stats()["barriers"] == before + 1
+    for buf in fresh:
+        pool.release(buf)
 
 
 def test_failed_submit_fails_the_read_back_not_silently(device, pool, sentinels):

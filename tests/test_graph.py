@@ -49,6 +49,16 @@ def test_a_long_replay_onto_an_idle_gpu_runs_its_head_first_and_in_order(device,
     np.testing.assert_array_equal(download(pool, x, np.float32, N), np.arange(N, dtype=np.float32) + 20)
 
 
+def test_a_timed_replay_is_never_split(device, pool, chain):
+    """A timed run goes in one submission: split, the time between its two timestamps would hold the host's recording
+    of the rest."""
+    affine, x, y, _ = chain
+    with device.graph([(affine, [x, y], [1.0, 1.0, N], GRID), (affine, [y, x], [1.0, 1.0, N], GRID)] * 10) as graph:
+        assert graph.launch_timed() > 0
+        assert device._worker._submitter._window.head_submitted == 0
+    np.testing.assert_array_equal(download(pool, x, np.float32, N), np.arange(N, dtype=np.float32) + 20)
+
+
 def test_update_replaces_one_launch(device, pool, chain):
     affine, x, y, z = chain
     graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID), (affine, [y, z], [3.0, -4.0, N], GRID)])

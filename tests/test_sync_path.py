@@ -167,7 +167,7 @@ def test_a_graph_launch_hands_its_work_to_a_parked_worker(device, pool, polling,
     progress = worker._submitter.progress
     prog = device.compile(vkbackend.compile_glsl(AFFINE))
     buf = pool.allocate(256 * 4)
-    grace, hand_over_ns = progress.grace_ns, worker.hand_over_ns
+    grace, hand_over_ns, idle_spin_ns = progress.grace_ns, worker.hand_over_ns, worker.idle_spin_ns
     try:
         pool.host_to_pool(np.zeros(256, np.uint32), buf)
         worker.idle_spin_ns = 30_000_000_000 if polling else 0
@@ -189,7 +189,7 @@ def test_a_graph_launch_hands_its_work_to_a_parked_worker(device, pool, polling,
     finally:
         progress.grace_ns = grace
         worker.hand_over_ns = hand_over_ns
-        worker.idle_spin_ns = 0
+        worker.idle_spin_ns = idle_spin_ns
         worker.wake_up()
         pool.release(buf)
 

@@ -1,4 +1,5 @@
-"""BatchSubmitter: the window of pending records, one command buffer and one fence per batch, and reaping.
+"""BatchSubmitter: the window of pending records, a command buffer (two where its head goes first) and a fence per
+batch, and reaping.
 
 The worker moves launch records from its queue into the window (``take_records``) and adds copies and completions;
 ``submit`` hands the whole window to the C recorder in one call (csrc/recorder.c), which also decides the barriers,
@@ -185,8 +186,9 @@ class BatchSubmitter:
         )
         return cmd[0]
 
-    def submit(self) -> None:
-        """Record the window into one command buffer and submit it with one fence."""
+    def submit(self, split: bool = True) -> None:
+        """Record the window and submit it with one fence: onto an idle GPU and with ``split``, a long window's first
+        HEAD_DISPATCHES dispatches go first in a command buffer of their own, the rest in another."""
         if not self._records and not self._callbacks:
             return
         ctx = self.ctx
@@ -212,16 +214,20 @@ class BatchSubmitter:
         w.cmd = batch.cmd
         w.head_cmd, w.head_dispatches = ffi.NULL, 0
         w.head_submitted = w.fence_submitted = 0
+        if split and not self._in_flight and len(words) >= HEAD_MIN_BYTES:  # the GPU is idle: start it on the head
+            if batch.head is None:
+                try:
+                    batch.head = self._new_command_buffer()
+                except BackendError:  # the window goes in one submission
+                    pass
+            if batch.head is not None:
+                w.head_cmd, w.head_dispatches = batch.head, HEAD_DISPATCHES
         w.words = ffi.cast("const uint32_t*", ffi.from_buffer(words))
         w.n_words = len(words) // 4
         w.programs = self._table.array
         w.n_programs = self._table.capacity
         w.sets, w.n_sets = ffi.NULL, 0
         try:
-            if not self._in_flight and len(words) > HEAD_MIN_BYTES:  # the GPU is idle: start it on the head
-                if batch.head is None:
-                    batch.head = self._new_command_buffer()
-                w.head_cmd, w.head_dispatches = batch.head, HEAD_DISPATCHES
             sets = self._descriptor_sets(batch) if self._descriptors is not None else None
             if sets is not None:
                 w.sets, w.n_sets = sets, len(sets)
@@ -243,7 +249,7 @@ class BatchSubmitter:
                 )
             what = f"recording and submitting {w.n_dispatches} dispatches"
             if w.head_submitted:
-                what += f" (the first {w.head_dispatches} went ahead on their own and ran; the rest did not)"
+                what += f" (the first {w.head_dispatches} had been submitted on their own and run; the rest do not)"
             check(result, what, ErrorStatus.KernelLaunch)
         except Exception as error:  # whatever it was, waiters must be released and the error must reach a sync point
             ctx.fail(
@@ -251,11 +257,15 @@ class BatchSubmitter:
                 if isinstance(error, BackendError)
                 else BackendError(ErrorStatus.KernelLaunch, f"submitting a window failed: {error!r}")
             )
+            w.barrier_first = 1  # the hazard state counts barriers of the failed recording, which never ran
             if w.fence_submitted:  # its head runs on the GPU: the batch's fence tells when it is done
                 self._track(batch, callbacks)
                 return
-            # keep it out of reuse where it may hold the failed recording, or its head runs untracked (a lost device)
-            if w.head_submitted or lib.vkResetCommandBuffer(batch.cmd, 0) != 0:
+            if w.head_submitted:  # its head runs with no fence: the completions wait for the next batch's
+                self._abandoned.append(batch)
+                self._callbacks[:0] = callbacks
+                return
+            if lib.vkResetCommandBuffer(batch.cmd, 0) != 0:  # keep it out of reuse: it may hold the failed recording
                 self._abandoned.append(batch)
                 self._unsubmitted(callbacks)
                 return
@@ -411,9 +421,10 @@ class BatchSubmitter:
             self._fence_failed(result, "vkWaitForFences")
         return result
 
-    def drain(self, timeout_ns: int) -> None:
-        """Submit the window and wait for every batch; a batch that outlives the deadline raises KernelSync."""
-        self.submit()
+    def drain(self, timeout_ns: int, split: bool = True) -> None:
+        """Submit the window (see :meth:`submit` for ``split``) and wait for every batch; a batch that outlives the
+        deadline raises KernelSync."""
+        self.submit(split)
         deadline = time.monotonic_ns() + timeout_ns
         while self._in_flight:
             left = deadline - time.monotonic_ns()
@@ -440,7 +451,7 @@ class BatchSubmitter:
             self.drain(timeout_ns)
             return time.perf_counter_ns() - start
         self._records += [records.reset_queries(0, 2), records.timestamp(0), window, records.timestamp(1)]
-        self.drain(timeout_ns)
+        self.drain(timeout_ns, split=False)  # split, the time between the stamps would hold the rest's recording
         if self.ctx.lost is not None:
             return 0
         stamps = ffi.new("uint64_t[2]")

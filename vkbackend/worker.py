@@ -84,7 +84,9 @@ class Worker:
         self.wake = Signal()
         self._kick = ctx.ffi.cast("uint32_t*", ctx.ffi.addressof(submitter.progress, "kick"))
         self.idle = False  # polling or asleep with nothing queued, recorded or running; the waker clears it
-        self.parked = False  # idle, or waiting on the GPU: a caller waiting in C would bring it back at once
+        # idle or waiting on the GPU, with no batch of its own to submit: it takes its queue as soon as a caller waits
+        # in C (after the completions it may be running)
+        self.parked = False
         self.idle_spin_ns = IDLE_SPIN_NS if ctx.polling_pays else 0
         self.hand_over_ns = HAND_OVER_NS if ctx.polling_pays else 0  # 0: hand_over only queues
         self.queue_high, self.queue_low = QUEUE_HIGH, QUEUE_LOW
@@ -107,15 +109,17 @@ class Worker:
 
     def hand_over(self, item) -> None:
         """Queue an item of launch records and, when the worker is parked with room for another batch on the GPU,
-        wait (GIL released, at most ``hand_over_ns``) until it has begun to submit them: the GPU starts on them while
-        this thread goes on."""
+        wait (GIL released, at most ``hand_over_ns``) until it has begun its next submit, which holds them unless
+        something queued before them went first: the GPU starts on them while this thread goes on."""
+        progress = self._submitter.progress
+        seen = progress.submits
         self.put(item)
         if self.hand_over_ns and self.parked and self._submitter.in_flight < MAX_EARLY_IN_FLIGHT:
             if trace.enabled:
                 trace.event("hand_over")
-            self.ctx.lib.vkb_hand_over(self._submitter.progress, self.hand_over_ns)
+            started = self.ctx.lib.vkb_hand_over(progress, seen, self.hand_over_ns)
             if trace.enabled:
-                trace.event("handed_over")
+                trace.event("handed_over" if started else "hand_over_timed_out")
 
     def quiet(self) -> bool:
         """Nothing queued, recorded or running: everything queued so far has completed. The queue is read first: the

@@ -364,6 +364,20 @@ def test_emulated_tensor_cores_against_numpy(vk_device, glslang, kernel_sources,
     _matmul_against_numpy(make_arch(caps), *mnk, shape.dtype_in, shape.dtype_out, kernel_sources, "vk_wmma_")
 
 
+def test_tensor_core_kernels_are_never_widened(vk_device, glslang, kernel_sources, monkeypatch):
+    """Narrow work groups are merged (renderer.widen_groups), but not a tensor-core kernel's: its helpers stage tiles
+    in shared memory between barriers, which merged groups would share and an early return would skip. With the
+    merge allowed at any group count, the emulated product still goes through unmerged, and exact to numpy."""
+    from vkbackend.tinygrad.renderer import renderer
+
+    monkeypatch.setattr(renderer, "MANY_GROUPS", 0)
+    caps = dataclasses.replace(caps_from_info(vk_device.vk.info), tc_threads=32, tc_shapes=(F16_F32,), tc_emulate=True)
+    # 17 x 17 tiles of one warp each: without the exception, merged four along x with a guard before the barriers
+    _matmul_against_numpy(make_arch(caps), 272, 272, 16, "f16", "f32", kernel_sources, "vk_wmma_")
+    metas = [src.split("\n", 1)[0] for src in kernel_sources if "vk_wmma_" in src]
+    assert metas and all('"widen":1,' in meta for meta in metas), metas
+
+
 @pytest.fixture
 def cooperative_caps(vk_device, monkeypatch) -> DeviceCaps:
     """The device's caps with VKBACKEND_TINYGRAD_TC=1; a skip where it has no cooperative matrices we can use."""

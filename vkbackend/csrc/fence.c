@@ -127,9 +127,7 @@ void vkb_publish_completed(vkb_progress *progress, uint64_t serial, uint64_t hol
     if (hold_ns) vkb_wait_work(progress, hold_ns);
 }
 
-int vkb_hand_over(vkb_progress *progress, uint64_t timeout_ns) {
-    vkb_lower_timer_slack();
-    uint32_t seen = __atomic_load_n(&progress->submits, __ATOMIC_ACQUIRE);
+int vkb_hand_over(vkb_progress *progress, uint32_t seen, uint64_t timeout_ns) {
     __atomic_add_fetch(&progress->handing, 1, __ATOMIC_ACQ_REL);
     uint64_t start = vkb_now_ns();
     int started;
@@ -145,7 +143,6 @@ VkResult vkb_submit_batch(vkb_window *window, VkQueue queue, VkFence fence, vkb_
     VkResult r = vkb_submit_window(window, queue, fence);
     window->submit_ns = vkb_now_ns() - start;
     if (!linger_ns) return r;
-    vkb_lower_timer_slack();
     start = vkb_now_ns();
     /* not ended by `handing`: the caller who handed this over may not have left vkb_hand_over yet */
     while (!__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) && vkb_now_ns() - start < linger_ns) sched_yield();

@@ -1,4 +1,4 @@
-/* Records a window of records (see decl/vkb.h for their layout) into one command buffer: the hot loop of the backend.
+/* Records a window of records (see decl/vkb.h for their layout) and submits it: the hot loop of the backend.
  *
  * Barriers come from hazards: each root slot remembers the barrier epoch of its last read and last write; a record
  * that reads or writes something written in the current epoch, or writes something read in it, gets one global
@@ -137,6 +137,7 @@ static const uint32_t *vkb_record_records(vkb_window *w, const uint32_t *p, uint
     const vkb_program *prog;
     int error;
     const uint32_t *end = w->words + w->n_words;
+    if (w->barrier_first) { vkb_barrier(w, VKB_STAGES, VKB_ACCESSES); w->epoch++; w->barrier_first = 0; }
     while (p < end && !(stop_at && w->n_dispatches >= stop_at)) {
         size_t n = vkb_record_length(w, p, &prog, &error);
         if (!n) { vkb_skip(w, error, p[0] == VKB_RECORD_DISPATCH && end - p >= 2 ? p[1] : 0); return end; }

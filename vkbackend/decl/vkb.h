@@ -86,8 +86,9 @@ void vkb_publish_target(uint64_t *target, uint64_t serial);
  * here (vkb_wait_work, up to hold_ns) instead of taking the GIL from the caller it just released. */
 void vkb_publish_completed(vkb_progress *progress, uint64_t serial, uint64_t hold_ns);
 /* A caller that queued work and goes on running Python lets the worker begin submitting it now: it waits, with the
- * GIL released, until the worker has begun a submit (vkb_submit_batch), at most timeout_ns; 1 when it has. */
-int vkb_hand_over(vkb_progress *progress, uint64_t timeout_ns);
+ * GIL released, until progress->submits has moved past `seen` (read before the work was queued), at most timeout_ns;
+ * 1 when it has. */
+int vkb_hand_over(vkb_progress *progress, uint32_t seen, uint64_t timeout_ns);
 
 /* slots.c: the buffer table. A slot is the number a record uses to name a buffer (or a view of one); the memory pool
  * writes slots under its lock from whichever thread allocates, and the worker's recorder reads them. Chunks of the
@@ -106,7 +107,8 @@ vkb_slot_table *vkb_slots_new(void);
 void vkb_slots_delete(vkb_slot_table *table);
 int vkb_slots_set(vkb_slot_table *table, uint32_t slot, VkBuffer buffer, uint64_t offset, uint64_t range, uint32_t root);
 
-/* recorder.c: one call records a whole window of records into one command buffer. The records are runs of uint32
+/* recorder.c: one call records a whole window of records and submits it (in one command buffer, or two where the
+ * window's head goes first: see vkb_window.head_cmd). The records are runs of uint32
  * words, packed by vkbackend/records.py:
  *   DISPATCH       kind, program index, gx, gy, gz, slot[n_buffers + n_addresses], push[push_words]
  *                  (the slots of buffers the kernel reaches by device address come after the bound ones: they are
@@ -148,6 +150,9 @@ typedef struct {
     VkCommandBuffer head_cmd; uint32_t head_dispatches;
     uint32_t head_submitted;       /* out: head_cmd was submitted (it runs even if the rest fails to submit) */
     uint32_t fence_submitted;      /* out: the fence was submitted: with cmd, or alone after a head whose rest failed */
+    /* in and out: begin with a global barrier (and a new epoch), cleared once recorded. Set after a failed submit:
+     * the hazard state then counts barriers that never ran */
+    uint32_t barrier_first;
 } vkb_window;
 /* Without push descriptors: the set layout of each dispatch of the window, in order; returns how many there are
  * (it writes at most `capacity`). A released program's dispatch (its pipeline NULL: a tombstone) takes no set, and

@@ -239,16 +239,16 @@ vk_string_rewrite = (
 
 WIDE_GROUP = 32  # invocations per work group of a widened one-invocation kernel: a warp on NVIDIA, a wave32 on AMD
 NARROW_GROUP = 128  # work groups of fewer invocations than this are merged, several to a group, up to it...
-MANY_GROUPS = 4096  # ...when there are at least this many (an H200 holds 132 x 32 at once): far fewer all fit on a
-# GPU at once, and merging them only leaves multiprocessors idle
+MANY_GROUPS = 4096  # ...when there are at least this many, about what a large GPU holds at once (an H200: 132 SMs x
+# 32): far fewer all run at once anyway, and merged they would leave multiprocessors idle
 
 
 def widen_groups(
     kernel: list[str], gidx0: UOp | None, local: list[int], local_max: tuple[int, ...], groups: int | None = None
 ) -> tuple[list[str], int, int]:
     """A kernel of narrow work groups run as wider ones: ``(kernel, factor, axis)``, where each new work group runs
-    ``factor`` of the old ones along x, the old group's index along the local ``axis`` (whose size was 1); factor 1:
-    left as it is.
+    ``factor`` of the old ones along x, the old group's index along the local ``axis`` (z, whose size was 1); factor
+    1: left as it is.
 
     A GPU holds only so many work groups on a multiprocessor at once (32 on NVIDIA's Hopper), so groups of one
     invocation (as tinygrad makes for the 50,257 rows of GPT-2's LM head: no local size divides them) keep a few
@@ -256,32 +256,30 @@ def widen_groups(
     in flight for a kernel that streams. One-invocation groups are merged up to WIDE_GROUP, other groups of fewer than
     NARROW_GROUP invocations up to it where the kernel has ``groups`` (all work groups, None when not constant) of at
     least MANY_GROUPS: with fewer, all are on the GPU at once, and merging them would only leave multiprocessors idle
-    (a reduction's first stage of 512 groups). The old group's index takes the outermost free local axis, so a warp's
-    lanes keep the layout they had. Widened, the grid along x is ``ceil(size / factor)`` (``VKProgram.grid``) and
-    the invocations past ``size`` return at once. Only kernels that cannot tell the difference are widened: without
-    shared memory or barriers, with a constant size along x, and without a use of the free axis's local id."""
+    (a reduction's first stage of 512 groups). The old group's index takes local z, the outermost axis (lanes are
+    numbered x first), so a warp's lanes keep the layout they had. Widened, the grid along x is
+    ``ceil(size / factor)`` (``VKProgram.grid``) and the invocations past ``size`` return at once. Only kernels that
+    cannot tell the difference are widened: without shared memory or barriers (the caller leaves out tensor-core
+    kernels, whose helpers have both), with a constant size along x, and without a use of local z."""
     size = gidx0.src[0].ssimplify() if gidx0 is not None else None
     threads = math.prod(local)
-    free = [a for a in range(3) if local[a] == 1]
     if (
         not isinstance(size, int)
         or threads >= NARROW_GROUP
         or (threads > 1 and (groups or 0) < MANY_GROUPS)
-        or not free
+        or local[2] != 1
         or any("barrier()" in ln or ln.lstrip().startswith("shared ") for ln in kernel)
     ):
         return kernel, 1, 0
-    axis = free[-1]
-    letter = "xyz"[axis]
-    factor = min((WIDE_GROUP if threads == 1 else NARROW_GROUP) // threads, size, local_max[axis])
-    if factor < 2 or any(f"gl_LocalInvocationID.{letter}" in ln for ln in kernel):
+    factor = min((WIDE_GROUP if threads == 1 else NARROW_GROUP) // threads, size, local_max[2])
+    if factor < 2 or any("gl_LocalInvocationID.z" in ln for ln in kernel):
         return kernel, 1, 0
     head = "int gidx0 = int(gl_WorkGroupID.x);"
     for i, line in enumerate(kernel):
         if line.strip().startswith(head):
             guard = f"  if (gidx0 >= {size}) return;" if size % factor else None
-            merged = line.replace("gl_WorkGroupID.x", f"gl_WorkGroupID.x * {factor}u + gl_LocalInvocationID.{letter}")
-            return [*kernel[:i], merged, *([guard] if guard else []), *kernel[i + 1 :]], factor, axis
+            merged = line.replace("gl_WorkGroupID.x", f"gl_WorkGroupID.x * {factor}u + gl_LocalInvocationID.z")
+            return [*kernel[:i], merged, *([guard] if guard else []), *kernel[i + 1 :]], factor, 2
     return kernel, 1, 0
 
 
@@ -444,7 +442,7 @@ class VKRenderer(CStyleLanguage):
             if a[0] == "l":
                 local[int(a[-1])] = int(u.src[0].ssimplify())
         widen = 1
-        if not uses_gid:
+        if not uses_gid and not any(u.op is Ops.WMMA for u in uops):  # tensor cores: shared memory and barriers
             sizes = [u.src[0].ssimplify() for a, u in specials.items() if a[0] == "g"]
             groups = math.prod(sizes) if all(isinstance(n, int) for n in sizes) else None
             kernel, widen, axis = widen_groups(kernel, specials.get("gidx0"), local, self.local_max, groups)
