@@ -155,19 +155,6 @@ static const uint32_t *vkb_record_records(vkb_window *w, const uint32_t *p, uint
     return p;
 }
 
-static uint32_t vkb_count_dispatches(const vkb_window *w) {
-    uint32_t count = 0;
-    const vkb_program *prog;
-    int error;
-    for (const uint32_t *p = w->words, *end = w->words + w->n_words; p < end;) {
-        size_t n = vkb_record_length(w, p, &prog, &error);
-        if (!n) break;
-        count += p[0] == VKB_RECORD_DISPATCH;
-        p += n;
-    }
-    return count;
-}
-
 /* Begin, record, end and submit one command buffer: the records from *p on (see vkb_record_records). */
 static VkResult vkb_submit_records(vkb_window *w, VkCommandBuffer cmd, const uint32_t **p, uint32_t stop_at,
                                    uint32_t *set_index, VkQueue queue, VkFence fence) {
@@ -199,7 +186,8 @@ VkResult vkb_submit_window(vkb_window *w, VkQueue queue, VkFence fence) {
     w->n_dispatches = w->n_barriers = w->n_copies = w->n_errors = 0;
     w->error_code = 0; w->error_program = 0;
     w->head_submitted = w->fence_submitted = 0;
-    if (w->head_cmd && w->head_dispatches && vkb_count_dispatches(w) > 2 * w->head_dispatches) {
+    /* the window's dispatches of live programs: one set layout each */
+    if (w->head_cmd && w->head_dispatches && vkb_window_set_layouts(w, NULL, 0) > 2 * w->head_dispatches) {
         VkResult r = vkb_submit_records(w, w->head_cmd, &p, w->head_dispatches, &set_index, queue, VK_NULL_HANDLE);
         if (r != VK_SUCCESS) return r;
         w->head_submitted = 1;
