@@ -47,6 +47,16 @@ def test_ids_say_their_kind_and_number():
         assert ids.kind_of(junk) is None and ids.label(junk) is None, junk
 
 
+def test_a_value_that_is_no_id_of_its_kind_says_what_it_is():
+    buf, prog = ids.next_buffer_id(), ids.next_program_id()
+    assert ids.misnamed(buf, ids.BUFFER, "do this") is None and ids.misnamed(prog, ids.PROGRAM, "do this") is None
+    assert ids.misnamed(prog, ids.BUFFER, "do this") == f"{ids.label(prog)} is a program's id, not a buffer's; do this"
+    assert ids.misnamed(buf, ids.PROGRAM, "do that") == f"{ids.label(buf)} is a buffer's id, not a program's; do that"
+    assert ids.misnamed(7, ids.PROGRAM, "do that") == "7 is not a program id; do that"
+    assert ids.misnamed(np.int64(7), ids.BUFFER, "do this").endswith(" (int64) is not a buffer id; do this")
+    assert ids.misnamed(None, ids.BUFFER, "do this") == "None (NoneType) is not a buffer id; do this"
+
+
 def test_a_released_buffer_is_named_by_its_number(device, pool):
     fill = device.compile(vkbackend.compile_glsl(FILL))
     buf = pool.allocate(1024)

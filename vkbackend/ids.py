@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import operator
 
-__all__ = ["BUFFER", "PROGRAM", "kind_of", "label", "next_buffer_id", "next_program_id", "number"]
+__all__ = ["BUFFER", "PROGRAM", "kind_of", "label", "misnamed", "next_buffer_id", "next_program_id", "number"]
 
 BUFFER, PROGRAM = "buffer", "program"
 _FIRST = 2**53 + 1  # the first buffer id; the first program id is _FIRST + 2
@@ -63,3 +63,15 @@ def label(value: object) -> str | None:
     """``"buffer #12"`` or ``"program #3"`` for a value of an id's form, else None."""
     kind = kind_of(value)
     return None if kind is None else f"{kind} #{number(value)}"
+
+
+def misnamed(value: object, kind: str, remedy: str) -> str | None:
+    """Where ``value`` stands for an id of ``kind`` but is no such id: the message saying what it is (not an id at
+    all, or the other kind's id), ending in ``remedy``; None where it has the form of an id of ``kind``."""
+    found = kind_of(value)
+    if found == kind:
+        return None
+    if found is None:
+        shown = repr(value) if value.__class__ is int else f"{value!r} ({type(value).__name__})"
+        return f"{shown} is not a {kind} id; {remedy}"
+    return f"{label(value)} is a {found}'s id, not a {kind}'s; {remedy}"

@@ -332,13 +332,8 @@ class ProgramCache:
         """The ``InvalidArgument`` error for ``prog`` where a live program of this device belongs: saying what it is
         (not an id; a buffer's id; a program released, never made, or another device's) and what to pass instead."""
         name = self.ctx.info.name
-        kind = ids.kind_of(prog)
-        if kind is None:
-            shown = repr(prog) if prog.__class__ is int else f"{prog!r} ({type(prog).__name__})"
-            message = f"{shown} is not a program id; pass the id Device.compile returned"
-        elif kind == ids.BUFFER:
-            message = f"{ids.label(prog)} is a buffer's id, not a program's; pass the id Device.compile returned"
-        else:
+        message = ids.misnamed(prog, ids.PROGRAM, "pass the id Device.compile returned")
+        if message is None:
             other, owner = None, ""
             for cache in list(_caches):
                 if cache is not self and other is None:

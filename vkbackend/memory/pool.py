@@ -381,15 +381,10 @@ class MemoryPool:
         """The ``InvalidArgument`` error for ``buf`` where a live buffer of this pool belongs: saying what it is (not
         an id; a program's id; a buffer released or never made; another device's) and what to pass instead."""
         name = self.ctx.info.name
-        kind = ids.kind_of(buf)
-        if kind is None:
-            shown = repr(buf) if buf.__class__ is int else f"{buf!r} ({type(buf).__name__})"
-            message = (
-                f"{shown} is not a buffer id; pass an id that allocate() or view() returned (Buffer.id for a Buffer)"
-            )
-        elif kind == ids.PROGRAM:
-            message = f"{ids.label(buf)} is a program's id, not a buffer's; pass a buffer id here"
-        else:
+        message = ids.misnamed(
+            buf, ids.BUFFER, "pass an id that allocate() or view() returned (Buffer.id for a Buffer)"
+        )
+        if message is None:
             other, owner = None, ""
             for pool in list(_pools):
                 entry = pool._entries.get(buf) if pool is not self and other is None else None
