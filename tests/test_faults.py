@@ -201,12 +201,16 @@ def test_a_failed_submit_after_a_window_head_says_what_ran(device, pool, progs, 
         graph.launch()
         with pytest.raises(BackendError) as info:
             device.sync()
-        assert (
-            info.value.status is ErrorStatus.KernelLaunch
-            and "the first 4 had been submitted on their own" in info.value.context
-        )
+        assert info.value.status is ErrorStatus.KernelLaunch
+        assert "submitting 20 dispatches (the first 4 had been submitted on their own" in info.value.context
         assert not testing.pending()
         np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x + 4)
+        testing.inject("vkQueueSubmit", "VK_ERROR_OUT_OF_HOST_MEMORY")  # now the head's own submit fails
+        graph.launch()
+        with pytest.raises(BackendError) as info:
+            device.sync()
+        assert "recording and submitting 20 dispatches failed" in info.value.context, info.value.context
+        np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x + 4)  # nothing of it ran
         graph.launch()
         np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x + 24)
     pool.release(buf)

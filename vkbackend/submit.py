@@ -247,10 +247,11 @@ class BatchSubmitter:
                         f"because {_record_error(lib, w.error_code)}",
                     )
                 )
-            what = f"recording and submitting {w.n_dispatches} dispatches"
-            if w.head_submitted:
-                what += f" (the first {w.head_dispatches} had been submitted on their own and run; the rest do not)"
-            check(result, what, ErrorStatus.KernelLaunch)
+            if result != 0:  # the window's dispatches: n_dispatches counts only those recorded before the failure
+                what = f"recording and submitting {lib.vkb_window_set_layouts(w, ffi.NULL, 0)} dispatches"
+                if w.head_submitted:
+                    what += f" (the first {w.head_dispatches} had been submitted on their own and run; the rest do not)"
+                check(result, what, ErrorStatus.KernelLaunch)
         except Exception as error:  # whatever it was, waiters must be released and the error must reach a sync point
             ctx.fail(
                 error
