@@ -4,18 +4,13 @@
 import os
 
 import numpy as np
-from _reliability import AFFINE, groups
-from isolated import outcome, report
+from _reliability import groups
+from isolated import affine_scene, outcome, report
 
-import vkbackend
 from vkbackend import testing
 
 result = {}
-dev = vkbackend.devices()[0]
-pool = dev.memory_pool
-prog = dev.compile(vkbackend.compile_glsl(AFFINE))
-buf = pool.allocate(1024)
-x = np.arange(256, dtype=np.uint32)
+dev, pool, prog, buf, x = affine_scene()
 # A fresh device has no spare batch, so its first submission calls both (a later one may reuse a batch)
 function = os.environ["FAULT_FUNCTION"]
 testing.inject(function, "VK_ERROR_OUT_OF_DEVICE_MEMORY")

@@ -3,18 +3,13 @@
 import time
 
 import numpy as np
-from _reliability import AFFINE, groups
-from isolated import outcome, report
+from _reliability import groups
+from isolated import affine_scene, outcome, report
 
-import vkbackend
 from vkbackend import testing
 
 result = {}
-dev = vkbackend.devices()[0]
-pool = dev.memory_pool
-prog = dev.compile(vkbackend.compile_glsl(AFFINE))
-buf = pool.allocate(1024)
-x = np.arange(256, dtype=np.uint32)
+dev, pool, prog, buf, x = affine_scene()
 pool.host_to_pool(x, buf)
 dev.sync()
 testing.inject("vkResetFences", "VK_ERROR_OUT_OF_DEVICE_MEMORY")

@@ -13,19 +13,15 @@ import threading
 import time
 
 import numpy as np
-from _reliability import AFFINE, FILL, groups
-from isolated import arm_hang_guard, report
+from _reliability import FILL, groups
+from isolated import affine_scene, arm_hang_guard, report
 
 import vkbackend
 from vkbackend import testing
 from vkbackend.errors import BackendError
 
 result = {}
-dev = vkbackend.devices()[0]
-pool = dev.memory_pool
-prog = dev.compile(vkbackend.compile_glsl(AFFINE))
-buf = pool.allocate(1024)
-x = np.arange(256, dtype=np.uint32)
+dev, pool, prog, buf, x = affine_scene()
 pool.host_to_pool(x, buf)
 dev.launch(prog, [buf], [256, 2, 1], groups(256))  # still queued, perhaps, when the process forks
 

@@ -1,7 +1,8 @@
 """The child's side of ``run_isolated`` and ``run_child`` (tests/_reliability.py), imported by each scenario script of
 this folder: a hang guard, armed on import; ``outcome`` to record what a call did; ``report`` to end with.
 
-A scenario fills a dict with what it found and ends with ``report(result)``, which adds the validation layer's
+Most scenarios start from ``affine_scene()``. A scenario fills a dict with what it found and ends with
+``report(result)``, which adds the validation layer's
 messages under ``"validation"`` and prints the line ``RESULT <json>`` that ``run_isolated`` reads; the test that runs
 it makes the assertions. Scenarios read their parameters from their arguments and the environment the test sets. To
 run one by hand, from the repository root: ``PYTHONPATH=.:tests python3 tests/scripts/NAME.py [ARGS]``.
@@ -15,6 +16,10 @@ import os
 import time
 from collections.abc import Callable
 
+import numpy as np
+from _reliability import AFFINE
+
+import vkbackend
 from vkbackend import testing
 from vkbackend.errors import BackendError
 
@@ -41,6 +46,15 @@ def outcome(fn: Callable, *args) -> tuple[str, float]:
     except BackendError as error:
         status = error.status.value
     return status, time.perf_counter() - started
+
+
+def affine_scene():
+    """``(dev, pool, prog, buf, x)``: the first device, its memory pool, the affine kernel (``_reliability.AFFINE``)
+    compiled on it, a new 1 KiB buffer, and ``x``, 0..255 as uint32 (the buffer's length), not yet uploaded."""
+    dev = vkbackend.devices()[0]
+    pool = dev.memory_pool
+    prog = dev.compile(vkbackend.compile_glsl(AFFINE))
+    return dev, pool, prog, pool.allocate(1024), np.arange(256, dtype=np.uint32)
 
 
 def report(result: dict) -> None:
