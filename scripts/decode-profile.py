@@ -7,6 +7,7 @@ with the most time of their own and the most time under them.
     python3 scripts/decode-profile.py VK          # tinygrad's VK device (vkbackend)
     python3 scripts/decode-profile.py CUDA        # tinygrad's CUDA device, to compare
     python3 scripts/decode-profile.py VK --quick  # the small model bench --tinygrad --quick decodes
+    python3 scripts/decode-profile.py VK --only vkbackend   # only vkbackend's own functions
 
 From Python 3.12 cProfile sees every thread, vkbackend's worker included; a profiled token is slower than a plain
 one. Run it from a checkout (tinygrad 0.14.0 installed); a CUDA run needs nvrtc on the loader's path.
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("device", help="the tinygrad device: VK, CUDA, CPU, ...")
     parser.add_argument("--quick", action="store_true", help="the small model of bench --tinygrad --quick")
     parser.add_argument("--top", type=int, default=15, help="functions listed in each table")
+    parser.add_argument("--only", default="", help="list only functions whose file's path contains this (vkbackend)")
     args = parser.parse_args(argv)
     os.environ["DEV"] = args.device  # before tinygrad is imported: the model's weights are made there
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -56,9 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     stats = pstats.Stats(profile)
     for key, title in (("tottime", "own time"), ("cumulative", "time under the function")):
         print(f"\nus per token, by {title}:")
-        rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2 if key == "tottime" else 3], reverse=True)
+        rows = sorted(
+            (kv for kv in stats.stats.items() if args.only in kv[0][0]),
+            key=lambda kv: kv[1][2 if key == "tottime" else 3],
+            reverse=True,
+        )
         for (file, line, name), (_, calls, own, under, _) in rows[: args.top]:
-            where = f"{Path(file).name}:{line}({name})" if file != "~" else name
+            where = f"{Path(file).parent.name}/{Path(file).name}:{line}({name})" if file != "~" else name
             print(
                 f"  {own / tokens * 1e6:9.1f} own {under / tokens * 1e6:9.1f} under {calls / tokens:7.1f} calls  "
                 f"{where}"

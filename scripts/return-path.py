@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where a sync point's time goes between the caller and the GPU, without tracing: the C calls of the worker and
-the caller (recording and submitting a window, the fence wait, the fence reset, publishing the completed serial,
-the caller's wait) are stamped with ``time.perf_counter_ns`` in one process, for two kinds of sync point:
+the caller (the worker's waits for work, recording and submitting a window, the fence wait, the fence reset,
+publishing the completed serial, the caller's wait) are stamped with ``time.perf_counter_ns`` in one process, for two
+kinds of sync point:
 
 - the synchronised MLP step of ``bench --tinygrad`` (tinygrad's ``TinyJit`` step, then ``Device.synchronize``);
 - ``launch_sync`` (one tiny launch, then ``Device.sync``).
@@ -9,7 +10,8 @@ the caller's wait) are stamped with ``time.perf_counter_ns`` in one process, for
     python3 scripts/return-path.py            # the bench's full-size MLP
     python3 scripts/return-path.py --quick    # the --quick MLP (lavapipe)
 
-Each row is min / median / p90 microseconds over the sync points. Run it from a checkout (tinygrad 0.14.0 installed).
+Each row is min / median / p90 / p99 / max microseconds over the sync points, and how many had the phase. Run it from
+a checkout (tinygrad 0.14.0 installed).
 The stamps wrap the device's native module for the run, which adds well under a microsecond per call.
 """
 
@@ -23,15 +25,29 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-STAMPED = ("vkb_wait_fence", "vkResetFences", "vkb_publish_completed", "vkb_wait_completed", "vkb_submit_batch")
+STAMPED = (
+    "vkb_wait_fence",
+    "vkResetFences",
+    "vkb_publish_completed",
+    "vkb_wait_completed",
+    "vkb_submit_batch",
+    "vkb_wait_work",
+)
+WORKER_WAITS = ("vkb_wait_fence", "vkb_publish_completed", "vkb_wait_work")  # where the worker waits for work
 ROWS = (
+    ("launch() before the sync", "launch"),
+    ("sync() -> the caller waits in C", "caller_waits"),
+    ("caller waits -> worker out of its wait", "worker_out"),
+    ("worker out -> recording begins", "to_submit"),
     ("recording and vkQueueSubmit", "submit"),
+    ("submitted -> fence seen (GPU, poll)", "gpu"),
     ("fence seen -> reset begins", "fence_reset"),
     ("vkResetFences", "reset"),
     ("reset -> publish begins", "reset_publish"),
     ("published -> caller out", "publish_out"),
     ("caller out -> sync returned", "out_end"),
     ("fence seen -> sync returned", "fence_end"),
+    ("sync() called -> returned", "total"),
 )
 
 
@@ -61,7 +77,9 @@ class Stamped:
 
 
 def phases(log: list, start: int, end: int) -> dict[str, int] | None:
-    """The phases of the sync point that ran from ``start`` to ``end`` (ns), from the stamps inside it."""
+    """The phases of the sync point that ran from ``start`` to ``end`` (ns), from the stamps inside it. The worker is
+    "out of its wait" when the first of its waits that was running as the caller began to wait returned (absent
+    where the worker was already running Python then)."""
 
     def last(name: str, done=None):
         found = [e for e in log if e[0] == name and start <= e[1] <= end and (done is None or done(e[3]))]
@@ -71,27 +89,44 @@ def phases(log: list, start: int, end: int) -> dict[str, int] | None:
     publish, wait, submit = last("vkb_publish_completed"), last("vkb_wait_completed", bool), last("vkb_submit_batch")
     if not (fence and reset and publish and wait and submit):
         return None
-    return {
+    out = {
+        "caller_waits": wait[1] - start,
         "submit": submit[2] - submit[1],
+        "gpu": fence[2] - submit[2],
         "fence_reset": reset[1] - fence[2],
         "reset": reset[2] - reset[1],
         "reset_publish": publish[1] - reset[2],
         "publish_out": wait[2] - publish[1],
         "out_end": end - wait[2],
         "fence_end": end - fence[2],
+        "total": end - start,
     }
+    woke = [e[2] for e in log if e[0] in WORKER_WAITS and e[1] <= wait[1] <= e[2] <= submit[1]]
+    if woke:
+        out["worker_out"] = min(woke) - wait[1]
+        out["to_submit"] = submit[1] - min(woke)
+    return out
 
 
-def report(label: str, log: list, syncs: list[tuple[int, int]]) -> None:
-    found = [p for p in (phases(log, a, b) for a, b in syncs) if p is not None]
-    print(f"{label}: {len(found)} of {len(syncs)} sync points; us min / median / p90")
+def report(label: str, log: list, syncs: list[tuple[int, int]], launches: list[int] | None = None) -> None:
+    found = []
+    for i, (a, b) in enumerate(syncs):
+        p = phases(log, a, b)
+        if p is not None:
+            if launches:
+                p["launch"] = launches[i]
+            found.append(p)
+    print(f"{label}: {len(found)} of {len(syncs)} sync points; us min / median / p90 / p99 / max (count)")
     for title, key in ROWS:
-        values = sorted(p[key] for p in found)
+        values = sorted(p[key] for p in found if key in p)
         if values:
-            print(
-                f"  {title:30s} {values[0] / 1e3:8.1f} {values[len(values) // 2] / 1e3:8.1f} "
-                f"{values[int(len(values) * 0.9)] / 1e3:8.1f}"
+            picks = (
+                values[0],
+                values[len(values) // 2],
+                *(values[int(len(values) * q)] for q in (0.9, 0.99)),
+                values[-1],
             )
+            print(f"  {title:40s}" + "".join(f" {v / 1e3:8.1f}" for v in picks) + f"  ({len(values)})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,12 +167,15 @@ def main(argv: list[str] | None = None) -> int:
         buf = pool.allocate(1024)
         pool.host_to_pool(np.zeros(256, np.float32), buf)
         syncs = []
+        launches = []
         for _ in range(args.trips):
+            before = time.perf_counter_ns()
             dev.launch(prog, [buf], (256,), (1, 1, 1))
             start = time.perf_counter_ns()
             dev.sync()
             syncs.append((start, time.perf_counter_ns()))
-        report("launch_sync", log, syncs)
+            launches.append(start - before)
+        report("launch_sync", log, syncs, launches)
         pool.release(buf)
     finally:
         ctx.lib = native
