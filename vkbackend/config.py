@@ -206,6 +206,12 @@ def env_flag(name: str, default: bool) -> bool:
     return _FLAGS[text]
 
 
+def env_switch(name: str) -> bool | None:
+    """A boolean environment variable read as :func:`env_flag` reads it, None where it is unset or empty (a switch
+    whose default the package decides per device)."""
+    return env_flag(name, False) if os.environ.get(name, "").strip() else None
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .config import VulkanConfig, cache_dir, env_flag
+from .config import VulkanConfig, cache_dir, env_flag, env_switch
 from .errors import NO_DEVICE_HINT, BackendError
 
 __all__ = ["doctor", "loader_path", "SETTINGS"]
@@ -98,7 +98,7 @@ SETTINGS: dict[str, Callable[[str], str]] = {
     "VKBACKEND_TRACE": _text("a Chrome trace is written at exit to"),
     "VKBACKEND_TINYGRAD_GRAPH": _switch(True),
     "VKBACKEND_TINYGRAD_ROBUST": _switch(False),
-    "VKBACKEND_TINYGRAD_TC": _switch(False),
+    "VKBACKEND_TINYGRAD_TC": lambda name: {None: "where they pay", True: "on", False: "off"}[env_switch(name)],
     "VKBACKEND_TINYGRAD_VIRTUAL": _switch(True),
     "VKBACKEND_TEST_NO_VALIDATION": _text("read by the test suite"),
     "VKBACKEND_FULL": _text("read by the test suite"),

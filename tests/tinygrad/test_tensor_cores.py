@@ -34,7 +34,14 @@ from vkbackend.spirv import reflect
 from vkbackend.tinygrad.compiler.bf16_spirv import retype_cooperative_matrices
 from vkbackend.tinygrad.renderer.caps import DeviceCaps, TCShape, make_arch, parse_arch
 from vkbackend.tinygrad.renderer.renderer import VKRenderer
-from vkbackend.tinygrad.renderer.tensor_cores import SWITCH, device_shapes, make_tensor_core, tensor_cores
+from vkbackend.tinygrad.renderer.tensor_cores import (
+    SWITCH,
+    device_shapes,
+    make_tensor_core,
+    register_layout,
+    tensor_cores,
+)
+from vkbackend.tinygrad.runtime import coopmat_layout
 from vkbackend.tinygrad.runtime.device_caps import caps_from_info
 
 NO_COOPMAT = "the device has no VK_KHR_cooperative_matrix"
@@ -127,6 +134,75 @@ def test_our_tensor_cores_hold_row_major_chunks(m, n, k, threads):
         assert all(layout[(lane, e)] == divmod(lane * per + e, cols) for lane in range(threads) for e in range(per))
 
 
+# What an H200 (NVIDIA driver 580.159.04) put in each invocation's components of cooperative matrices loaded from
+# row-major tiles (the probe of vkbackend/tinygrad/runtime/coopmat_layout.py): lane = 4 * group + tid, element i,
+# (row, column) of A (m x k), B (k x n), C (m x n). Rows and columns 8 and up take the element's upper bits in turn.
+def _nv_expected(m: int, n: int, k: int):
+    def pair(tid: int, i: int, size: int) -> tuple[int, int]:  # (coordinate, element bits used)
+        extra = int(math.log2(size)) - 3
+        return tid * 2 + (i & 1) + (8 * (i >> 1 & 1) if extra else 0), 1 + extra
+
+    def group(g: int, i: int, size: int, used: int) -> int:
+        return g + (8 * (i >> used & 1) if size == 16 else 0)
+
+    def a(lane, i):
+        col, used = pair(lane % 4, i, k)
+        return group(lane >> 2, i, m, used), col
+
+    def b(lane, i):
+        row, used = pair(lane % 4, i, k)
+        return row, group(lane >> 2, i, n, used)
+
+    def c(lane, i):
+        col, used = pair(lane % 4, i, n)
+        return group(lane >> 2, i, m, used), col
+
+    return a, b, c
+
+
+@pytest.mark.parametrize("m,n,k", [(16, 16, 16), (16, 8, 16), (16, 8, 8)])
+def test_the_nv_layout_is_what_the_h200s_cooperative_matrices_hold(m, n, k):
+    """Our "nv" TensorCores, read back through tinygrad's own description, put each element where the H200's
+    cooperative matrices hold it: tinygrad's registers can then be the matrices' components."""
+    tc = make_tensor_core(TCShape(m, n, k, "f16", "f32"), 32, "nv")
+    assert tc is not None and tc.dims == (n, m, k)
+    for layout, expected, per in zip(derive_layout(tc), _nv_expected(m, n, k), tc.elements_per_thread):
+        assert all(layout[(lane, i)] == expected(lane, i) for lane in range(32) for i in range(per))
+    spot = derive_layout(make_tensor_core(TCShape(16, 16, 16, "f16", "f32"), 32, "nv"))[1]
+    assert [spot[(1, i)] for i in range(8)] == [(2, 0), (3, 0), (10, 0), (11, 0), (2, 8), (3, 8), (10, 8), (11, 8)]
+
+
+def _probe_words(layout, lane_of=lambda flat: flat % 32, warp_of=lambda flat: flat // 32) -> np.ndarray:
+    """What the layout probe's kernel writes on a device whose matrices have ``layout``."""
+    invocations = 128
+    words = np.zeros(invocations * (1 + 3 * 64), np.uint32)
+    for flat in range(invocations):
+        words[flat] = lane_of(flat) | warp_of(flat) << 8
+        for use, bits in enumerate(layout):
+            for i in range(1 << sum(kind == "i" for kind, _ in bits)):
+                place = sum((((i if kind == "i" else flat % 32) >> j) & 1) << f for f, (kind, j) in enumerate(bits))
+                words[coopmat_layout._base(use, invocations) + flat * 64 + i] = place
+    return words
+
+
+def test_the_layout_probe_tells_the_families_apart():
+    shape = TCShape(16, 8, 16, "f16", "f32")
+    nv, chunk = register_layout(shape, 32, "nv"), register_layout(shape, 32, "chunk")
+    assert coopmat_layout.matches(nv, _probe_words(nv)) and not coopmat_layout.matches(chunk, _probe_words(nv))
+    assert coopmat_layout.matches(chunk, _probe_words(chunk)) and not coopmat_layout.matches(nv, _probe_words(chunk))
+    # a lane that is not the invocation's x, or a warp split over subgroups, rules registers out whatever the layout
+    assert not coopmat_layout.matches(nv, _probe_words(nv, lane_of=lambda flat: 31 - flat % 32))
+    assert not coopmat_layout.matches(nv, _probe_words(nv, warp_of=lambda flat: flat // 16 % 4))
+
+
+@pytest.mark.parametrize("shape", [F16_F32, TCShape(16, 8, 8, "f16", "f16")], ids=TCShape.token)
+def test_the_layout_probe_compiles(glslang13, shape):
+    import vkbackend
+
+    spirv = vkbackend.compile_glsl(coopmat_layout._source(shape), target_env="vulkan1.3")
+    _spirv_val(spirv, "vulkan1.3")
+
+
 def test_shapes_tinygrad_cannot_describe_get_no_tensor_core():
     assert make_tensor_core(TCShape(16, 16, 12, "f16", "f32"), 32) is None  # not a power of two
     assert make_tensor_core(TCShape(4, 4, 4, "f16", "f32"), 32) is None  # fewer elements than lanes
@@ -147,6 +223,8 @@ def test_arch_round_trip_with_tensor_cores():
         ((8, 16, 16), dtypes.bfloat16),
     ]
     assert parse_arch(make_arch(dataclasses.replace(caps, tc_emulate=True))).tc_emulate
+    assert parse_arch(make_arch(dataclasses.replace(caps, tc_layout="nv"))).tc_layout == "nv"
+    assert "tcnv" not in arch.split(",") and parse_arch(arch).tc_layout == "chunk"
     assert parse_arch(arch + ",m16.16.16.f64.f32,m1.2").tc_shapes == caps.tc_shapes  # unknown shapes are ignored
     assert not any(t[0] in "wm" for t in make_arch(FULL).split(","))  # no tensor cores: today's arch
     assert parse_arch(make_arch(FULL)) == FULL and DeviceCaps().tc_shapes == ()
@@ -184,10 +262,12 @@ def _info(**over) -> SimpleNamespace:
 
 
 def test_device_shapes_follow_the_switch_and_the_device(monkeypatch):
-    monkeypatch.delenv(SWITCH, raising=False)
-    assert device_shapes(_info()) == ((), 0)  # off by default
-    monkeypatch.setenv(SWITCH, "1")
+    monkeypatch.setenv(SWITCH, "0")
+    assert device_shapes(_info()) == ((), 0)  # switched off
     usable = (F16_F32, TCShape(16, 8, 16, "f16", "f16"), TCShape(16, 16, 16, "bf16", "f32"))
+    monkeypatch.delenv(SWITCH, raising=False)
+    assert device_shapes(_info()) == (usable, 32)  # by default, until the layout is probed (with_tensor_cores)
+    monkeypatch.setenv(SWITCH, "1")
     assert device_shapes(_info()) == (usable, 32)  # int8 and workgroup scope are not ours
     no_bf16 = _info(features=_info().features - {"shaderBFloat16CooperativeMatrix"})
     assert device_shapes(no_bf16) == (usable[:2], 32)
@@ -212,7 +292,24 @@ def test_device_shapes_follow_the_switch_and_the_device(monkeypatch):
     assert caps.tc_shapes == usable and len(tensor_cores(caps)) == 3
 
 
-@pytest.mark.parametrize("switch", ["0", "1"])
+def test_tensor_cores_by_default_only_where_registers_go_straight_to_the_matrices():
+    """By default (the switch unset) tinygrad gets the float16 shapes of a device whose layout the probe knows, whose
+    registers become the matrices' components, and nothing where it would stage (no faster than scalar code); on,
+    every shape in the probed layout (staged where unknown); off, nothing."""
+    bf16 = TCShape(16, 16, 16, "bf16", "f32")
+    caps = dataclasses.replace(FULL, tc_threads=32, tc_shapes=(F16_F32, bf16))
+    auto_nv = coopmat_layout.with_tensor_cores(caps, "nv", "auto")
+    assert auto_nv.tc_shapes == (F16_F32,) and auto_nv.tc_layout == "nv" and auto_nv.tc_threads == 32
+    assert coopmat_layout.with_tensor_cores(caps, "chunk", "auto").tc_shapes == ()
+    assert coopmat_layout.with_tensor_cores(caps, "chunk", "auto").tc_threads == 0
+    assert coopmat_layout.with_tensor_cores(caps, "chunk", "on") == caps
+    assert coopmat_layout.with_tensor_cores(caps, "nv", "on") == dataclasses.replace(caps, tc_layout="nv")
+    assert coopmat_layout.with_tensor_cores(caps, "nv", "off").tc_shapes == ()
+    only_bf16 = coopmat_layout.with_tensor_cores(dataclasses.replace(caps, tc_shapes=(bf16,)), "nv", "auto")
+    assert only_bf16.tc_shapes == () and "w32" not in make_arch(only_bf16).split(",")
+
+
+@pytest.mark.parametrize("switch", ["0", "1", ""])
 def test_the_default_renderer_has_no_tensor_cores_on_this_device(vk_device, monkeypatch, switch):
     """Without cooperative matrices (lavapipe), the switch changes nothing: the same arch, no tensor cores."""
     info = vk_device.vk.info
@@ -229,9 +326,13 @@ def test_the_default_renderer_has_no_tensor_cores_on_this_device(vk_device, monk
 # ----- rendered kernels ----------------------------------------------------------------------------------------------
 
 
-def _tc_arch(*shapes: TCShape, threads: int = 32, emulate: bool = False, shared: int = 49152) -> str:
+def _tc_arch(
+    *shapes: TCShape, threads: int = 32, emulate: bool = False, shared: int = 49152, layout: str = "chunk"
+) -> str:
     return make_arch(
-        dataclasses.replace(FULL, tc_threads=threads, tc_shapes=shapes, tc_emulate=emulate, shared_max=shared)
+        dataclasses.replace(
+            FULL, tc_threads=threads, tc_shapes=shapes, tc_emulate=emulate, shared_max=shared, tc_layout=layout
+        )
     )
 
 
@@ -285,6 +386,34 @@ def test_a_tensor_core_kernel_uses_cooperative_matrices(glslang13, shape):
         assert _bfloat16_matrix_components(lib.spirv) == 2  # A and B
     else:
         assert "bf16_coopmat" not in lib.meta and _bfloat16_matrix_components(lib.spirv) == 0
+
+
+@pytest.mark.parametrize(
+    "shape", [F16_F32, TCShape(16, 8, 16, "f16", "f32"), TCShape(16, 8, 8, "f16", "f16")], ids=TCShape.token
+)
+def test_an_nv_tensor_core_kernel_hands_its_registers_to_cooperative_matrices(glslang13, shape):
+    """With the device's own layout (tcnv) and the warp the work group's x size, the WMMA makes its registers the
+    matrices' components: no staging in shared memory, no barrier."""
+    lib = _render_matmul(_tc_arch(shape, layout="nv"), 64, 64, 64, shape.dtype_in, shape.dtype_out)
+    src = lib.source
+    assert "ma[i] = a[i];" in src and "mb[i] = b[i];" in src and "mc[i] = c[i];" in src and "d[i] = mc[i];" in src
+    assert "mc = coopMatMulAdd(ma, mb, mc);" in src and "barrier();" not in src and "coopMatLoad" not in src
+    assert not any(line.startswith("shared ") for line in src.splitlines()) and lib.meta["target_env"] == "vulkan1.3"
+    _spirv_val(lib.spirv, "vulkan1.3")
+
+
+def test_an_nv_bfloat16_tensor_core_kernel_stages_in_the_nv_layout(glslang13):
+    """bfloat16 inputs still stage (their matrices are retyped after glslang, which has no bfloat16 element), each
+    element written where the nv layout places it."""
+    lib = _render_matmul(_tc_arch(TCShape(16, 16, 16, "bf16", "f32"), layout="nv"), 64, 64, 64, "bf16", "f32")
+    src = lib.source
+    assert "barrier();" in src and "coopMatLoad(ma," in src and "ma[i] = a[i];" not in src
+    # A's index: element bit 0, lane bits 0 and 1, element bit 1 (the columns), lane bits 2-4, element bit 2 (the rows)
+    assert (
+        "_place_a(uint lane, uint i) { return (((i >> 0u) & 1u) << 0u) | (((lane >> 0u) & 1u) << 1u) | "
+        "(((lane >> 1u) & 1u) << 2u) | (((i >> 1u) & 1u) << 3u) | (((lane >> 2u) & 1u) << 4u) |"
+    ) in src
+    _spirv_val(lib.spirv, "vulkan1.3")
 
 
 def _bfloat16_matrix_components(spirv: bytes) -> int:
@@ -364,6 +493,25 @@ def test_emulated_tensor_cores_against_numpy(vk_device, glslang, kernel_sources,
     _matmul_against_numpy(make_arch(caps), *mnk, shape.dtype_in, shape.dtype_out, kernel_sources, "vk_wmma_")
 
 
+# the nv layout's shapes, staged and computed in scalar code where the device has no cooperative matrices: tinygrad's
+# description of the layout (registers of every lane and element) against the place functions of the staging
+EMULATED_NV = [
+    (F16_F32, (16, 16, 64)),
+    (F16_F32, (32, 128, 32)),
+    (TCShape(16, 8, 16, "f16", "f32"), (16, 8, 32)),
+    (TCShape(16, 8, 8, "f16", "f16"), (32, 8, 16)),
+    (TCShape(16, 16, 16, "bf16", "f32"), (16, 16, 32)),
+]
+
+
+@pytest.mark.parametrize("shape,mnk", EMULATED_NV, ids=[f"{s.token()}-{'x'.join(map(str, d))}" for s, d in EMULATED_NV])
+def test_emulated_nv_tensor_cores_against_numpy(vk_device, glslang, kernel_sources, shape, mnk):
+    caps = dataclasses.replace(
+        caps_from_info(vk_device.vk.info), tc_threads=32, tc_shapes=(shape,), tc_emulate=True, tc_layout="nv"
+    )
+    _matmul_against_numpy(make_arch(caps), *mnk, shape.dtype_in, shape.dtype_out, kernel_sources, "_place_c(vk_lane")
+
+
 def test_tensor_core_kernels_are_never_widened(vk_device, glslang, kernel_sources, monkeypatch):
     """Narrow work groups are merged (renderer.widen_groups), but not a tensor-core kernel's: its helpers stage tiles
     in shared memory between barriers, which merged groups would share and an early return would skip. With the
@@ -378,9 +526,11 @@ def test_tensor_core_kernels_are_never_widened(vk_device, glslang, kernel_source
     assert metas and all('"widen":1,' in meta for meta in metas), metas
 
 
-@pytest.fixture
-def cooperative_caps(vk_device, monkeypatch) -> DeviceCaps:
-    """The device's caps with VKBACKEND_TINYGRAD_TC=1; a skip where it has no cooperative matrices we can use."""
+@pytest.fixture(params=["chunk", "probed"])
+def cooperative_caps(vk_device, monkeypatch, request) -> DeviceCaps:
+    """The device's caps with VKBACKEND_TINYGRAD_TC=1, its registers staged in row-major chunks or laid out as the
+    probe found the device's matrices (as VK gives tinygrad); a skip where it has no cooperative matrices we can
+    use."""
     info = vk_device.vk.info
     if "VK_KHR_cooperative_matrix" not in info.extensions:
         pytest.skip(NO_COOPMAT)
@@ -391,14 +541,31 @@ def cooperative_caps(vk_device, monkeypatch) -> DeviceCaps:
             f"none of the device's cooperative-matrix shapes is one the renderer can use (or a feature it "
             f"needs is missing): {info.cooperative_matrix_shapes}"
         )
+    if request.param == "probed":
+        caps = dataclasses.replace(caps, tc_layout=coopmat_layout.probe_layout(vk_device.vk, caps))
     return caps
+
+
+NVIDIA = 0x10DE
+
+
+def test_the_probe_finds_nvidias_layout_on_nvidia(vk_device, glslang13, monkeypatch):
+    """The layout probe runs on a device with cooperative matrices and, on NVIDIA's, finds the nv layout (so that
+    tinygrad's VK hands registers to the matrices there); elsewhere it names a family or falls back to staging."""
+    info = vk_device.vk.info
+    if "VK_KHR_cooperative_matrix" not in info.extensions:
+        assert coopmat_layout.probe_layout(vk_device.vk, DeviceCaps()) == "chunk"  # nothing to probe
+        pytest.skip(NO_COOPMAT)
+    monkeypatch.setenv(SWITCH, "1")
+    layout = coopmat_layout.probe_layout(vk_device.vk, caps_from_info(info))
+    assert layout == "nv" if info.vendor_id == NVIDIA else layout in ("nv", "chunk")
 
 
 @pytest.mark.parametrize("din,dout", [("f16", "f32"), ("f16", "f16"), ("bf16", "f32")])
 @pytest.mark.parametrize("mnk", [(16, 16, 16), (64, 64, 64), (256, 512, 128), (128, 96, 256)], ids=str)
 def test_cooperative_matrix_tensor_cores_against_numpy(cooperative_caps, glslang13, kernel_sources, din, dout, mnk):
     """Matrix products on the device's cooperative matrices (tinygrad's default optimizations with its tensor
-    cores), each shape the device offers for these types."""
+    cores), each shape the device offers for these types, staged and in the probed layout."""
     shapes = [s for s in cooperative_caps.tc_shapes if (s.dtype_in, s.dtype_out) == (din, dout)]
     if not shapes:
         pytest.skip(f"the device has no {din} -> {dout} cooperative-matrix shape")

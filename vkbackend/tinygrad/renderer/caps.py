@@ -64,11 +64,13 @@ class DeviceCaps:
     # 65,535 (see vkbackend.tinygrad.renderer.loop_limit)
     loop_limit: int = 0
     # tensor cores (empty unless VKBACKEND_TINYGRAD_TC=1 and the device has cooperative matrices): the invocations of
-    # one warp (``w32``), the shapes (``m16.16.16.f16.f32``), and ``tcemu``: WMMA in scalar code, not cooperative
-    # matrices (to check the layout on devices without them)
+    # one warp (``w32``), the shapes (``m16.16.16.f16.f32``), ``tcemu``: WMMA in scalar code, not cooperative
+    # matrices (to check the layout on devices without them), and ``tcnv``: the registers are laid out as NVIDIA's
+    # cooperative matrices are (probed on the device), else in row-major chunks (tensor_cores.register_layout)
     tc_threads: int = 0
     tc_shapes: tuple[TCShape, ...] = ()
     tc_emulate: bool = False
+    tc_layout: str = "chunk"
 
 
 _FLAGS = ("f16", "f64", "i8", "i16", "i64", "addresses")
@@ -93,6 +95,7 @@ def make_arch(caps: DeviceCaps) -> str:
     if caps.tc_threads and caps.tc_shapes:
         toks += [f"w{caps.tc_threads}", *(shape.token() for shape in caps.tc_shapes)]
         toks += ["tcemu"] if caps.tc_emulate else []
+        toks += [f"tc{caps.tc_layout}"] if caps.tc_layout != "chunk" else []
     return ",".join(toks)
 
 
@@ -113,6 +116,8 @@ def parse_arch(arch: str) -> DeviceCaps:
             kw["wide_bytes"] = int(tok[4:])
         elif tok == "tcemu":
             kw["tc_emulate"] = True
+        elif tok == "tcnv":
+            kw["tc_layout"] = "nv"
         elif tok[0] == "w" and tok[1:].isdigit():
             kw["tc_threads"] = int(tok[1:])
         elif (shape := TCShape.parse(tok)) is not None:

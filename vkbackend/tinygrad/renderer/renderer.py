@@ -495,7 +495,7 @@ class VKRenderer(CStyleLanguage):
             u.max_numel() * u.dtype.itemsize for u in uops if u.op is Ops.BUFFER and u.addrspace is AddrSpace.LOCAL
         )
         wmma_extensions, wmma_definitions = wmma_prelude(
-            uops, local, self.caps.tc_emulate, local_bytes, self.shared_max
+            uops, local, self.caps.tc_emulate, local_bytes, self.shared_max, self.caps.tc_layout
         )
         lines += wmma_extensions
         # SignedZeroInfNanPreserve (capability 4466, execution mode 4461), after every #extension

@@ -2,27 +2,33 @@
 
 **The tensor cores.** For each cooperative-matrix shape the device lists that tinygrad can use (:func:`device_shapes`:
 subgroup scope, float16 or bfloat16 inputs, float32 or float16 results), :func:`make_tensor_core` builds a tinygrad
-``TensorCore`` whose ``threads`` are the device's largest subgroup and whose register layout is the simplest there is:
-lane ``l`` of a warp holds elements ``l*e .. l*e+e-1`` of each operand's row-major tile (``e`` = the operand's elements
-per thread), for A (M x K), B (K x N) and C/D (M x N) alike. Its ``opts`` and ``swizzle`` are chosen to give exactly
-that (tests/tinygrad/test_tensor_cores.py derives the layout from tinygrad's own description and checks it).
+``TensorCore`` whose ``threads`` are the device's largest subgroup, in a register layout (:func:`register_layout`):
+the device's own where a probe has recognised it (``"nv"``, NVIDIA's: vkbackend/tinygrad/runtime/coopmat_layout.py),
+else the simplest there is (``"chunk"``: lane ``l`` of a warp holds elements ``l*e .. l*e+e-1`` of each operand's
+row-major tile, ``e`` = the operand's elements per thread). Its ``opts`` and ``swizzle`` are derived from the layout,
+bit by bit (tests/tinygrad/test_tensor_cores.py derives the layout back from tinygrad's own description and checks
+it).
 
-**The WMMA op.** A cooperative matrix spreads its elements over a subgroup in a way only the driver knows, and Vulkan
-relates subgroups to local invocation ids in no fixed way, so registers cannot be handed to it as CUDA's ``mma.sync``
-takes them. The rendered WMMA stages through shared memory instead: each invocation writes its A, B and C elements to
-its warp's row-major tiles (its lane and warp are tinygrad's, computed from the local ids as tinygrad's gpudims forms
-them), ``barrier()``, each subgroup loads, multiplies and stores the tiles of the warps it takes (``gl_SubgroupID``,
-``gl_SubgroupID + gl_NumSubgroups``, ...: right for any number and size of subgroups), ``barrier()``, and each
-invocation reads its D elements back. Cooperative-matrix operations need every invocation of the subgroup active: the
-kernel is SPIR-V 1.6 (Vulkan 1.3), where a work group whose x size is a multiple of the subgroup size has full
-subgroups, and x is a multiple of ``threads`` (tinygrad's warp is its first local dimension), which is the largest
-subgroup size. bfloat16 inputs are staged as their bits and loaded as float16 matrices, which
-:func:`vkbackend.tinygrad.compiler.bf16_spirv.retype_cooperative_matrices` retypes to bfloat16 in the SPIR-V
-(glslang 13 has no bfloat16 type).
+**The WMMA op, straight from registers.** A cooperative matrix spreads its elements over a subgroup in a way the
+driver decides, but fixed, and GLSL reads and writes an invocation's components (``mat[i]``). Where the registers
+are in the device's layout, each warp is one subgroup with tinygrad's lane the subgroup's (the warp is the work
+group's whole x size) and the inputs are float16, the WMMA writes the invocation's A, B and C elements as the
+matrices' components, multiplies and reads D back: no shared memory, no barrier.
 
-**Emulation** (``tcemu`` in the arch): the same staging, with the product computed by each invocation for its own D
-elements in scalar code instead of cooperative matrices. It runs anywhere (lavapipe), so the layout, the lane and warp
-arithmetic and the barriers are checked against numpy where no device has cooperative matrices.
+**Staged.** Otherwise it stages through shared memory: each invocation writes its A, B and C elements to its warp's
+row-major tiles where the layout places them (``..._place_a/b/c``; its lane and warp are tinygrad's, computed from the
+local ids as tinygrad's gpudims forms them), ``barrier()``, each subgroup loads, multiplies and stores the tiles of the
+warps it takes (``gl_SubgroupID``, ``gl_SubgroupID + gl_NumSubgroups``, ...: right for any number and size of
+subgroups), ``barrier()``, and each invocation reads its D elements back. Cooperative-matrix operations need every
+invocation of the subgroup active: the kernel is SPIR-V 1.6 (Vulkan 1.3), where a work group whose x size is a
+multiple of the subgroup size has full subgroups, and x is a multiple of ``threads`` (tinygrad's warp is its first
+local dimension), which is the largest subgroup size. bfloat16 inputs always stage, as their bits, loaded as float16
+matrices, which :func:`vkbackend.tinygrad.compiler.bf16_spirv.retype_cooperative_matrices` retypes to bfloat16 in the
+SPIR-V (glslang 13 has no bfloat16 type).
+
+**Emulation** (``tcemu`` in the arch): the staging, with the product computed by each invocation for its own D
+elements in scalar code instead of cooperative matrices. It runs anywhere (lavapipe), so each layout, the lane and
+warp arithmetic and the barriers are checked against numpy where no device has cooperative matrices.
 """
 
 from __future__ import annotations
@@ -34,16 +40,24 @@ from tinygrad.codegen.opt.tc import TensorCore
 from tinygrad.dtype import DType, dtypes
 from tinygrad.uop.ops import Ops, UOp
 
-from vkbackend.config import env_flag
+from vkbackend.config import env_switch
 from vkbackend.tinygrad.renderer.caps import TC_INPUTS, TC_OUTPUTS, DeviceCaps, TCShape
 from vkbackend.tinygrad.renderer.glsl_types import TYPE_MAP, value_type
 
 __all__ = ["SWITCH", "device_shapes", "make_tensor_core", "tensor_cores", "render_wmma", "wmma_prelude", "wmma_target"]
 
-SWITCH = "VKBACKEND_TINYGRAD_TC"  # on: give tinygrad the device's tensor cores (off by default: not yet measured)
+SWITCH = "VKBACKEND_TINYGRAD_TC"  # unset: tensor cores where they pay (tc_mode); on: wherever they run; off: never
 # arch spellings of the types tinygrad's tensor cores can take and give
 ARCH_DTYPES: dict[str, DType] = {"f16": dtypes.half, "bf16": dtypes.bfloat16, "f32": dtypes.float}
 _DEVICE_DTYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+
+
+def tc_mode() -> str:
+    """What :data:`SWITCH` asks for: ``"auto"`` (unset: tensor cores where tinygrad's registers can be the device's
+    matrices' components, which a probe finds: vkbackend/tinygrad/runtime/coopmat_layout.py), ``"on"`` (every shape
+    the device can run, staged through shared memory where the layout is unknown) or ``"off"``."""
+    switch = env_switch(SWITCH)
+    return "auto" if switch is None else "on" if switch else "off"
 
 
 def _api_at_least(version: str, wanted: tuple[int, int]) -> bool:
@@ -54,11 +68,11 @@ def _api_at_least(version: str, wanted: tuple[int, int]) -> bool:
 def device_shapes(info) -> tuple[tuple[TCShape, ...], int]:
     """The tensor-core shapes tinygrad may use on a device (a :class:`vkbackend.DeviceInfo`), and their ``threads``.
 
-    Empty unless :data:`SWITCH` is on (``1``, ``true``, ``yes``, ``on``) and the device can run the rendered kernels:
-    cooperative matrices, Vulkan 1.3
-    (the kernels are SPIR-V 1.6), the Vulkan memory model, basic subgroup operations and float16 (bfloat16 inputs
-    need shaderBFloat16CooperativeMatrix and 16-bit integers too)."""
-    if not env_flag(SWITCH, False):
+    Empty where :data:`SWITCH` is off (``0``, ``false``, ``no``, ``off``), and unless the device can run the rendered
+    kernels: cooperative matrices, Vulkan 1.3 (the kernels are SPIR-V 1.6), the Vulkan memory model, basic subgroup
+    operations and float16 (bfloat16 inputs need shaderBFloat16CooperativeMatrix and 16-bit integers too). Which of
+    them tinygrad gets is settled once the device's layout is probed (coopmat_layout.with_tensor_cores)."""
+    if tc_mode() == "off":
         return (), 0
     feats = info.features
     threads = int(info.max_subgroup_size or info.subgroup_size)
@@ -84,20 +98,65 @@ def device_shapes(info) -> tuple[tuple[TCShape, ...], int]:
     return tuple(found), threads if found else 0
 
 
-def make_tensor_core(shape: TCShape, threads: int) -> TensorCore | None:
-    """tinygrad's ``TensorCore`` for ``shape`` on warps of ``threads`` invocations, with the row-major chunk layout of
-    the module docstring; None where tinygrad cannot describe that layout (sizes not powers of two, fewer elements
-    than threads, or a layout its checks reject)."""
+# Where each bit of an operand's row-major tile index comes from: ("i", j) bit j of the element's place in its
+# invocation's registers, ("l", j) bit j of the invocation's lane. One list per operand, A (m x k), B (k x n),
+# C (m x n), the index's lowest bit first.
+Layout = tuple[tuple[tuple[str, int], ...], ...]
+
+
+def _fragment_bits(pair: int, group: int) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """NVIDIA's fragment layout along one operand's two dimensions: the "pair" dimension takes element bit 0 and lane
+    bits 0-1, then the next element bits, the "group" dimension lane bits 2-4, then the element bits after those."""
+    extra_pair, extra_group = int(math.log2(pair)) - 3, int(math.log2(group)) - 3
+    p = [("i", 0), ("l", 0), ("l", 1)] + [("i", 1 + j) for j in range(extra_pair)]
+    g = [("l", 2), ("l", 3), ("l", 4)] + [("i", 1 + extra_pair + j) for j in range(extra_group)]
+    return p, g
+
+
+def register_layout(shape: TCShape, threads: int, family: str) -> Layout | None:
+    """The layout of an operand's elements over a warp's registers: ``"chunk"``, lane ``l`` holds elements
+    ``l*e .. l*e+e-1`` of each row-major tile (what the staging writes and reads anywhere); ``"nv"``, the layout of
+    NVIDIA's cooperative matrices (PTX's mma fragments: lane = 4 * group + thread in group), which a probe confirms on
+    the device before the renderer relies on it (vkbackend/tinygrad/runtime/coopmat_layout.py). None where the family
+    has no layout for the shape."""
+    m, n, k = shape.m, shape.n, shape.k
+    if family == "chunk":
+        t = int(math.log2(threads))
+        out = []
+        for size in (m * k, k * n, m * n):
+            e = int(math.log2(size)) - t
+            out.append(tuple([("i", j) for j in range(e)] + [("l", j) for j in range(t)]))
+        return tuple(out)
+    if family == "nv":
+        if threads != 32 or min(m, n, k) < 8:
+            return None
+        ak, am = _fragment_bits(k, m)  # A = m x k: index m*k_size + k, the k bits low
+        bk, bn = _fragment_bits(k, n)  # B = k x n: index k*n_size + n, the n bits low
+        cn, cm = _fragment_bits(n, m)  # C = m x n: index m*n_size + n, the n bits low
+        return (tuple(ak + am), tuple(bn + bk), tuple(cn + cm))
+    return None
+
+
+def make_tensor_core(shape: TCShape, threads: int, family: str = "chunk") -> TensorCore | None:
+    """tinygrad's ``TensorCore`` for ``shape`` on warps of ``threads`` invocations, with the register layout
+    :func:`register_layout` gives for ``family``; None where tinygrad cannot describe that layout (sizes not powers of
+    two, fewer elements than threads, or a layout its checks reject)."""
     sizes = (shape.m, shape.n, shape.k, threads)
     if any(x < 1 or x & (x - 1) for x in sizes):
         return None
     if min(shape.m * shape.k, shape.k * shape.n, shape.m * shape.n) < threads:
         return None
+    layout = register_layout(shape, threads, family)
+    if layout is None:
+        return None
     a, b, c, t = (int(math.log2(x)) for x in sizes)
-    e = a + b - t  # bits of C's elements per thread
     # C's row-major index n + N*m, bit by bit: bit f < b is bit f of n (tinygrad's axis 0), else bit f-b of m (axis 1);
-    # the low e bits are upcasts (a thread's elements, in order), the next t bits locals (its lane)
-    opts = tuple(("u" if f < e else "l") + ("0" if f < b else "1") for f in range(a + b))
+    # an element bit is an upcast, a lane bit a local, each in increasing order (tinygrad numbers them so)
+    c_layout = layout[2]
+    opts = tuple(("u" if c_layout[f][0] == "i" else "l") + ("0" if f < b else "1") for f in range(a + b))
+    for kind in "il":
+        if [j for x, j in c_layout if x == kind] != sorted(j for x, j in c_layout if x == kind):
+            return None
     count = {"u": 0, "l": 0}
     n_bits: list[str] = []  # tinygrad's name of each bit of n, of m
     m_bits: list[str] = []
@@ -105,21 +164,25 @@ def make_tensor_core(shape: TCShape, threads: int) -> TensorCore | None:
         (n_bits if o[1] == "0" else m_bits).append(f"{o[0]}{count[o[0]]}")
         count[o[0]] += 1
     k_bits = [f"r{j}" for j in range(c)]
+    e = sum(1 for kind, _ in c_layout if kind == "i")  # bits of C's elements per thread
     lanes, upcasts = [f"l{i}" for i in range(t)], [f"u{j}" for j in range(e)]
     # the axes tinygrad forms an operand's register vector from, the last the fastest (TensorCore.base_upcast_axes)
     vector_axes = upcasts[::-1] + k_bits[::-1]
 
-    def remap(flat_bits: list[str], unused: list[str]) -> dict[str, str]:
-        """Each axis's meaning for one operand: its vector axes and lanes take the bits of its row-major index, in
-        order; the axes it does not depend on take the other operand's dimension."""
+    def remap(flat_bits: list[str], unused: list[str], bits: tuple[tuple[str, int], ...]) -> dict[str, str]:
+        """Each axis's meaning for one operand: the axis holding each bit of its register place (the last vector axis
+        is bit 0) or lane takes the bit of its row-major index that bit lays out; the axes it does not depend on take
+        the other operand's dimension."""
         vector = vector_axes[: len(flat_bits) - t]
-        meaning = dict(zip(vector[::-1] + lanes, flat_bits))
+        meaning = {
+            (vector[len(vector) - 1 - j] if kind == "i" else lanes[j]): flat for (kind, j), flat in zip(bits, flat_bits)
+        }
         rest = [x for x in vector_axes if x not in meaning]
         return {**meaning, **dict(zip(rest, unused))}
 
     swizzle = tuple(
         (tuple(r[x] for x in lanes), tuple(r[x] for x in upcasts), tuple(r[x] for x in k_bits))
-        for r in (remap(k_bits + m_bits, n_bits), remap(n_bits + k_bits, m_bits))
+        for r in (remap(k_bits + m_bits, n_bits, layout[0]), remap(n_bits + k_bits, m_bits, layout[1]))
     )
     try:
         return TensorCore(
@@ -140,10 +203,13 @@ def make_tensor_core(shape: TCShape, threads: int) -> TensorCore | None:
 
 
 def tensor_cores(caps: DeviceCaps) -> list[TensorCore]:
-    """The renderer's ``tensor_cores``: one per shape the arch names (none without ``w<threads>``)."""
+    """The renderer's ``tensor_cores``: one per shape the arch names (none without ``w<threads>``), in the register
+    layout it names."""
     if not caps.tc_threads:
         return []
-    return [tc for shape in caps.tc_shapes if (tc := make_tensor_core(shape, caps.tc_threads)) is not None]
+    return [
+        tc for shape in caps.tc_shapes if (tc := make_tensor_core(shape, caps.tc_threads, caps.tc_layout)) is not None
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -153,7 +219,8 @@ def tensor_cores(caps: DeviceCaps) -> list[TensorCore]:
 
 @dataclass(frozen=True)
 class _Wmma:
-    """One tensor core as a kernel uses it: its function's name, shape and types, and its warps and staging tiles."""
+    """One tensor core as a kernel uses it: its function's name, shape and types, its warps, the register layout of
+    its operands, and whether its operands go to cooperative matrices straight from registers."""
 
     name: str
     m: int
@@ -164,24 +231,45 @@ class _Wmma:
     threads: int
     per_thread: tuple[int, int, int]  # elements of A, B, C in each invocation
     warps: int
+    layout: Layout
+    registers: bool
 
     @staticmethod
-    def of(u: UOp, invocations: int) -> "_Wmma":
+    def of(u: UOp, local: list[int], family: str, emulate: bool) -> "_Wmma":
         (n, m, k), din, threads = u.arg[0], u.arg[1], u.arg[3]
-        name = f"vk_wmma_{m}x{n}x{k}_{din.name}_{u.dtype.name}"
+        name = _function_name(u)
         a, b, c = (x.max_numel() for x in u.src)
-        return _Wmma(name, m, n, k, din, u.dtype, threads, (a, b, c), invocations // threads)
+        shape = TCShape(m, n, k, _ARCH_NAMES[din], _ARCH_NAMES[u.dtype])
+        layout = register_layout(shape, threads, family)
+        if layout is None:
+            raise RuntimeError(f"VK renderer: no {family} register layout for {name}")
+        # straight from registers: the device's own layout (not our chunks), one warp per subgroup with tinygrad's lane
+        # the subgroup's (the warp is the whole x size), and float16 inputs (bfloat16 ones are retyped after glslang,
+        # which cannot spell a bfloat16 element)
+        registers = not emulate and family != "chunk" and local[0] == threads and din == dtypes.half
+        return _Wmma(name, m, n, k, din, u.dtype, threads, (a, b, c), math.prod(local) // threads, layout, registers)
 
     def tiles(self, emulate: bool) -> list[tuple[str, DType, int]]:
         """(array, element type, elements per warp) of the staging tiles: A and B, and C (which D overwrites) where
-        cooperative matrices compute."""
+        cooperative matrices compute; none straight from registers."""
+        if self.registers:
+            return []
         ret = [(f"{self.name}_a", self.din, self.m * self.k), (f"{self.name}_b", self.din, self.k * self.n)]
         return ret if emulate else ret + [(f"{self.name}_c", self.dout, self.m * self.n)]
 
 
+_ARCH_NAMES = {v: k for k, v in ARCH_DTYPES.items()}
+
+
+def _function_name(u: UOp) -> str:
+    """The GLSL function of a WMMA op's tensor core (one per shape and types in a kernel)."""
+    (n, m, k), din = u.arg[0], u.arg[1]
+    return f"vk_wmma_{m}x{n}x{k}_{din.name}_{u.dtype.name}"
+
+
 def render_wmma(ctx, x: UOp) -> str:
     """A WMMA op: a call of its function (defined by :func:`wmma_prelude`)."""
-    return f"{_Wmma.of(x, x.arg[3]).name}({ctx[x.src[0]]}, {ctx[x.src[1]]}, {ctx[x.src[2]]})"
+    return f"{_function_name(x)}({ctx[x.src[0]]}, {ctx[x.src[1]]}, {ctx[x.src[2]]})"
 
 
 def wmma_target(uops: list[UOp], emulate: bool) -> dict:
@@ -197,13 +285,14 @@ def wmma_target(uops: list[UOp], emulate: bool) -> dict:
 
 
 def wmma_prelude(
-    uops: list[UOp], local: list[int], emulate: bool, shared_used: int, shared_max: int
+    uops: list[UOp], local: list[int], emulate: bool, shared_used: int, shared_max: int, family: str = "chunk"
 ) -> tuple[list[str], list[str]]:
     """``(extensions, definitions)`` for the WMMA ops of a kernel: its ``#extension`` lines, and the staging tiles and
     one function per tensor core, to place before ``main``. ``local`` is the kernel's work-group size; the tiles must
-    fit in ``shared_max`` bytes of shared memory beside the kernel's own ``shared_used``. Raises RuntimeError (a
-    candidate tinygrad's BEAM skips) where the work group or the shared memory does not allow them."""
-    wmmas = {w.name: w for w in (_Wmma.of(u, math.prod(local)) for u in uops if u.op is Ops.WMMA)}
+    fit in ``shared_max`` bytes of shared memory beside the kernel's own ``shared_used``; ``family`` is the register
+    layout of the arch's tensor cores (:func:`register_layout`). Raises RuntimeError (a candidate tinygrad's BEAM
+    skips) where the work group or the shared memory does not allow them."""
+    wmmas = {w.name: w for w in (_Wmma.of(u, local, family, emulate) for u in uops if u.op is Ops.WMMA)}
     if not wmmas:
         return [], []
     ext = (
@@ -235,13 +324,25 @@ def wmma_prelude(
     return ext, defs
 
 
+def _place(w: _Wmma, operand: int) -> list[str]:
+    """``{name}_place_{a,b,c}(lane, i)``: where element ``i`` of an invocation's registers lies in its warp's
+    row-major tile of the operand, from the register layout."""
+    terms = [
+        f"((({'i' if kind == 'i' else 'lane'} >> {j}u) & 1u) << {f}u)" for f, (kind, j) in enumerate(w.layout[operand])
+    ]
+    return [f"uint {w.name}_place_{'abc'[operand]}(uint lane, uint i) {{ return {' | '.join(terms)}; }}"]
+
+
 def _function(w: _Wmma, local: list[int], emulate: bool) -> list[str]:
     ta, tb, tc = (value_type(dt, n) for dt, n in zip((w.din, w.din, w.dout), w.per_thread))
+    if w.registers:
+        return [f"{tc} {w.name}({ta} a, {tb} b, {tc} c) {{", *_register_product(w), "  return d;", "}"]
     mine = [
-        (array, f"vk_warp*{size}u + vk_lane*{n}u + i", n, v)  # this invocation's elements of each tile
+        (array, f"vk_warp*{size}u + {w.name}_place_{v}(vk_lane, i)", n, v)  # this invocation's elements of each tile
         for (array, _, size), n, v in zip(w.tiles(emulate), w.per_thread, "abc")
     ]
     return [
+        *(line for operand in range(3) for line in _place(w, operand)),
         f"{tc} {w.name}({ta} a, {tb} b, {tc} c) {{",
         # tinygrad's lane and warp: its warp is the first of its local dimensions, the slowest of the linear index it
         # forms from the local ids (codegen/gpudims.py), so lane = flat / warps and warp = flat % warps
@@ -253,6 +354,24 @@ def _function(w: _Wmma, local: list[int], emulate: bool) -> list[str]:
         *(_emulated_product(w) if emulate else _cooperative_product(w, mine[2])),
         "  return d;",
         "}",
+    ]
+
+
+def _register_product(w: _Wmma) -> list[str]:
+    """D = A*B + C with the invocation's registers as its components of the subgroup's matrices: its lane is the
+    subgroup's (the warp is the work group's whole x size) and the layout is the device's, so no staging, no barrier."""
+    scope = "gl_ScopeSubgroup"
+    ea, eb, ec = w.per_thread
+    return [
+        f"  coopmat<{TYPE_MAP[w.din]}, {scope}, {w.m}, {w.k}, gl_MatrixUseA> ma;",
+        f"  coopmat<{TYPE_MAP[w.din]}, {scope}, {w.k}, {w.n}, gl_MatrixUseB> mb;",
+        f"  coopmat<{TYPE_MAP[w.dout]}, {scope}, {w.m}, {w.n}, gl_MatrixUseAccumulator> mc;",
+        f"  for (int i = 0; i < {ea}; i++) ma[i] = a[i];",
+        f"  for (int i = 0; i < {eb}; i++) mb[i] = b[i];",
+        f"  for (int i = 0; i < {ec}; i++) mc[i] = c[i];",
+        "  mc = coopMatMulAdd(ma, mb, mc);",
+        f"  {value_type(w.dout, ec)} d;",
+        f"  for (int i = 0; i < {ec}; i++) d[i] = mc[i];",
     ]
 
 
@@ -294,7 +413,7 @@ def _emulated_product(w: _Wmma) -> list[str]:
     return [
         f"  {value_type(w.dout, ec)} d;",
         f"  for (uint i = 0u; i < {ec}u; i++) {{",
-        f"    uint row = (vk_lane*{ec}u + i) / {w.n}u, col = (vk_lane*{ec}u + i) % {w.n}u;",
+        f"    uint p = {w.name}_place_c(vk_lane, i), row = p / {w.n}u, col = p % {w.n}u;",
         "    float acc = float(c[i]);",
         f"    for (uint j = 0u; j < {w.k}u; j++) acc += {a} * {b};",
         f"    d[i] = {TYPE_MAP[w.dout]}(acc);",

@@ -29,6 +29,7 @@ from vkbackend.tinygrad.compiler.compiler import compile_variant, with_local_siz
 from vkbackend.tinygrad.compiler.kernel_format import unpack_lib
 from vkbackend.tinygrad.renderer.caps import make_arch
 from vkbackend.tinygrad.renderer.renderer import VKRenderer
+from vkbackend.tinygrad.runtime.coopmat_layout import probe_layout, with_tensor_cores
 from vkbackend.tinygrad.runtime.device_caps import caps_from_info, max_kernel_buffers
 
 __all__ = ["VKDevice", "VKAllocator", "VKProgram", "VKBuffer", "VKRenderer", "vk_devices", "caps_from_info"]
@@ -51,6 +52,18 @@ def vk_devices() -> list:
 
             _devices = list(vkbackend.devices())
         return _devices
+
+
+_tc_layouts: dict[int, str] = {}  # vk_devices() index -> its cooperative matrices' register layout, probed once
+
+
+def _tc_layout(device, caps) -> str:
+    """The register layout of ``device``'s cooperative matrices (coopmat_layout.probe_layout), probed once."""
+    key = next(i for i, d in enumerate(vk_devices()) if d is device)
+    with _devices_lock:
+        if key not in _tc_layouts:
+            _tc_layouts[key] = probe_layout(device, caps)
+        return _tc_layouts[key]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -278,6 +291,8 @@ class VKDevice(Compiled):
         self.vk = devs[idx % len(devs)]
         info = self.vk.info
         caps = caps_from_info(info)
+        if caps.tc_shapes:  # tinygrad's registers straight into cooperative matrices where the layout is known
+            caps = with_tensor_cores(caps, _tc_layout(self.vk, caps))
         if not caps.i8:
             raise RuntimeError(
                 f"{info.name}: tinygrad on Vulkan needs 8-bit storage and shaderInt8 (tinygrad's bool is one byte)"
