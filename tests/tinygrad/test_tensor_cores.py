@@ -172,27 +172,96 @@ def test_the_nv_layout_is_what_the_h200s_cooperative_matrices_hold(m, n, k):
     assert [spot[(1, i)] for i in range(8)] == [(2, 0), (3, 0), (10, 0), (11, 0), (2, 8), (3, 8), (10, 8), (11, 8)]
 
 
-def _probe_words(layout, lane_of=lambda flat: flat % 32, warp_of=lambda flat: flat // 32) -> np.ndarray:
-    """What the layout probe's kernel writes on a device whose matrices have ``layout``."""
+def _probe_words(shape: TCShape, where, lane_of=lambda flat: flat % 32, warp_of=lambda flat: flat // 32, held=None):
+    """What the layout probe's kernel writes on a device whose matrices hold element ``i`` of lane ``l`` of each use
+    at ``where(use)(l, i)`` ((row, column)), and how many components (``held``, else the layout's)."""
     invocations = 128
-    words = np.zeros(invocations * (1 + 3 * 64), np.uint32)
+    words = np.zeros(coopmat_layout._words(invocations), np.uint32)
+    cols = (shape.k, shape.n, shape.n)
+    per = [shape.m * shape.k // 32, shape.k * shape.n // 32, shape.m * shape.n // 32]
+    for use in range(3):
+        words[coopmat_layout._base(3, invocations) + use] = per[use] if held is None else held[use]
     for flat in range(invocations):
         words[flat] = lane_of(flat) | warp_of(flat) << 8
-        for use, bits in enumerate(layout):
-            for i in range(1 << sum(kind == "i" for kind, _ in bits)):
-                place = sum((((i if kind == "i" else flat % 32) >> j) & 1) << f for f, (kind, j) in enumerate(bits))
-                words[coopmat_layout._base(use, invocations) + flat * 64 + i] = place
+        for use in range(3):
+            for i in range(per[use]):
+                row, col = where(use)(flat % 32, i)
+                words[coopmat_layout._base(use, invocations) + flat * 64 + i] = row * cols[use] + col
     return words
 
 
 def test_the_layout_probe_tells_the_families_apart():
+    """The probe's words as the H200 wrote them match the nv layout and not the chunks; the chunks' words match the
+    chunks only; a lane that is not the invocation's x, a warp split over subgroups, or another count of components
+    rules the registers out whatever the layout."""
     shape = TCShape(16, 8, 16, "f16", "f32")
     nv, chunk = register_layout(shape, 32, "nv"), register_layout(shape, 32, "chunk")
-    assert coopmat_layout.matches(nv, _probe_words(nv)) and not coopmat_layout.matches(chunk, _probe_words(nv))
-    assert coopmat_layout.matches(chunk, _probe_words(chunk)) and not coopmat_layout.matches(nv, _probe_words(chunk))
-    # a lane that is not the invocation's x, or a warp split over subgroups, rules registers out whatever the layout
-    assert not coopmat_layout.matches(nv, _probe_words(nv, lane_of=lambda flat: 31 - flat % 32))
-    assert not coopmat_layout.matches(nv, _probe_words(nv, warp_of=lambda flat: flat // 16 % 4))
+    h200 = _nv_expected(16, 8, 16)
+    as_h200 = _probe_words(shape, lambda use: h200[use])
+    chunks = [lambda lane, i, e=e, c=c: divmod(lane * e + i, c) for e, c in ((8, 16), (4, 8), (4, 8))]
+    as_chunks = _probe_words(shape, lambda use: chunks[use])
+    assert coopmat_layout.matches(nv, as_h200) and not coopmat_layout.matches(chunk, as_h200)
+    assert coopmat_layout.matches(chunk, as_chunks) and not coopmat_layout.matches(nv, as_chunks)
+    for odd in (
+        {"lane_of": lambda flat: 31 - flat % 32},
+        {"warp_of": lambda flat: flat // 16 % 4},
+        {"held": (8, 8, 4)},
+    ):
+        assert coopmat_layout.mismatch(nv, _probe_words(shape, lambda use: h200[use], **odd)) is not None, odd
+    assert "components per invocation" in coopmat_layout.mismatch(
+        nv, _probe_words(shape, h200.__getitem__, held=(8, 8, 4))
+    )
+
+
+def test_the_probe_runs_only_for_a_vendor_whose_layout_is_known():
+    """Nothing is compiled or run on a device whose vendor has no family, nor without float16 shapes of 32 lanes."""
+    caps = dataclasses.replace(FULL, tc_threads=32, tc_shapes=(F16_F32,))
+
+    class Untouchable:
+        def __init__(self, vendor: int) -> None:
+            self.info = SimpleNamespace(vendor_id=vendor, name="test")
+
+        def __getattr__(self, name):
+            raise AssertionError(f"the probe used the device ({name})")
+
+    assert coopmat_layout.probe_layout(Untouchable(0x8086), caps) == "chunk"  # Intel: no family known
+    assert coopmat_layout.probe_layout(Untouchable(0x10DE), DeviceCaps()) == "chunk"  # nothing to probe
+    bf16_only = dataclasses.replace(caps, tc_shapes=(TCShape(16, 16, 16, "bf16", "f32"),))
+    assert coopmat_layout.probe_layout(Untouchable(0x10DE), bf16_only) == "chunk"
+
+
+def test_a_vk_device_probes_once_and_keeps_no_failed_probe(monkeypatch):
+    """VK devices on one vkbackend device probe once; a probe the device failed is not kept (the next VK device on it
+    probes again), and an earlier launch's error is raised by the sync before the probe, not taken for the probe's."""
+    from vkbackend.errors import BackendError, ErrorStatus
+    from vkbackend.tinygrad.runtime import ops_vk
+
+    device = SimpleNamespace(info=SimpleNamespace(name="test"), synced=0)
+    device.sync = lambda: setattr(device, "synced", device.synced + 1)
+    answers = [BackendError(ErrorStatus.MemoryAllocation, "no room"), "nv"]
+    calls = []
+
+    def probe(dev, caps):
+        calls.append(dev)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(ops_vk, "vk_devices", lambda: [device])
+    monkeypatch.setattr(ops_vk, "probe_layout", probe)
+    monkeypatch.setattr(ops_vk, "_tc_layouts", {})
+    assert ops_vk._tc_layout(device, FULL) == "chunk"  # failed: not kept
+    assert ops_vk._tc_layout(device, FULL) == "nv"
+    assert ops_vk._tc_layout(device, FULL) == "nv" and len(calls) == 2 and device.synced == 2
+
+    def failing_sync():
+        raise BackendError(ErrorStatus.KernelLaunch, "an earlier launch failed")
+
+    monkeypatch.setattr(ops_vk, "_tc_layouts", {})
+    device.sync = failing_sync
+    with pytest.raises(BackendError, match="an earlier launch failed"):
+        ops_vk._tc_layout(device, FULL)
 
 
 @pytest.mark.parametrize("shape", [F16_F32, TCShape(16, 8, 8, "f16", "f16")], ids=TCShape.token)
@@ -513,9 +582,10 @@ def test_emulated_nv_tensor_cores_against_numpy(vk_device, glslang, kernel_sourc
 
 
 def test_tensor_core_kernels_are_never_widened(vk_device, glslang, kernel_sources, monkeypatch):
-    """Narrow work groups are merged (renderer.widen_groups), but not a tensor-core kernel's: its helpers stage tiles
-    in shared memory between barriers, which merged groups would share and an early return would skip. With the
-    merge allowed at any group count, the emulated product still goes through unmerged, and exact to numpy."""
+    """Narrow work groups are merged (renderer.widen_groups), but not a tensor-core kernel's: cooperative matrices need
+    whole subgroups, which the merge's early return would break, and staged ones share tiles in shared memory between
+    barriers. With the merge allowed at any group count, the emulated product still goes through unmerged, and exact
+    to numpy."""
     from vkbackend.tinygrad.renderer import renderer
 
     monkeypatch.setattr(renderer, "MANY_GROUPS", 0)
@@ -549,16 +619,19 @@ def cooperative_caps(vk_device, monkeypatch, request) -> DeviceCaps:
 NVIDIA = 0x10DE
 
 
-def test_the_probe_finds_nvidias_layout_on_nvidia(vk_device, glslang13, monkeypatch):
-    """The layout probe runs on a device with cooperative matrices and, on NVIDIA's, finds the nv layout (so that
-    tinygrad's VK hands registers to the matrices there); elsewhere it names a family or falls back to staging."""
+def test_nvidias_cooperative_matrices_take_registers_by_default(vk_device, glslang13, monkeypatch):
+    """On NVIDIA's cooperative matrices the probe finds the nv layout, and tinygrad's VK device has register tensor
+    cores by default (float16 shapes, ``tcnv`` in its arch)."""
     info = vk_device.vk.info
     if "VK_KHR_cooperative_matrix" not in info.extensions:
-        assert coopmat_layout.probe_layout(vk_device.vk, DeviceCaps()) == "chunk"  # nothing to probe
         pytest.skip(NO_COOPMAT)
+    if info.vendor_id != NVIDIA:
+        pytest.skip(f"{info.name} is not NVIDIA's: no register layout is known for it")
     monkeypatch.setenv(SWITCH, "1")
-    layout = coopmat_layout.probe_layout(vk_device.vk, caps_from_info(info))
-    assert layout == "nv" if info.vendor_id == NVIDIA else layout in ("nv", "chunk")
+    assert coopmat_layout.probe_layout(vk_device.vk, caps_from_info(info)) == "nv"
+    monkeypatch.delenv(SWITCH)
+    caps = parse_arch(vk_device.arch)
+    assert caps.tc_layout == "nv" and caps.tc_shapes and all(s.dtype_in == "f16" for s in caps.tc_shapes)
 
 
 @pytest.mark.parametrize("din,dout", [("f16", "f32"), ("f16", "f16"), ("bf16", "f32")])
@@ -569,9 +642,11 @@ def test_cooperative_matrix_tensor_cores_against_numpy(cooperative_caps, glslang
     shapes = [s for s in cooperative_caps.tc_shapes if (s.dtype_in, s.dtype_out) == (din, dout)]
     if not shapes:
         pytest.skip(f"the device has no {din} -> {dout} cooperative-matrix shape")
+    # straight from registers in the nv layout (the warp is the work group's x size in tinygrad's kernels), else staged
+    registers = cooperative_caps.tc_layout == "nv" and din == "f16"
     for shape in shapes:
         arch = make_arch(dataclasses.replace(cooperative_caps, tc_shapes=(shape,)))
-        _matmul_against_numpy(arch, *mnk, din, dout, kernel_sources, "coopMatMulAdd")
+        _matmul_against_numpy(arch, *mnk, din, dout, kernel_sources, "ma[i] = a[i];" if registers else "coopMatLoad(ma")
 
 
 def test_cooperative_matrix_tensor_cores_under_beam(cooperative_caps, glslang13, kernel_sources):

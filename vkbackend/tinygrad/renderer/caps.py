@@ -12,6 +12,7 @@ from dataclasses import dataclass
 __all__ = ["DeviceCaps", "TCShape", "make_arch", "parse_arch"]
 
 TC_INPUTS, TC_OUTPUTS = ("f16", "bf16"), ("f32", "f16")  # tensor-core types the renderer can render, by arch name
+TC_LAYOUTS = ("chunk", "nv")  # register layouts of tensor cores (tensor_cores.register_layout); chunk has no token
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ class DeviceCaps:
     # loop iterations one invocation may run, all loops together (0: no limit); lavapipe leaves loops silently past
     # 65,535 (see vkbackend.tinygrad.renderer.loop_limit)
     loop_limit: int = 0
-    # tensor cores (empty unless VKBACKEND_TINYGRAD_TC=1 and the device has cooperative matrices): the invocations of
+    # tensor cores (where the device has cooperative matrices and VKBACKEND_TINYGRAD_TC allows: tensor_cores.tc_mode,
+    # coopmat_layout.with_tensor_cores): the invocations of
     # one warp (``w32``), the shapes (``m16.16.16.f16.f32``), ``tcemu``: WMMA in scalar code, not cooperative
     # matrices (to check the layout on devices without them), and ``tcnv``: the registers are laid out as NVIDIA's
     # cooperative matrices are (probed on the device), else in row-major chunks (tensor_cores.register_layout)
@@ -95,6 +97,8 @@ def make_arch(caps: DeviceCaps) -> str:
     if caps.tc_threads and caps.tc_shapes:
         toks += [f"w{caps.tc_threads}", *(shape.token() for shape in caps.tc_shapes)]
         toks += ["tcemu"] if caps.tc_emulate else []
+        if caps.tc_layout not in TC_LAYOUTS:
+            raise ValueError(f"unknown tensor-core register layout {caps.tc_layout!r}; known: {', '.join(TC_LAYOUTS)}")
         toks += [f"tc{caps.tc_layout}"] if caps.tc_layout != "chunk" else []
     return ",".join(toks)
 
@@ -116,8 +120,8 @@ def parse_arch(arch: str) -> DeviceCaps:
             kw["wide_bytes"] = int(tok[4:])
         elif tok == "tcemu":
             kw["tc_emulate"] = True
-        elif tok == "tcnv":
-            kw["tc_layout"] = "nv"
+        elif tok.startswith("tc") and tok[2:] in TC_LAYOUTS:
+            kw["tc_layout"] = tok[2:]
         elif tok[0] == "w" and tok[1:].isdigit():
             kw["tc_threads"] = int(tok[1:])
         elif (shape := TCShape.parse(tok)) is not None:

@@ -260,7 +260,8 @@ def widen_groups(
     numbered x first), so a warp's lanes keep the layout they had. Widened, the grid along x is
     ``ceil(size / factor)`` (``VKProgram.grid``) and the invocations past ``size`` return at once. Only kernels that
     cannot tell the difference are widened: without shared memory or barriers (the caller leaves out tensor-core
-    kernels, whose helpers have both), with a constant size along x, and without a use of local z."""
+    kernels: cooperative matrices need every invocation of a subgroup, which the guard's early return would break,
+    and staged ones use both), with a constant size along x, and without a use of local z."""
     size = gidx0.src[0].ssimplify() if gidx0 is not None else None
     threads = math.prod(local)
     if (
@@ -442,7 +443,7 @@ class VKRenderer(CStyleLanguage):
             if a[0] == "l":
                 local[int(a[-1])] = int(u.src[0].ssimplify())
         widen = 1
-        if not uses_gid and not any(u.op is Ops.WMMA for u in uops):  # tensor cores: shared memory and barriers
+        if not uses_gid and not any(u.op is Ops.WMMA for u in uops):  # tensor cores: whole subgroups (widen_groups)
             sizes = [u.src[0].ssimplify() for a, u in specials.items() if a[0] == "g"]
             groups = math.prod(sizes) if all(isinstance(n, int) for n in sizes) else None
             kernel, widen, axis = widen_groups(kernel, specials.get("gidx0"), local, self.local_max, groups)

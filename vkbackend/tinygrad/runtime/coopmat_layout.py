@@ -4,9 +4,10 @@ A cooperative matrix spreads its elements over a subgroup in a way Vulkan leaves
 ``i`` of invocation ``l``'s matrix is always the same element. Where that layout is one the renderer knows
 (:func:`vkbackend.tinygrad.renderer.tensor_cores.register_layout`), tinygrad's registers can be the matrices'
 components directly, with no staging through shared memory. :func:`probe_layout` loads a known matrix of each use and
-shape into cooperative matrices, in a work group of four 32-invocation warps, reads back every invocation's
-components and its subgroup ids, and names the family the device matches: ``"nv"`` (NVIDIA's), else ``"chunk"``
-(the renderer then stages, whatever the device's layout).
+shape into cooperative matrices, in a work group of four 32-invocation warps (32 x 2 x 2: the register path relies on
+every 32 x Y x Z work group splitting into subgroups the same way), reads back every invocation's components, how
+many it holds and its subgroup ids, and names the family the device matches: ``"nv"`` (NVIDIA's), else ``"chunk"``
+(no layout the renderer can hand registers to). It runs only on a vendor whose family the renderer knows.
 """
 
 from __future__ import annotations
@@ -24,14 +25,19 @@ __all__ = ["probe_layout", "matches", "mismatch", "with_tensor_cores"]
 
 log = logging.getLogger("vkbackend")
 
-FAMILIES = ("nv",)  # the layouts probed for, besides the chunks any device can stage
+FAMILIES = {"nv": 0x10DE}  # the layouts probed for (besides the chunks any device can stage), by the vendor that has it
 _WARPS = (2, 2)  # the probe's work group: 32 x 2 x 2 invocations
 _STRIDE = 64  # output words per invocation and use
 
 
 def _base(use: int, invocations: int) -> int:
-    """Where the components of use ``use`` (A, B, C) begin in the probe's output, after each invocation's ids."""
+    """Where the components of use ``use`` (A, B, C) begin in the probe's output, after each invocation's ids; use 3
+    is the three matrices' component counts."""
     return invocations + use * invocations * _STRIDE
+
+
+def _words(invocations: int) -> int:
+    return _base(3, invocations) + 3
 
 
 def _source(shape: TCShape) -> str:
@@ -62,7 +68,12 @@ void main() {{
   coopMatLoad(ma, sa, 0, {k}u, gl_CooperativeMatrixLayoutRowMajor);
   coopMatLoad(mb, sb, 0, {n}u, gl_CooperativeMatrixLayoutRowMajor);
   coopMatLoad(mc, sc, 0, {n}u, gl_CooperativeMatrixLayoutRowMajor);
-  o[inv] = gl_SubgroupInvocationID | (gl_SubgroupID << 8) | (uint(ma.length()) << 16);
+  o[inv] = gl_SubgroupInvocationID | (gl_SubgroupID << 8);
+  if (inv == 0u) {{
+    o[{_base(3, invocations)}u] = uint(ma.length());
+    o[{_base(3, invocations) + 1}u] = uint(mb.length());
+    o[{_base(3, invocations) + 2}u] = uint(mc.length());
+  }}
 {reads}
 }}"""
 
@@ -77,6 +88,8 @@ def mismatch(layout: Layout, words: np.ndarray) -> str | None:
     invocation's lane is its x, its warp (y, z) is one subgroup, and component ``i`` of each matrix is the element
     the layout places there."""
     invocations = 32 * _WARPS[0] * _WARPS[1]
+    if len(words) != _words(invocations):
+        return f"{len(words)} words, not {_words(invocations)}"
     ids = words[:invocations]
     for flat in range(invocations):
         lane, warp = flat % 32, flat // 32
@@ -85,8 +98,9 @@ def mismatch(layout: Layout, words: np.ndarray) -> str | None:
     for use, bits in enumerate(layout):
         base = _base(use, invocations)
         elements = 1 << sum(1 for kind, _ in bits if kind == "i")
-        if ids[0] >> 16 and use == 0 and ids[0] >> 16 != elements:
-            return f"A has {ids[0] >> 16} components per invocation, not {elements}"
+        held = int(words[_base(3, invocations) + use])
+        if held != elements or elements > _STRIDE:
+            return f"{'ABC'[use]} has {held} components per invocation, not {elements}"
         for flat in range(invocations):
             lane = flat % 32
             for i in range(elements):
@@ -99,37 +113,38 @@ def mismatch(layout: Layout, words: np.ndarray) -> str | None:
 
 def probe_layout(device, caps: DeviceCaps) -> str:
     """The register-layout family of ``device``'s cooperative matrices (a :class:`vkbackend.Device`) for every
-    float16 tensor-core shape in ``caps``: one of :data:`FAMILIES` where each shape matches it, else ``"chunk"``
-    (also where there is nothing to probe or the probe cannot run: the renderer then stages)."""
+    float16 tensor-core shape in ``caps``: one of :data:`FAMILIES` (only those of the device's vendor are probed) where
+    each shape matches it, else ``"chunk"``, also where there is nothing to probe or no glslang 13 to compile the probe
+    (nor any tensor-core kernel). Other errors (the device's) are raised; the device is synced first, so that none of
+    them is an earlier launch's."""
     shapes = [s for s in caps.tc_shapes if s.dtype_in == "f16"]
-    if not shapes or caps.tc_threads != 32:
+    candidates = [family for family, vendor in FAMILIES.items() if vendor == device.info.vendor_id]
+    if not shapes or caps.tc_threads != 32 or not candidates:
         return "chunk"
     import vkbackend  # noqa: PLC0415 - the probe compiles GLSL: only when tensor cores are switched on
 
+    device.sync()
     invocations = 32 * _WARPS[0] * _WARPS[1]
-    words = invocations * (1 + 3 * _STRIDE)
-    candidates = list(FAMILIES)
+    words = _words(invocations)
     pool = device.memory_pool
     for shape in shapes:
         try:
-            prog = device.compile(vkbackend.compile_glsl(_source(shape), target_env="vulkan1.3"))
-            buf = pool.allocate(4 * words)
-            try:
-                pool.host_to_pool(np.zeros(words, np.uint32), buf)
-                device.launch(prog, [buf], (), (1, 1, 1))
-                out = np.empty(words, np.uint32)
-                pool.pool_to_host(buf, out)
-            finally:
-                pool.release(buf)
+            spirv = vkbackend.compile_glsl(_source(shape), target_env="vulkan1.3")
         except BackendError as error:
-            # without glslang 13 no tensor-core kernel compiles either: say so quietly; anything else is a surprise
-            quiet = error.status is ErrorStatus.KernelCompilation
-            (log.info if quiet else log.warning)(
-                "vkbackend: the cooperative-matrix layout probe failed on %s (%s): tensor cores only staged",
-                device.info.name,
-                error,
-            )
-            return "chunk"
+            if error.status is not ErrorStatus.KernelCompilation:
+                raise
+            log.info("vkbackend: no cooperative-matrix probe on %s (%s)", device.info.name, error)
+            return "chunk"  # without glslang 13 no tensor-core kernel compiles either
+        prog = device.compile(spirv)
+        buf = pool.allocate(4 * words)
+        try:
+            pool.host_to_pool(np.zeros(words, np.uint32), buf)
+            device.launch(prog, [buf], (), (1, 1, 1))
+            out = np.empty(words, np.uint32)
+            pool.pool_to_host(buf, out)
+        finally:
+            pool.release(buf)
+            device.release_program(prog)
         for family in list(candidates):
             layout = register_layout(shape, 32, family)
             why = "no layout for the shape" if layout is None else mismatch(layout, out)

@@ -29,8 +29,10 @@ def caps_from_info(info) -> DeviceCaps:
 
     8- and 16-bit integers need both the storage feature (``dtype_capabilities``) and arithmetic (``shaderInt8`` /
     ``shaderInt16``); tinygrad's bool is stored as one byte, so it rides on int8. Arguments past the storage range are
-    reached by device address where the device has buffer device addresses. Tensor cores only with
-    ``VKBACKEND_TINYGRAD_TC=1`` (:func:`vkbackend.tinygrad.renderer.tensor_cores.device_shapes`)."""
+    reached by device address where the device has buffer device addresses. Tensor cores: every shape the device can
+    run unless ``VKBACKEND_TINYGRAD_TC=0`` (:func:`vkbackend.tinygrad.renderer.tensor_cores.device_shapes`), in the
+    chunk layout; which of them tinygrad gets, and in which layout, the VK device settles once the device's layout is
+    probed (:func:`vkbackend.tinygrad.runtime.coopmat_layout.with_tensor_cores`)."""
     feats = getattr(info, "features", None)
 
     def feat(name: str) -> bool:

@@ -16,6 +16,7 @@ touching tinygrad.  ``VK`` (or ``VK:0``) is ``vkbackend.devices()[0]``, ``VK:n``
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 import threading
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from tinygrad.device import BufferSpec, Compiled, LRUAllocator, Program, TinyELF
 
 from vkbackend.config import env_flag
+from vkbackend.errors import BackendError
 from vkbackend.ids import label
 from vkbackend.tinygrad.compiler.compiler import compile_variant, with_local_size
 from vkbackend.tinygrad.compiler.kernel_format import unpack_lib
@@ -31,6 +33,8 @@ from vkbackend.tinygrad.renderer.caps import make_arch
 from vkbackend.tinygrad.renderer.renderer import VKRenderer
 from vkbackend.tinygrad.runtime.coopmat_layout import probe_layout, with_tensor_cores
 from vkbackend.tinygrad.runtime.device_caps import caps_from_info, max_kernel_buffers
+
+log = logging.getLogger("vkbackend")
 
 __all__ = ["VKDevice", "VKAllocator", "VKProgram", "VKBuffer", "VKRenderer", "vk_devices", "caps_from_info"]
 
@@ -58,12 +62,19 @@ _tc_layouts: dict[int, str] = {}  # vk_devices() index -> its cooperative matric
 
 
 def _tc_layout(device, caps) -> str:
-    """The register layout of ``device``'s cooperative matrices (coopmat_layout.probe_layout), probed once."""
+    """The register layout of ``device``'s cooperative matrices (coopmat_layout.probe_layout), probed once per device
+    (outside the devices' lock: two first users may both probe, and get the same answer). A probe the device failed
+    is not kept: tensor cores stage (or are off by default) for this VK device, and the next one probes again."""
     key = next(i for i, d in enumerate(vk_devices()) if d is device)
-    with _devices_lock:
-        if key not in _tc_layouts:
-            _tc_layouts[key] = probe_layout(device, caps)
+    if key in _tc_layouts:
         return _tc_layouts[key]
+    device.sync()  # an earlier launch's error is raised here, as at any sync point, not taken for the probe's
+    try:
+        layout = probe_layout(device, caps)
+    except BackendError as error:
+        log.warning("vkbackend: the cooperative-matrix layout probe failed on %s: %s", device.info.name, error)
+        return "chunk"
+    return _tc_layouts.setdefault(key, layout)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
