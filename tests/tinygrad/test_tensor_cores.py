@@ -175,18 +175,17 @@ def test_the_nv_layout_is_what_the_h200s_cooperative_matrices_hold(m, n, k):
 def _probe_words(shape: TCShape, where, lane_of=lambda flat: flat % 32, warp_of=lambda flat: flat // 32, held=None):
     """What the layout probe's kernel writes on a device whose matrices hold element ``i`` of lane ``l`` of each use
     at ``where(use)(l, i)`` ((row, column)), and how many components (``held``, else the layout's)."""
-    invocations = 128
-    words = np.zeros(coopmat_layout._words(invocations), np.uint32)
+    words = np.zeros(coopmat_layout._WORDS, np.uint32)
     cols = (shape.k, shape.n, shape.n)
     per = [shape.m * shape.k // 32, shape.k * shape.n // 32, shape.m * shape.n // 32]
     for use in range(3):
-        words[coopmat_layout._base(3, invocations) + use] = per[use] if held is None else held[use]
-    for flat in range(invocations):
+        words[coopmat_layout._base(3) + use] = per[use] if held is None else held[use]
+    for flat in range(coopmat_layout._INVOCATIONS):
         words[flat] = lane_of(flat) | warp_of(flat) << 8
         for use in range(3):
             for i in range(per[use]):
                 row, col = where(use)(flat % 32, i)
-                words[coopmat_layout._base(use, invocations) + flat * 64 + i] = row * cols[use] + col
+                words[coopmat_layout._base(use) + flat * 64 + i] = row * cols[use] + col
     return words
 
 
@@ -200,8 +199,8 @@ def test_the_layout_probe_tells_the_families_apart():
     as_h200 = _probe_words(shape, lambda use: h200[use])
     chunks = [lambda lane, i, e=e, c=c: divmod(lane * e + i, c) for e, c in ((8, 16), (4, 8), (4, 8))]
     as_chunks = _probe_words(shape, lambda use: chunks[use])
-    assert coopmat_layout.matches(nv, as_h200) and not coopmat_layout.matches(chunk, as_h200)
-    assert coopmat_layout.matches(chunk, as_chunks) and not coopmat_layout.matches(nv, as_chunks)
+    assert coopmat_layout.mismatch(nv, as_h200) is None and coopmat_layout.mismatch(chunk, as_h200) is not None
+    assert coopmat_layout.mismatch(chunk, as_chunks) is None and coopmat_layout.mismatch(nv, as_chunks) is not None
     for odd in (
         {"lane_of": lambda flat: 31 - flat % 32},
         {"warp_of": lambda flat: flat // 16 % 4},

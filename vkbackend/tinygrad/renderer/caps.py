@@ -65,10 +65,10 @@ class DeviceCaps:
     # 65,535 (see vkbackend.tinygrad.renderer.loop_limit)
     loop_limit: int = 0
     # tensor cores (where the device has cooperative matrices and VKBACKEND_TINYGRAD_TC allows: tensor_cores.tc_mode,
-    # coopmat_layout.with_tensor_cores): the invocations of
-    # one warp (``w32``), the shapes (``m16.16.16.f16.f32``), ``tcemu``: WMMA in scalar code, not cooperative
-    # matrices (to check the layout on devices without them), and ``tcnv``: the registers are laid out as NVIDIA's
-    # cooperative matrices are (probed on the device), else in row-major chunks (tensor_cores.register_layout)
+    # coopmat_layout.with_tensor_cores): the invocations of one warp (``w32``), the shapes (``m16.16.16.f16.f32``),
+    # ``tcemu``: WMMA in scalar code, not cooperative matrices (to check the layout on devices without them), and
+    # ``tcnv``: the registers are laid out as NVIDIA's cooperative matrices are (probed on the device), else in
+    # row-major chunks (tensor_cores.register_layout)
     tc_threads: int = 0
     tc_shapes: tuple[TCShape, ...] = ()
     tc_emulate: bool = False

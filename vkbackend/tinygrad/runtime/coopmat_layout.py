@@ -21,32 +21,32 @@ from vkbackend.errors import BackendError, ErrorStatus
 from vkbackend.tinygrad.renderer.caps import DeviceCaps, TCShape
 from vkbackend.tinygrad.renderer.tensor_cores import Layout, register_layout, tc_mode
 
-__all__ = ["probe_layout", "matches", "mismatch", "with_tensor_cores"]
+__all__ = ["probe_layout", "mismatch", "with_tensor_cores"]
 
 log = logging.getLogger("vkbackend")
 
 FAMILIES = {"nv": 0x10DE}  # the layouts probed for (besides the chunks any device can stage), by the vendor that has it
 _WARPS = (2, 2)  # the probe's work group: 32 x 2 x 2 invocations
+_INVOCATIONS = 32 * _WARPS[0] * _WARPS[1]
 _STRIDE = 64  # output words per invocation and use
 
 
-def _base(use: int, invocations: int) -> int:
+def _base(use: int) -> int:
     """Where the components of use ``use`` (A, B, C) begin in the probe's output, after each invocation's ids; use 3
     is the three matrices' component counts."""
-    return invocations + use * invocations * _STRIDE
+    return _INVOCATIONS + use * _INVOCATIONS * _STRIDE
 
 
-def _words(invocations: int) -> int:
-    return _base(3, invocations) + 3
+_WORDS = _base(3) + 3  # the probe's output
 
 
 def _source(shape: TCShape) -> str:
     m, n, k = shape.m, shape.n, shape.k
     ct = "float" if shape.dtype_out == "f32" else "float16_t"
-    invocations = 32 * _WARPS[0] * _WARPS[1]
     reads = "\n".join(
-        f"  for (int i = 0; i < {mat}.length(); i++) o[{base}u + inv*{_STRIDE}u + uint(i)] = uint(float({mat}[i]));"
-        for mat, base in ((m, _base(use, invocations)) for use, m in enumerate(("ma", "mb", "mc")))
+        f"  for (int i = 0; i < {mat}.length(); i++)"
+        f" o[{_base(use)}u + inv*{_STRIDE}u + uint(i)] = uint(float({mat}[i]));"
+        for use, mat in enumerate(("ma", "mb", "mc"))
     )
     return f"""#version 450
 #extension GL_KHR_memory_scope_semantics : require
@@ -58,9 +58,9 @@ layout(std430, binding = 0) buffer O {{ uint o[]; }};
 shared float16_t sa[{m * k}]; shared float16_t sb[{k * n}]; shared {ct} sc[{m * n}];
 void main() {{
   uint inv = gl_LocalInvocationIndex;
-  for (uint i = inv; i < {m * k}u; i += {invocations}u) sa[i] = float16_t(float(i));
-  for (uint i = inv; i < {k * n}u; i += {invocations}u) sb[i] = float16_t(float(i));
-  for (uint i = inv; i < {m * n}u; i += {invocations}u) sc[i] = {ct}(float(i));
+  for (uint i = inv; i < {m * k}u; i += {_INVOCATIONS}u) sa[i] = float16_t(float(i));
+  for (uint i = inv; i < {k * n}u; i += {_INVOCATIONS}u) sb[i] = float16_t(float(i));
+  for (uint i = inv; i < {m * n}u; i += {_INVOCATIONS}u) sc[i] = {ct}(float(i));
   barrier();
   coopmat<float16_t, gl_ScopeSubgroup, {m}, {k}, gl_MatrixUseA> ma;
   coopmat<float16_t, gl_ScopeSubgroup, {k}, {n}, gl_MatrixUseB> mb;
@@ -70,38 +70,32 @@ void main() {{
   coopMatLoad(mc, sc, 0, {n}u, gl_CooperativeMatrixLayoutRowMajor);
   o[inv] = gl_SubgroupInvocationID | (gl_SubgroupID << 8);
   if (inv == 0u) {{
-    o[{_base(3, invocations)}u] = uint(ma.length());
-    o[{_base(3, invocations) + 1}u] = uint(mb.length());
-    o[{_base(3, invocations) + 2}u] = uint(mc.length());
+    o[{_base(3)}u] = uint(ma.length());
+    o[{_base(3) + 1}u] = uint(mb.length());
+    o[{_base(3) + 2}u] = uint(mc.length());
   }}
 {reads}
 }}"""
 
 
-def matches(layout: Layout, words: np.ndarray) -> bool:
-    """Whether the probe's output ``words`` (one run of :func:`_source`'s kernel) is ``layout``."""
-    return mismatch(layout, words) is None
-
-
 def mismatch(layout: Layout, words: np.ndarray) -> str | None:
-    """How the probe's output ``words`` differs from ``layout`` (the first difference found), or None where every
-    invocation's lane is its x, its warp (y, z) is one subgroup, and component ``i`` of each matrix is the element
-    the layout places there."""
-    invocations = 32 * _WARPS[0] * _WARPS[1]
-    if len(words) != _words(invocations):
-        return f"{len(words)} words, not {_words(invocations)}"
-    ids = words[:invocations]
-    for flat in range(invocations):
+    """How the probe's output ``words`` (one run of :func:`_source`'s kernel) differs from ``layout`` (the first
+    difference found), or None where every invocation's lane is its x, its warp (y, z) is one subgroup, and component
+    ``i`` of each matrix is the element the layout places there."""
+    if len(words) != _WORDS:
+        return f"{len(words)} words, not {_WORDS}"
+    ids = words[:_INVOCATIONS]
+    for flat in range(_INVOCATIONS):
         lane, warp = flat % 32, flat // 32
         if ids[flat] & 0xFF != lane or (ids[flat] >> 8) & 0xFF != warp:
             return f"invocation {flat} is lane {ids[flat] & 0xFF} of subgroup {(ids[flat] >> 8) & 0xFF}"
     for use, bits in enumerate(layout):
-        base = _base(use, invocations)
+        base = _base(use)
         elements = 1 << sum(1 for kind, _ in bits if kind == "i")
-        held = int(words[_base(3, invocations) + use])
+        held = int(words[_base(3) + use])
         if held != elements or elements > _STRIDE:
             return f"{'ABC'[use]} has {held} components per invocation, not {elements}"
-        for flat in range(invocations):
+        for flat in range(_INVOCATIONS):
             lane = flat % 32
             for i in range(elements):
                 place = sum((((i if kind == "i" else lane) >> j) & 1) << f for f, (kind, j) in enumerate(bits))
@@ -115,17 +109,14 @@ def probe_layout(device, caps: DeviceCaps) -> str:
     """The register-layout family of ``device``'s cooperative matrices (a :class:`vkbackend.Device`) for every
     float16 tensor-core shape in ``caps``: one of :data:`FAMILIES` (only those of the device's vendor are probed) where
     each shape matches it, else ``"chunk"``, also where there is nothing to probe or no glslang 13 to compile the probe
-    (nor any tensor-core kernel). Other errors (the device's) are raised; the device is synced first, so that none of
-    them is an earlier launch's."""
+    (nor any tensor-core kernel). Other errors (the device's) are raised: sync the device first, so that none of them
+    is an earlier launch's (the VK device does, vkbackend/tinygrad/runtime/ops_vk.py)."""
     shapes = [s for s in caps.tc_shapes if s.dtype_in == "f16"]
     candidates = [family for family, vendor in FAMILIES.items() if vendor == device.info.vendor_id]
     if not shapes or caps.tc_threads != 32 or not candidates:
         return "chunk"
     import vkbackend  # noqa: PLC0415 - the probe compiles GLSL: only when tensor cores are switched on
 
-    device.sync()
-    invocations = 32 * _WARPS[0] * _WARPS[1]
-    words = _words(invocations)
     pool = device.memory_pool
     for shape in shapes:
         try:
@@ -136,11 +127,11 @@ def probe_layout(device, caps: DeviceCaps) -> str:
             log.info("vkbackend: no cooperative-matrix probe on %s (%s)", device.info.name, error)
             return "chunk"  # without glslang 13 no tensor-core kernel compiles either
         prog = device.compile(spirv)
-        buf = pool.allocate(4 * words)
+        buf = pool.allocate(4 * _WORDS)
         try:
-            pool.host_to_pool(np.zeros(words, np.uint32), buf)
+            pool.host_to_pool(np.zeros(_WORDS, np.uint32), buf)
             device.launch(prog, [buf], (), (1, 1, 1))
-            out = np.empty(words, np.uint32)
+            out = np.empty(_WORDS, np.uint32)
             pool.pool_to_host(buf, out)
         finally:
             pool.release(buf)
