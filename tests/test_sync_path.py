@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -15,6 +17,7 @@ import pytest
 from _reliability import AFFINE, groups, run_isolated
 
 import vkbackend
+from vkbackend import testing
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -168,8 +171,12 @@ def test_a_graph_launch_hands_its_work_to_a_parked_worker(device, pool, polling,
     prog = device.compile(vkbackend.compile_glsl(AFFINE))
     buf = pool.allocate(256 * 4)
     grace, hand_over_ns, idle_spin_ns = progress.grace_ns, worker.hand_over_ns, worker.idle_spin_ns
+    express = worker._submitter.express
     try:
         pool.host_to_pool(np.zeros(256, np.uint32), buf)
+        worker._submitter.express = False  # the lone launch first would take a submit of its own
+        device.launch(prog, [buf], [256, 1, 0], groups(256))  # and the park armed before is left
+        device.sync()
         worker.idle_spin_ns = 30_000_000_000 if polling else 0
         progress.grace_ns = 1_000_000_000  # a kicked worker waits for the hand-over (or a sync), however slow the host
         worker.hand_over_ns = 20_000_000_000  # far longer than the test: a return before the submit is the failure
@@ -190,8 +197,160 @@ def test_a_graph_launch_hands_its_work_to_a_parked_worker(device, pool, polling,
         progress.grace_ns = grace
         worker.hand_over_ns = hand_over_ns
         worker.idle_spin_ns = idle_spin_ns
+        worker._submitter.express = express
         worker.wake_up()
         pool.release(buf)
+
+
+class ExpressLane:
+    """Polling and the express lane forced on (a GPU's settings, with a grace far longer than a test: a kicked
+    worker leaves its park only for a sync point), and the old settings back at the end."""
+
+    def __init__(self, device, grace_ns: int = 30_000_000_000) -> None:
+        self.grace_ns = grace_ns
+        self.worker = device._worker
+        self.sub = self.worker._submitter
+        self.progress = self.sub.progress
+
+    def __enter__(self) -> ExpressLane:
+        self.saved = self.progress.grace_ns, self.worker.idle_spin_ns, self.sub.express
+        self.progress.grace_ns = self.grace_ns
+        self.worker.idle_spin_ns = 30_000_000_000
+        self.sub.express = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.grace_ns, self.worker.idle_spin_ns, self.sub.express = self.saved
+        self.worker.wake_up()
+
+    def armed(self, timeout_s: float) -> bool:
+        """Whether the worker parks with its lane armed and nothing queued within ``timeout_s``."""
+        x, armed = self.progress.express, vkbackend._ffi.lib.VKB_EXPRESS_ARMED
+        deadline = time.monotonic() + timeout_s
+        while x.state & 0xFF != armed or self.worker.queue:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.0001)
+        return True
+
+    def wait_armed(self) -> None:
+        assert self.armed(10.0), "the worker did not arm its express lane"
+
+
+@pytest.fixture
+def express(device, pool):
+    """The lane forced on, the AFFINE program and a zeroed 256-word buffer, the worker polling after a first round."""
+    prog = device.compile(vkbackend.compile_glsl(AFFINE))
+    buf = pool.allocate(256 * 4)
+    try:
+        pool.host_to_pool(np.zeros(256, np.uint32), buf)
+        with ExpressLane(device) as lane:
+            device.launch(prog, [buf], [256, 1, 0], groups(256))  # wakes the worker, which polls from now on
+            device.sync()
+            yield lane, prog, buf
+    finally:
+        testing.clear()
+        pool.release(buf)
+
+
+def test_a_lone_launch_takes_the_express_lane(device, pool, express):
+    """A launch that finds the worker parked with nothing queued is submitted from the park (csrc/express.c), once:
+    each round's result is exact, and every round went by the lane. A second launch queued behind it, before the
+    sync, takes the usual path and runs after it (the lane's barrier epoch is the submitter's)."""
+    lane, prog, buf = express
+    out = np.empty(256, np.uint32)
+    before = lane.sub.express_count
+    for i in range(1, 21):
+        lane.wait_armed()
+        device.launch(prog, [buf], [256, 1, 1], groups(256))
+        device.sync()
+        pool.pool_to_host(buf, out)
+        assert (out == i).all(), (i, out[:4])
+    assert lane.sub.express_count - before == 20
+    pool.host_to_pool(np.zeros(256, np.uint32), buf)
+    device.sync()  # the upload's copy, queued, would keep the next launch off the lane
+    for _ in range(10):
+        lane.wait_armed()
+        device.launch(prog, [buf], [256, 2, 1], groups(256))  # by the lane
+        device.launch(prog, [buf], [256, 3, 0], groups(256))  # queued: must see the first one's write
+        device.sync()
+    pool.pool_to_host(buf, out)
+    expected = 0
+    for _ in range(10):
+        expected = (expected * 2 + 1) * 3
+    assert (out == expected).all(), out[:4]
+    assert lane.sub.express_count - before == 30
+
+
+@pytest.mark.parametrize("failure", ["skipped", "submit"])
+def test_a_failed_express_launch_is_reported_and_the_lane_goes_on(device, pool, express, failure):
+    """A launch by the lane that the recorder skips (a grid scalar of 0) or whose submit fails raises at the next
+    sync point, saying why, like any other; nothing of it ran, and the next launches by the lane run."""
+    lane, prog, buf = express
+    before = lane.sub.express_count
+    lane.wait_armed()
+    if failure == "skipped":
+        device.launch(prog, [buf], [0, 1, 7], (vkbackend.GridArg(0), 1, 1))
+        expected = "skipped"
+    else:
+        testing.inject("vkQueueSubmit", "VK_ERROR_OUT_OF_HOST_MEMORY")
+        device.launch(prog, [buf], [256, 1, 7], groups(256))
+        expected = "recording and submitting 1 dispatches failed"
+    with pytest.raises(vkbackend.BackendError, match=expected):
+        device.sync()
+    assert not testing.pending()
+    for _ in range(3):
+        lane.wait_armed()
+        device.launch(prog, [buf], [256, 1, 1], groups(256))
+        device.sync()
+    out = np.empty(256, np.uint32)
+    pool.pool_to_host(buf, out)
+    assert (out == 3).all(), out[:4]
+    assert lane.sub.express_count - before == 4
+
+
+def test_launches_from_many_threads_with_the_express_lane_run_once_each(device, pool):
+    """Threads launching and syncing at once, the lane armed whenever the worker parks (with a GPU's grace):
+    whichever launch takes it, every launch runs exactly once and in each thread's order."""
+    prog = device.compile(vkbackend.compile_glsl(AFFINE))
+    bufs = [pool.allocate(256 * 4) for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def run(buf) -> None:
+        try:
+            for _ in range(50):
+                lane.armed(0.005)  # launch when the lane is free, as often as the other threads allow
+                device.launch(prog, [buf], [256, 2, 1], groups(256))
+                if random.random() < 0.2:
+                    device.launch(prog, [buf], [256, 1, 0], groups(256))  # queued behind it: a no-op
+                device.sync()
+        except BaseException as error:  # reported by the main thread
+            errors.append(error)
+
+    try:
+        for buf in bufs:
+            pool.host_to_pool(np.zeros(256, np.uint32), buf)
+        with ExpressLane(device) as lane:
+            before = lane.sub.express_count
+            threads = [threading.Thread(target=run, args=(buf,)) for buf in bufs]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            assert not errors, errors
+            assert not any(t.is_alive() for t in threads)
+            taken = lane.sub.express_count - before
+        expected = 0
+        for _ in range(50):
+            expected = (expected * 2 + 1) & 0xFFFFFFFF
+        out = np.empty(256, np.uint32)
+        for buf in bufs:
+            pool.pool_to_host(buf, out)
+            assert (out == expected).all(), out[:4]
+        assert taken > 0
+    finally:
+        for buf in bufs:
+            pool.release(buf)
 
 
 def test_trace_records_every_sync_point(tmp_path):

@@ -80,7 +80,7 @@ class Launcher:
             self._append(self._pack(prog, buffers, scalars, grid))
         # Worker.put without its kick: the worker takes launches when its wait on the GPU ends, many at a time.
         if self._worker.idle:
-            self._worker.wake_up()
+            self._worker.wake_up_to_launch()
 
     def record(self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar], grid: Grid) -> bytes:
         """One launch checked and packed, not queued (a graph packs once and queues many times)."""

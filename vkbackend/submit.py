@@ -115,6 +115,20 @@ class BatchSubmitter:
         self.progress.spin_ns = WAITED_SPIN_NS if ctx.polling_pays else lib.VKB_SPIN_NS
         self.progress.grace_ns = KICK_GRACE_NS if ctx.polling_pays else 0
         self.stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0}
+        # The express lane (csrc/express.c): where polling pays and the device pushes descriptors (no set to take per
+        # dispatch), a parked worker submits a lone launch itself. Not while tracing: its events come from Python.
+        self._express = ffi.new("vkb_express*")
+        x = self._express
+        x.main, x.queue = self._window, ctx.handles.queue
+        self._express_window = xw = ffi.addressof(x, "window")
+        xw.device, xw.query_pool, xw.slots = ctx.device, self._query_pool, ctx.slots
+        for axis in range(3):
+            xw.max_groups[axis] = info.max_global_work_dims[axis]
+        self._express_batch: Batch | None = None  # the batch the lane submits into, once readied
+        self._express_generation = -1  # the generation the lane's next arming takes (csrc/express.c)
+        self.express_count = 0  # launches the lane has submitted
+        self.express = ctx.polling_pays and info.push_descriptors and not trace.enabled
+        self.progress.express = x
 
     # ----- the window ---------------------------------------------------------------------------------------------
     def take_records(self, queue: deque) -> bool:
@@ -236,45 +250,58 @@ class BatchSubmitter:
             # handed over by a caller who runs on: linger until it waits, so that the GIL is free then (fence.c)
             linger_ns = self.progress.grace_ns if self.progress.handing else 0
             result = lib.vkb_submit_batch(w, ctx.handles.queue, batch.fence, self.progress, linger_ns)
-            self.stats["submit_ns"] += w.submit_ns
             if trace.enabled:
                 trace.event("submitted", serial)
-            if w.n_errors:
-                ctx.fail(
-                    BackendError(
-                        ErrorStatus.KernelLaunch,
-                        f"{w.n_errors} launch(es) skipped; the first, of {self._table.name(w.error_program)}, "
-                        f"because {_record_error(lib, w.error_code)}",
-                    )
-                )
-            if result != 0:  # the window's dispatches: n_dispatches counts only those recorded before the failure
-                what = f"recording and submitting {lib.vkb_window_set_layouts(w, ffi.NULL, 0)} dispatches"
-                if w.head_submitted:
-                    what += f" (the first {w.head_dispatches} had been submitted on their own and run; the rest do not)"
-                check(result, what, ErrorStatus.KernelLaunch)
+            self._check_submitted(w, result)
         except Exception as error:  # whatever it was, waiters must be released and the error must reach a sync point
-            ctx.fail(
-                error
-                if isinstance(error, BackendError)
-                else BackendError(ErrorStatus.KernelLaunch, f"submitting a window failed: {error!r}")
-            )
-            w.barrier_first = 1  # the hazard state counts barriers of the failed recording, which never ran
-            if w.fence_submitted:  # its head runs on the GPU: the batch's fence tells when it is done
-                self._track(batch, callbacks)
-                return
-            if w.head_submitted:  # its head runs with no fence: the completions wait for the next batch's
-                self._abandoned.append(batch)
-                self._callbacks[:0] = callbacks
-                return
-            if lib.vkResetCommandBuffer(batch.cmd, 0) != 0:  # keep it out of reuse: it may hold the failed recording
-                self._abandoned.append(batch)
-                self._unsubmitted(callbacks)
-                return
-            self._recycle_descriptor_pools(batch)
-            self._spare.append(batch)
-            self._unsubmitted(callbacks)  # the error reaches the next sync point
+            self._submit_failed(error, batch, callbacks, w)
             return
         self._track(batch, callbacks)
+        self._count(batch, w)
+
+    def _check_submitted(self, w, result: int) -> None:
+        """After a window's submit: skipped records become the pending error; a failed submit raises."""
+        ctx, ffi, lib = self.ctx, self.ctx.ffi, self.ctx.lib
+        self.stats["submit_ns"] += w.submit_ns
+        if w.n_errors:
+            ctx.fail(
+                BackendError(
+                    ErrorStatus.KernelLaunch,
+                    f"{w.n_errors} launch(es) skipped; the first, of {self._table.name(w.error_program)}, "
+                    f"because {_record_error(lib, w.error_code)}",
+                )
+            )
+        if result != 0:  # the window's dispatches: n_dispatches counts only those recorded before the failure
+            what = f"recording and submitting {lib.vkb_window_set_layouts(w, ffi.NULL, 0)} dispatches"
+            if w.head_submitted:
+                what += f" (the first {w.head_dispatches} had been submitted on their own and run; the rest do not)"
+            check(result, what, ErrorStatus.KernelLaunch)
+
+    def _submit_failed(self, error: Exception, batch: Batch, callbacks: list, w) -> None:
+        """A window whose submit failed (``w`` its window): the error goes to the next sync point, and the batch is
+        tracked, set aside or reused by what of it reached the GPU."""
+        self.ctx.fail(
+            error
+            if isinstance(error, BackendError)
+            else BackendError(ErrorStatus.KernelLaunch, f"submitting a window failed: {error!r}")
+        )
+        self._window.barrier_first = 1  # the hazard state counts barriers of the failed recording, which never ran
+        if w.fence_submitted:  # its head runs on the GPU: the batch's fence tells when it is done
+            self._track(batch, callbacks)
+            return
+        if w.head_submitted:  # its head runs with no fence: the completions wait for the next batch's
+            self._abandoned.append(batch)
+            self._callbacks[:0] = callbacks
+            return
+        if self.ctx.lib.vkResetCommandBuffer(batch.cmd, 0) != 0:  # keep it out of reuse: it may hold the recording
+            self._abandoned.append(batch)
+            self._unsubmitted(callbacks)
+            return
+        self._recycle_descriptor_pools(batch)
+        self._spare.append(batch)
+        self._unsubmitted(callbacks)  # the error reaches the next sync point
+
+    def _count(self, batch: Batch, w) -> None:
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "batch %d: %d dispatches, %d copies, %d barriers",
@@ -288,6 +315,47 @@ class BatchSubmitter:
         st["dispatches"] += w.n_dispatches
         st["barriers"] += w.n_barriers
         st["copies"] += w.n_copies
+
+    # ----- the express lane ---------------------------------------------------------------------------------------
+    def ready_express(self) -> None:
+        """Before a park with nothing recorded or running: ready the express lane, so that the park can submit a lone
+        launch (csrc/express.c) into a batch of its own."""
+        if not self.express or self.ctx.lost is not None or self._in_flight or self._records or self._callbacks:
+            return
+        x = self._express
+        if self._express_batch is None:
+            try:
+                self._express_batch = self._new_batch()
+            except BackendError:  # the launch takes the usual path, which reports the error
+                return
+            self._express_window.cmd, x.fence = self._express_batch.cmd, self._express_batch.fence
+        self._express_window.programs, self._express_window.n_programs = self._table.array, self._table.capacity
+        x.ready = 1
+        self._express_generation = (x.state >> 8) + 1
+
+    def express_served(self) -> bool:
+        """After a park readied for the lane: whether it submitted a launch (the record at the head of the worker's
+        queue, which the worker then drops before :meth:`take_express`). The lane's state is the worker's to read
+        here: a launcher changes it only while it is armed."""
+        x = self._express
+        x.ready = 0
+        state = x.state
+        return state & 0xFF == self.ctx.lib.VKB_EXPRESS_DONE and state >> 8 == self._express_generation
+
+    def take_express(self) -> None:
+        """Track the batch the lane submitted (in flight, or its error pending)."""
+        x = self._express
+        self._express_generation = -1
+        self.express_count += 1
+        batch, self._express_batch = self._express_batch, None
+        w = self._express_window
+        try:
+            self._check_submitted(w, x.result)
+        except Exception as error:
+            self._submit_failed(error, batch, [], w)
+            return
+        self._track(batch, [])
+        self._count(batch, w)
 
     def _track(self, batch: Batch, callbacks: list) -> None:
         """A submitted batch: in flight until its fence signals, then ``callbacks`` run."""
@@ -315,7 +383,7 @@ class BatchSubmitter:
         """Recycle a batch whose fence has signalled, run its completions and publish its serial. With ``hold_ns``,
         when this was the last batch and the window is empty, a caller released by the publish is not raced for the
         GIL: the worker waits for its next work inside the publish (csrc/fence.c), ``on_hold(True)`` before and
-        ``on_hold(False)`` after."""
+        ``on_hold(False)`` after (which takes what the express lane, readied for the hold, submitted)."""
         self._in_flight.popleft()
         lib = self.ctx.lib
         if trace.enabled:
@@ -334,6 +402,7 @@ class BatchSubmitter:
         (self._spare if result == 0 else self._abandoned).append(batch)
         self._run(callbacks)
         if hold_ns and on_hold is not None and not (self._in_flight or self._records or self._callbacks):
+            self.ready_express()
             on_hold(True)
             lib.vkb_publish_completed(self.progress, batch.serial, hold_ns)
             on_hold(False)
@@ -495,6 +564,9 @@ class BatchSubmitter:
         """Destroy every batch, pool and fence (the device is idle)."""
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
         batches = self._spare + list(self._in_flight) + self._abandoned
+        if self._express_batch is not None:
+            batches.append(self._express_batch)
+            self._express_batch = None
         for batch in batches:
             lib.vkDestroyFence(dev, batch.fence, ffi.NULL)
         if self._descriptors is not None:

@@ -14,6 +14,10 @@ once a caller waits for it (with the GIL released) or the kick is a grace old, a
 a waiting caller waits for its next work without taking the GIL (the hold, counted as idle): taking the GIL while a
 caller holds it would cost a thread wake-up each way (csrc/fence.c).
 
+A lone launch that finds the worker parked in C with nothing else to do takes the express lane (csrc/express.c):
+the worker submits it from the park, without the GIL, while the caller goes on to its sync point; back in Python the
+worker drops the record, still at the head of its queue, and tracks the batch.
+
 A caller that queues a batch of launches and runs more Python before its sync point (a framework's JIT replay) hands
 them over (``hand_over``): when the worker is parked in C (idle, or waiting on the GPU with room for another batch),
 the caller waits, with the GIL released, until the worker has begun to submit them, so the GPU runs them while the
@@ -40,6 +44,7 @@ import time
 from collections import deque
 
 from . import trace
+from ._ffi import lib
 from .config import validation_enabled
 from .context import DeviceContext
 from .errors import BackendError, ErrorStatus
@@ -51,6 +56,7 @@ log = logging.getLogger("vkbackend")
 __all__ = ["Worker"]
 
 _COPY, _DEFER, _CALL, _MARK, _STOP = range(5)
+_EXPRESS_ARMED = lib.VKB_EXPRESS_ARMED
 MAX_EARLY_IN_FLIGHT = 2  # while the GPU is busy, the worker queues at most this many batches behind it
 BUSY_POLL_NS = 200_000  # while the GPU runs and callers feed us: how long one fence wait may block
 FREE_FLUSH_BYTES = 64 << 20  # released memory a window may hold back before it is submitted
@@ -83,6 +89,7 @@ class Worker:
         self.queue: deque = deque()
         self.wake = Signal()
         self._kick = ctx.ffi.cast("uint32_t*", ctx.ffi.addressof(submitter.progress, "kick"))
+        self._express = submitter.progress.express
         self.idle = False  # polling or asleep with nothing queued, recorded or running; the waker clears it
         # idle or waiting on the GPU, with no batch of its own to submit: it takes its queue as soon as a caller waits
         # in C (after the completions it may be running)
@@ -134,6 +141,23 @@ class Worker:
         self._kick[0] = 1  # ends the poll of a worker that has just run out of work (csrc/fence.c)
         if trace.enabled:
             trace.event("wake_worker")
+
+    def wake_up_to_launch(self) -> None:
+        """:meth:`wake_up` after queueing a launch record. A worker parked in C with its express lane armed
+        (csrc/express.c) is handed the queue's head when that is all the queue holds and is launch records (this
+        launch's, or another thread's queued meanwhile), and submits it from the park."""
+        self.wake_up()
+        express = self._express
+        seen = express.state
+        if seen & 0xFF == _EXPRESS_ARMED:
+            q = self.queue
+            if len(q) == 1:
+                try:
+                    head = q[0]
+                except IndexError:  # the worker, back in Python meanwhile, took it
+                    return
+                if head.__class__ is bytes:
+                    self.ctx.lib.vkb_express_launch(express, seen, head, len(head))
 
     def queue_copy(self, record: bytes, on_done) -> None:
         """Queue a copy record; ``on_done`` runs on the worker once the copy has completed on the GPU."""
@@ -290,7 +314,6 @@ class Worker:
     # ----- the thread ---------------------------------------------------------------------------------------------
     def _run(self) -> None:
         q, sub, kick = self.queue, self._submitter, self._kick
-        wait_work, progress = self.ctx.lib.vkb_wait_work, sub.progress
         while True:
             kick[0] = 0  # before the queue is looked at: a later put sets it again and ends the next fence wait
             self.parked = False
@@ -339,7 +362,7 @@ class Worker:
             if self.throttled:
                 self._set_throttled(False)
             self.idle = self.parked = True
-            if not q and not (self.idle_spin_ns and wait_work(progress, self.idle_spin_ns)):
+            if not q and not self._poll():
                 if trace.enabled:
                     trace.event("sleep")
                 self.wake.take()
@@ -348,10 +371,31 @@ class Worker:
             self.wake.clear()
             self.idle = False
 
+    def _poll(self) -> bool:
+        """Poll for work (where polling pays) with the express lane readied; True when there is some: the worker was
+        kicked, or it has submitted a lone launch from the poll."""
+        if not self.idle_spin_ns:
+            return False
+        self._submitter.ready_express()
+        kicked = self.ctx.lib.vkb_wait_work(self._submitter.progress, self.idle_spin_ns)
+        return self._take_express() or bool(kicked)
+
     def _hold(self, on: bool) -> None:
         """The hold (the worker waits for its next work inside a publish): idle meanwhile, so that a launch wakes it
-        and a sync finds nothing to wait for."""
+        and a sync finds nothing to wait for; after it, what the express lane submitted is taken."""
         self.idle = on
+        if not on:
+            self._take_express()
+
+    def _take_express(self) -> bool:
+        """After a park: True when its express lane submitted the record at the head of the queue, which is then
+        dropped (this thread alone takes from the queue, so it is still there) before its batch is tracked."""
+        if not self._submitter.express_served():
+            return False
+        self.idle = False
+        self.queue.popleft()
+        self._submitter.take_express()
+        return True
 
     def _handle(self, item: tuple) -> bool:
         """One item other than a launch record; True when the worker should stop."""

@@ -101,15 +101,21 @@ int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t 
 
 /* Polls, not a futex: a thread woken from a blocking wait can take tens of microseconds to run again (more in a
  * virtual machine), which a launch followed by a sync point would pay every time the worker had gone idle. A kick
- * seen within spin_ns holds the worker here until it is ready (vkb_kick_ready). */
-int vkb_wait_work(const vkb_progress *progress, uint64_t spin_ns) {
+ * seen within spin_ns holds the worker here until it is ready (vkb_kick_ready). Meanwhile the express lane is armed
+ * where the worker readied it (express.c): a lone launch is submitted from here. */
+int vkb_wait_work(vkb_progress *progress, uint64_t spin_ns) {
     vkb_lower_timer_slack();
+    vkb_express *express = progress->express;
+    int armed = vkb_express_arm(express), ready;
     uint64_t start = vkb_now_ns(), kicked_at = 0;
-    while (!vkb_kick_ready(progress, &kicked_at)) {
-        if (!kicked_at && vkb_now_ns() - start >= spin_ns) return 0;
+    for (;;) {
+        if (armed) vkb_express_serve(express, progress);
+        if ((ready = vkb_kick_ready(progress, &kicked_at))) break;
+        if (!kicked_at && vkb_now_ns() - start >= spin_ns) break;
         sched_yield();
     }
-    return 1;
+    if (armed) vkb_express_disarm(express, progress);
+    return ready;
 }
 
 void vkb_publish_target(uint64_t *target, uint64_t serial) {

@@ -64,6 +64,7 @@ void vkb_copy(void *dst, const void *src, size_t n, int threads);
 #define VKB_SERIAL_UNPUBLISHED 0xffffffffffffffff
 /* How long a wait spins before it sleeps in slices, unless progress->spin_ns says longer while a caller waits. */
 enum { VKB_SPIN_NS = 50000 };
+typedef struct vkb_express vkb_express;   /* express.c, below */
 typedef struct {
     uint64_t completed;   /* the serial of the last batch completed by the worker */
     uint32_t waiters;     /* callers inside vkb_wait_completed */
@@ -73,14 +74,15 @@ typedef struct {
     uint64_t grace_ns;    /* how long a kicked worker waits for a caller to release the GIL before it takes it */
     uint32_t handing;     /* callers inside vkb_hand_over */
     uint32_t submits;     /* windows the worker has begun to submit (vkb_submit_batch) */
+    vkb_express *express; /* NULL: no express lane */
 } vkb_progress;
 /* With `kicked`, the fence wait also returns (VK_NOT_READY) once progress->kick is set (the worker has work queued)
  * and a caller waits or the kick is grace_ns old. */
 VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress, int kicked);
 int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t timeout_ns);
 /* The worker with nothing to do: 1 once kicked and a caller waits or the kick is grace_ns old; 0 when not kicked
- * within `spin_ns` (the worker then sleeps on its signal). */
-int vkb_wait_work(const vkb_progress *progress, uint64_t spin_ns);
+ * within `spin_ns` (the worker then sleeps on its signal). Meanwhile it serves the express lane, where readied. */
+int vkb_wait_work(vkb_progress *progress, uint64_t spin_ns);
 void vkb_publish_target(uint64_t *target, uint64_t serial);
 /* Publish a completed serial; with `hold_ns`, a worker that satisfied a waiting caller then waits for its next work
  * here (vkb_wait_work, up to hold_ns) instead of taking the GIL from the caller it just released. */
@@ -164,3 +166,26 @@ VkResult vkb_submit_window(vkb_window *window, VkQueue queue, VkFence fence);
  * submits the window, then with `linger_ns` (a caller handed it over) waits until a caller waits at a sync point,
  * at most linger_ns, before it returns to take the GIL. */
 VkResult vkb_submit_batch(vkb_window *window, VkQueue queue, VkFence fence, vkb_progress *progress, uint64_t linger_ns);
+
+/* express.c: the express lane. A worker parked with nothing queued, recorded or running (polling for work, or holding
+ * after a sync point) arms it; a launch that then finds the queue holding its record alone hands the record over
+ * (vkb_express_launch: one compare-and-swap on `state`, then a copy), and the worker records and submits it from its
+ * park, without taking the GIL, while the caller goes on to its sync point. The record stays at the head of the
+ * worker's queue: the worker takes it off once back in Python (it alone takes from that queue). `state` is
+ * generation << 8 | VKB_EXPRESS_*: a new generation each time the worker arms, so a launcher that read it before the
+ * worker left its park and came back cannot claim the later park. */
+enum { VKB_EXPRESS_WORDS = 256 };
+enum { VKB_EXPRESS_OFF = 0, VKB_EXPRESS_ARMED = 1, VKB_EXPRESS_CLAIMED = 2, VKB_EXPRESS_FULL = 3, VKB_EXPRESS_DONE = 4 };
+struct vkb_express {
+    uint64_t state;        /* generation << 8 | VKB_EXPRESS_*; the worker arms and disarms, a launcher claims and fills */
+    uint32_t ready;        /* set by the worker (in Python): `window` and `fence` are a batch to submit into */
+    vkb_window window;     /* its own window, whose epoch is `main`'s (copied in and back) */
+    vkb_window *main;      /* the submitter's window */
+    VkQueue queue; VkFence fence;
+    VkResult result;       /* out: the express submit's result */
+    uint32_t n_words;
+    uint32_t words[VKB_EXPRESS_WORDS];
+};
+/* A launcher's hand-over of `nbytes` of records (whole uint32 words), claiming the park whose state it read as
+ * `seen`; 1 when the worker will submit them, 0 when the lane was not armed in that generation, or they do not fit. */
+int vkb_express_launch(vkb_express *express, uint64_t seen, const char *record, size_t nbytes);
