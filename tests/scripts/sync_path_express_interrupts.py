@@ -1,0 +1,107 @@
+"""The express lane forced on (a GPU's polling and grace) while Ctrl-C (a SIGALRM handler raising KeyboardInterrupt)
+lands at random moments inside launches and sync points, until 80 have landed; then how many increments ran against
+how many launches returned and how many were interrupted, and what a close right after a launch by the lane leaves
+behind (tests/test_sync_path.py)."""
+
+import random
+import signal
+
+import numpy as np
+from _reliability import AFFINE, groups
+from isolated import report
+
+import vkbackend
+from vkbackend import testing
+
+
+def interrupt(signum, frame):
+    """The SIGALRM handler: an interrupt where the timer found the main thread."""
+    raise KeyboardInterrupt
+
+
+def force_lane(dev) -> None:
+    worker = dev._worker
+    worker._submitter.progress.grace_ns = 100_000
+    worker._submitter.express = True
+    worker.idle_spin_ns = 30_000_000_000
+
+
+result = {}
+signal.signal(signal.SIGALRM, interrupt)
+dev = vkbackend.devices()[0]
+force_lane(dev)
+pool = dev.memory_pool
+prog = dev.compile(vkbackend.compile_glsl(AFFINE))
+buf = pool.allocate(256 * 4)
+pool.host_to_pool(np.zeros(256, np.uint32), buf)
+dev.sync()
+rng = random.Random(7)
+returned = interrupted = landed = 0
+for i in range(4000):
+    if landed >= 80:
+        break
+    launching = True
+    try:
+        signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.00002, 0.002))
+        dev.launch(prog, [buf], [256, 1, 1], groups(256))
+        launching = False
+        returned += 1
+        dev.sync()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except KeyboardInterrupt:
+        landed += 1
+        interrupted += launching
+signal.setitimer(signal.ITIMER_REAL, 0)
+dev.sync()
+out = np.empty(256, np.uint32)
+pool.pool_to_host(buf, out)
+result.update(
+    landed=landed,
+    returned=returned,
+    interrupted=interrupted,
+    values=sorted(set(out.tolist())),
+)
+# interrupts at the two edges of the hand-over: before it (the record queued, the worker not woken) and after it
+worker, calls = dev._worker, [0]
+hand_over = worker.wake_up_to_launch
+
+
+def interrupted_hand_over() -> None:
+    calls[0] += 1
+    if calls[0] % 3 == 1:
+        raise KeyboardInterrupt
+    hand_over()
+    if calls[0] % 3 == 2:
+        raise KeyboardInterrupt
+
+
+worker.wake_up_to_launch = interrupted_hand_over
+pool.host_to_pool(np.zeros(256, np.uint32), buf)
+dev.sync()
+before = worker._submitter.express_count
+raised = 0
+x, armed = worker._submitter.progress.express, vkbackend._ffi.lib.VKB_EXPRESS_ARMED
+for _ in range(60):
+    while x.state & 0xFF != armed or worker.queue:  # parked and idle: the launch hands over
+        pass
+    try:
+        dev.launch(prog, [buf], [256, 1, 1], groups(256))
+    except KeyboardInterrupt:
+        raised += 1
+    dev.sync()
+del worker.wake_up_to_launch
+pool.pool_to_host(buf, out)
+result.update(
+    edges_calls=calls[0],
+    edges_raised=raised,
+    edges_values=sorted(set(out.tolist())),
+    edges_lane=worker._submitter.express_count - before,
+)
+# a close right after a launch the lane took, before the worker is back in Python
+while x.state & 0xFF != armed or worker.queue:
+    pass
+dev.launch(prog, [buf], [256, 1, 1], groups(256))
+pool.release(buf)
+dev.close()
+result["live_end"] = testing.live_objects()
+report(result)
