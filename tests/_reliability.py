@@ -134,6 +134,23 @@ def groups(n: int, local: int = 64) -> tuple[int, int, int]:
 SCRIPTS = os.path.join(REPO, "tests", "scripts")
 
 
+def set_express_lane(dev, grace_ns: int, idle_spin_ns: int, on: bool) -> tuple[int, int, bool]:
+    """Set the worker's kick grace, its idle poll and its express lane (a GPU's settings, forced where polling does
+    not pay); returns the settings replaced, in the same order."""
+    worker = dev._worker
+    sub = worker._submitter
+    replaced = sub.progress.grace_ns, worker.idle_spin_ns, sub.express
+    sub.progress.grace_ns, worker.idle_spin_ns, sub.express = grace_ns, idle_spin_ns, on
+    return replaced
+
+
+def express_lane_armed(dev) -> bool:
+    """Whether the worker is parked with its express lane armed and nothing queued: a launch now hands over."""
+    worker = dev._worker
+    armed = worker._submitter.progress.express.state & 0xFF == worker.ctx.lib.VKB_EXPRESS_ARMED
+    return armed and not worker.queue
+
+
 def child_environment(env: dict | None = None) -> dict:
     """This process's environment (so the validation layer and its settings) with this checkout and tests/ first on
     PYTHONPATH (vkbackend, and the helpers a script in tests/scripts imports), and ``env`` on top."""

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 import pytest
-from _reliability import AFFINE, groups, run_isolated
+from _reliability import AFFINE, express_lane_armed, groups, run_isolated, set_express_lane
 
 import vkbackend
 from vkbackend import testing
@@ -207,27 +207,22 @@ class ExpressLane:
     worker leaves its park only for a sync point), and the old settings back at the end."""
 
     def __init__(self, device, grace_ns: int = 30_000_000_000) -> None:
-        self.grace_ns = grace_ns
+        self.device, self.grace_ns = device, grace_ns
         self.worker = device._worker
         self.sub = self.worker._submitter
-        self.progress = self.sub.progress
 
     def __enter__(self) -> ExpressLane:
-        self.saved = self.progress.grace_ns, self.worker.idle_spin_ns, self.sub.express
-        self.progress.grace_ns = self.grace_ns
-        self.worker.idle_spin_ns = 30_000_000_000
-        self.sub.express = True
+        self.saved = set_express_lane(self.device, self.grace_ns, 30_000_000_000, True)
         return self
 
     def __exit__(self, *exc) -> None:
-        self.progress.grace_ns, self.worker.idle_spin_ns, self.sub.express = self.saved
+        set_express_lane(self.device, *self.saved)
         self.worker.wake_up()
 
     def armed(self, timeout_s: float) -> bool:
         """Whether the worker parks with its lane armed and nothing queued within ``timeout_s``."""
-        x, armed = self.progress.express, vkbackend._ffi.lib.VKB_EXPRESS_ARMED
         deadline = time.monotonic() + timeout_s
-        while x.state & 0xFF != armed or self.worker.queue:
+        while not express_lane_armed(self.device):
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.0001)

@@ -101,13 +101,8 @@ class BatchSubmitter:
         self._descriptors = None if info.push_descriptors else DescriptorSets(ctx)
         self.submitted = 0  # serial of the last submitted batch
         self.completed = 0  # serial of the last completed batch
-        self._window = ffi.new("vkb_window*")
-        self._window.device = ctx.device
-        self._window.query_pool = self._query_pool
-        self._window.slots = ctx.slots
+        self._window = self._init_window(ffi.new("vkb_window*"))
         self._window.epoch = 1
-        for axis in range(3):
-            self._window.max_groups[axis] = info.max_global_work_dims[axis]
         self._fence_ptr = ffi.new("VkFence*")
         # the serial of the last batch completed (its completions run), for callers waiting at sync points (fence.c)
         self.progress = ffi.new("vkb_progress*")
@@ -120,15 +115,19 @@ class BatchSubmitter:
         self._express = ffi.new("vkb_express*")
         x = self._express
         x.main, x.queue = self._window, ctx.handles.queue
-        self._express_window = xw = ffi.addressof(x, "window")
-        xw.device, xw.query_pool, xw.slots = ctx.device, self._query_pool, ctx.slots
-        for axis in range(3):
-            xw.max_groups[axis] = info.max_global_work_dims[axis]
+        self._express_window = self._init_window(ffi.addressof(x, "window"))  # its epoch is the main window's
         self._express_batch: Batch | None = None  # the batch the lane submits into, once readied
         self._express_generation = -1  # the generation the lane's next arming takes (csrc/express.c)
         self.express_count = 0  # launches the lane has submitted
         self.express = ctx.polling_pays and info.push_descriptors and not trace.enabled
         self.progress.express = x
+
+    def _init_window(self, w):
+        """``w`` (a ``vkb_window*``) with what every window of this device records against."""
+        w.device, w.query_pool, w.slots = self.ctx.device, self._query_pool, self.ctx.slots
+        for axis in range(3):
+            w.max_groups[axis] = self.ctx.info.max_global_work_dims[axis]
+        return w
 
     # ----- the window ---------------------------------------------------------------------------------------------
     def take_records(self, queue: deque) -> bool:

@@ -7,7 +7,7 @@ import random
 import signal
 
 import numpy as np
-from _reliability import AFFINE, groups
+from _reliability import AFFINE, express_lane_armed, groups, set_express_lane
 from isolated import report
 
 import vkbackend
@@ -19,17 +19,16 @@ def interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def force_lane(dev) -> None:
-    worker = dev._worker
-    worker._submitter.progress.grace_ns = 100_000
-    worker._submitter.express = True
-    worker.idle_spin_ns = 30_000_000_000
+def wait_armed() -> None:
+    """Until a launch hands over (the hang guard ends a wait that never does)."""
+    while not express_lane_armed(dev):
+        pass
 
 
 result = {}
 signal.signal(signal.SIGALRM, interrupt)
 dev = vkbackend.devices()[0]
-force_lane(dev)
+set_express_lane(dev, 100_000, 30_000_000_000, True)  # a GPU's grace
 pool = dev.memory_pool
 prog = dev.compile(vkbackend.compile_glsl(AFFINE))
 buf = pool.allocate(256 * 4)
@@ -80,10 +79,8 @@ pool.host_to_pool(np.zeros(256, np.uint32), buf)
 dev.sync()
 before = worker._submitter.express_count
 raised = 0
-x, armed = worker._submitter.progress.express, vkbackend._ffi.lib.VKB_EXPRESS_ARMED
 for _ in range(60):
-    while x.state & 0xFF != armed or worker.queue:  # parked and idle: the launch hands over
-        pass
+    wait_armed()
     try:
         dev.launch(prog, [buf], [256, 1, 1], groups(256))
     except KeyboardInterrupt:
@@ -98,8 +95,7 @@ result.update(
     edges_lane=worker._submitter.express_count - before,
 )
 # a close right after a launch the lane took, before the worker is back in Python
-while x.state & 0xFF != armed or worker.queue:
-    pass
+wait_armed()
 dev.launch(prog, [buf], [256, 1, 1], groups(256))
 pool.release(buf)
 dev.close()
