@@ -145,10 +145,12 @@ def set_express_lane(dev, grace_ns: int, idle_spin_ns: int, on: bool) -> tuple[i
 
 
 def express_lane_armed(dev) -> bool:
-    """Whether the worker is parked with its express lane armed and nothing queued: a launch now hands over."""
+    """Whether the worker is parked with its express lane armed and nothing queued but what the lane has served: a
+    launch now hands over."""
     worker = dev._worker
-    armed = worker._submitter.progress.express.state & 0xFF == worker.ctx.lib.VKB_EXPRESS_ARMED
-    return armed and not worker.queue
+    express = worker._submitter.progress.express
+    armed = express.state & 0xFF == worker.ctx.lib.VKB_EXPRESS_ARMED
+    return armed and len(worker.queue) == express.served
 
 
 def child_environment(env: dict | None = None) -> dict:

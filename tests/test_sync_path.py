@@ -3,6 +3,7 @@ trace that ``VKBACKEND_TRACE`` writes of it (with ``scripts/trace-summary.py``'s
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import random
@@ -14,7 +15,16 @@ import time
 
 import numpy as np
 import pytest
-from _reliability import AFFINE, express_lane_armed, groups, run_isolated, set_express_lane
+from _reliability import (
+    AFFINE,
+    SPIN,
+    SPIN_INNER,
+    express_lane_armed,
+    groups,
+    run_isolated,
+    set_express_lane,
+    spin_grids,
+)
 
 import vkbackend
 from vkbackend import testing
@@ -25,7 +35,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def wait_until_idle(device, timeout_s: float = 10.0) -> None:
     worker = device._worker
     deadline = time.monotonic() + timeout_s
-    while not (worker.idle and not worker.queue):
+    while not worker.quiet():
         assert time.monotonic() < deadline, "the worker did not go idle"
         time.sleep(0.001)
 
@@ -277,6 +287,38 @@ def test_a_lone_launch_takes_the_express_lane(device, pool, express):
     assert lane.sub.express_count - before == 30
 
 
+def test_launch_and_sync_rounds_by_the_express_lane_run_inside_one_park(device, pool, express, monkeypatch):
+    """Rounds of one launch and a sync point, each launch by the lane: the park serves each, publishes its serial
+    once it has run and arms again, and each sync point waits for that serial by itself (no word to the worker),
+    returning only once the batch has completed."""
+    lane, prog, buf = express
+    worker = device._worker
+    x = worker._express
+    before = lane.sub.express_count
+    lane.wait_armed()
+    words: list = []
+    put, wake_up = worker.put, worker.wake_up
+    monkeypatch.setattr(worker, "put", lambda item: (words.append(item), put(item)))
+    monkeypatch.setattr(worker, "wake_up", lambda: (words.append("wake_up"), wake_up()))
+    for i in range(1, 21):
+        device.launch(prog, [buf], [256, 1, 1], groups(256))
+        serial = worker._lane[2]
+        device.sync()
+        assert worker._progress.completed >= serial, (i, serial)
+    served = x.served
+    deadline = time.monotonic() + 10
+    while not worker.quiet():  # served, completed and armed again: nothing left to wait for
+        assert time.monotonic() < deadline, "the park did not arm again after the last launch"
+        time.sleep(0.0001)
+    monkeypatch.undo()
+    assert not words, words
+    assert served == 20, served  # one park served them all
+    out = np.empty(256, np.uint32)
+    pool.pool_to_host(buf, out)
+    assert (out == 20).all(), out[:4]
+    assert lane.sub.express_count - before == 20
+
+
 @pytest.mark.parametrize("failure", ["skipped", "submit"])
 def test_a_failed_express_launch_is_reported_and_the_lane_goes_on(device, pool, express, failure):
     """A launch by the lane that the recorder skips (a grid scalar of 0) or whose submit fails raises at the next
@@ -346,6 +388,93 @@ def test_launches_from_many_threads_with_the_express_lane_run_once_each(device, 
     finally:
         for buf in bufs:
             pool.release(buf)
+
+
+@pytest.fixture
+def waiting_on_last(device, pool):
+    """Polling forced on with a short grace, the lane off (the park would wait for a launch by the lane itself):
+    ``start()`` launches the slow kernel and returns once the worker waits on it as its last batch, counted idle
+    (its serial to be published from C as the fence signals); hands back (start, the AFFINE program, a zeroed
+    256-word buffer)."""
+    worker = device._worker
+    (grid,) = spin_grids(device, 0.3)
+    slow, prog = device.compile(vkbackend.compile_glsl(SPIN)), device.compile(vkbackend.compile_glsl(AFFINE))
+    big, buf = pool.allocate(1024), pool.allocate(256 * 4)
+
+    def start() -> int:
+        device.sync()
+        device.launch(slow, [big], [SPIN_INNER], grid)
+        deadline = time.monotonic() + 10
+        while not (worker.idle and not worker.queue and not worker.quiet()):
+            assert time.monotonic() < deadline, "the worker did not wait on its last batch as idle"
+        return worker._submitter.submitted
+
+    try:
+        pool.host_to_pool(np.zeros(256, np.uint32), buf)
+        saved = set_express_lane(device, 1_000_000, 30_000_000_000, False)
+        try:
+            yield start, prog, buf
+        finally:
+            set_express_lane(device, *saved)
+            worker.wake_up()
+    finally:
+        pool.release(big)
+        pool.release(buf)
+
+
+def test_a_sync_waits_for_the_last_batch_itself(device, pool, waiting_on_last, monkeypatch):
+    """A sync point that finds nothing queued and the worker waiting on its last batch waits for that batch's serial,
+    which C publishes as the fence signals: it queues no mark, and returns only once the batch has completed."""
+    start, prog, buf = waiting_on_last
+    worker = device._worker
+    for _ in range(3):
+        serial = start()
+        queued: list = []
+        put = worker.put
+        monkeypatch.setattr(worker, "put", lambda item: (queued.append(item), put(item)))
+        device.sync()
+        completed = worker._progress.completed
+        monkeypatch.undo()
+        assert completed >= serial and not queued, (completed, serial, queued)
+
+
+def test_a_launch_wakes_a_worker_waiting_on_its_last_batch(device, pool, waiting_on_last):
+    """A launch while the worker waits on its last batch as idle wakes it: it is taken and completed without a sync
+    point, although the worker would otherwise hold after that batch for far longer than the test."""
+    start, prog, buf = waiting_on_last
+    worker = device._worker
+    for round_ in range(3):
+        start()
+        device.launch(prog, [buf], [256, 1, 1], groups(256))
+        deadline = time.monotonic() + 20
+        while not worker.quiet():  # no sync point: nothing else ends the worker's wait
+            assert time.monotonic() < deadline, f"round {round_}: the launch was not taken"
+            sum(range(1000))  # holds the GIL, as a caller busy in Python does
+    out = np.empty(256, np.uint32)
+    pool.pool_to_host(buf, out)
+    assert (out == 3).all(), out[:4]
+
+
+def test_a_sync_gives_the_callers_timer_slack_back(device, pool):
+    """A sync point that sleeps in slices lowers its thread's timer slack only while it waits (the caller's thread
+    is not the backend's to change)."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    pr_set_timerslack, pr_get_timerslack = 29, 30
+    (grid,) = spin_grids(device, 0.3)  # past the spin of the wait (5 ms on a GPU)
+    slow = device.compile(vkbackend.compile_glsl(SPIN))
+    big = pool.allocate(1024)
+    before = prctl(pr_get_timerslack, 0, 0, 0, 0)
+    try:
+        assert prctl(pr_set_timerslack, 200_000, 0, 0, 0) == 0
+        device.sync()
+        start = time.monotonic()
+        device.launch(slow, [big], [SPIN_INNER], grid)
+        device.sync()
+        waited = time.monotonic() - start
+        assert prctl(pr_get_timerslack, 0, 0, 0, 0) == 200_000, waited
+    finally:
+        prctl(pr_set_timerslack, before, 0, 0, 0)
+        pool.release(big)
 
 
 def test_interrupted_launches_by_the_express_lane_run_at_most_once():

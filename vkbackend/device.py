@@ -169,7 +169,7 @@ class Device:
         pool's usage; and the Vulkan objects alive in the process, from the native layer's count of successful create
         and destroy calls."""
         return {
-            **self._submitter.stats,
+            **self._submitter.stats(),
             "throttled": self._worker.throttle_count,
             "pool": self._pool.stats(),
             "live_objects": live_objects(),

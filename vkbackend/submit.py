@@ -104,12 +104,13 @@ class BatchSubmitter:
         self._window = self._init_window(ffi.new("vkb_window*"))
         self._window.epoch = 1
         self._fence_ptr = ffi.new("VkFence*")
+        self._reset_result = ffi.new("VkResult*")  # vkb_wait_last's reset of the fence
         # the serial of the last batch completed (its completions run), for callers waiting at sync points (fence.c)
         self.progress = ffi.new("vkb_progress*")
         # on a CPU device or with two cores or fewer, only as long as any other wait (VKB_SPIN_NS)
         self.progress.spin_ns = WAITED_SPIN_NS if ctx.polling_pays else lib.VKB_SPIN_NS
         self.progress.grace_ns = KICK_GRACE_NS if ctx.polling_pays else 0
-        self.stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0}
+        self._stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0}
         # The express lane (csrc/express.c): where polling pays and the device pushes descriptors (no set to take per
         # dispatch), a parked worker submits a lone launch itself. Not while tracing: its events come from Python.
         self._express = ffi.new("vkb_express*")
@@ -117,10 +118,15 @@ class BatchSubmitter:
         x.main, x.queue = self._window, ctx.handles.queue
         self._express_window = self._init_window(ffi.addressof(x, "window"))  # its epoch is the main window's
         self._express_batch: Batch | None = None  # the batch the lane submits into, once readied
-        self._express_generation = -1  # the generation the lane's next arming takes (csrc/express.c)
         self.express_count = 0  # launches the lane has submitted
         self.express = ctx.polling_pays and info.push_descriptors and not trace.enabled
         self.progress.express = x
+
+    def stats(self) -> dict[str, int]:
+        """What the device submitted: batches, dispatches, barriers, copies, and the nanoseconds spent recording and
+        submitting them (the express lane's counted in C as it submits)."""
+        x = self._express
+        return {name: count + getattr(x, name) for name, count in self._stats.items()}
 
     def _init_window(self, w):
         """``w`` (a ``vkb_window*``) with what every window of this device records against."""
@@ -261,7 +267,7 @@ class BatchSubmitter:
     def _check_submitted(self, w, result: int) -> None:
         """After a window's submit: skipped records become the pending error; a failed submit raises."""
         ctx, ffi, lib = self.ctx, self.ctx.ffi, self.ctx.lib
-        self.stats["submit_ns"] += w.submit_ns
+        self._stats["submit_ns"] += w.submit_ns
         if w.n_errors:
             ctx.fail(
                 BackendError(
@@ -309,17 +315,20 @@ class BatchSubmitter:
                 w.n_copies,
                 w.n_barriers,
             )
-        st = self.stats
+        st = self._stats
         st["batches"] += 1
         st["dispatches"] += w.n_dispatches
         st["barriers"] += w.n_barriers
         st["copies"] += w.n_copies
 
     # ----- the express lane ---------------------------------------------------------------------------------------
-    def ready_express(self) -> None:
-        """Before a park with nothing recorded or running: ready the express lane, so that the park can submit a lone
-        launch (csrc/express.c) into a batch of its own."""
-        if not self.express or self.ctx.lost is not None or self._in_flight or self._records or self._callbacks:
+    def ready_express(self, running: int = 0) -> None:
+        """Before a park with nothing recorded or running (but the ``running`` batches whose completion the park
+        follows): ready the express lane, so that the park can submit lone launches (csrc/express.c) into a batch of
+        its own, one after the other."""
+        if not self.express or self.ctx.lost is not None or len(self._in_flight) > running:
+            return
+        if self._records or self._callbacks:
             return
         x = self._express
         if self._express_batch is None:
@@ -329,32 +338,49 @@ class BatchSubmitter:
                 return
             self._express_window.cmd, x.fence = self._express_batch.cmd, self._express_batch.fence
         self._express_window.programs, self._express_window.n_programs = self._table.array, self._table.capacity
+        x.serial = self.submitted + 1  # nothing is tracked before the lane's batches (take_express comes first)
+        x.served = 0
         x.ready = 1
-        self._express_generation = (x.state >> 8) + 1
 
-    def express_served(self) -> bool:
-        """After a park readied for the lane: whether it submitted a launch (the record at the head of the worker's
-        queue, which the worker then drops before :meth:`take_express`). The lane's state is the worker's to read
-        here: a launcher changes it only while it is armed."""
+    def express_served(self) -> int:
+        """After a park readied for the lane: how many launches it submitted (the records at the head of the worker's
+        queue, which the worker then drops before :meth:`take_express`). The lane's state is the worker's here (a
+        launcher changes it only while it is armed): it is set off before the records are dropped, so that a sync
+        point no longer takes them for the lane's (``Worker.sync``)."""
         x = self._express
         x.ready = 0
-        state = x.state
-        return state & 0xFF == self.ctx.lib.VKB_EXPRESS_DONE and state >> 8 == self._express_generation
+        served, x.served = x.served, 0
+        if served:
+            x.state = x.state >> 8 << 8 | self.ctx.lib.VKB_EXPRESS_OFF
+        return served
 
-    def take_express(self) -> None:
-        """Track the batch the lane submitted (in flight, or its error pending)."""
-        x = self._express
-        self._express_generation = -1
-        self.express_count += 1
-        batch, self._express_batch = self._express_batch, None
-        w = self._express_window
-        try:
-            self._check_submitted(w, x.result)
-        except Exception as error:
-            self._submit_failed(error, batch, [], w)
-            return
-        self._track(batch, [])
-        self._count(batch, w)
+    def take_express(self, served: int) -> None:
+        """Account for the ``served`` batches the lane submitted in its park, one after the other. All but the last
+        have completed (their serials published from C); the last is in flight, its error pending, or completed
+        with its fence reset for the next park. A batch that never reached the GPU still takes its serial, which a
+        caller may be waiting for: it is published at once, after the error; so is one whose fence failed."""
+        x, w = self._express, self._express_window
+        self.express_count += served
+        self.submitted = self.completed = x.serial - 1  # nothing else is submitted meanwhile
+        if x.in_use:
+            if w.n_errors:
+                self._check_submitted(w, 0)  # the skipped records' error, before the batch completes
+            batch, self._express_batch = self._express_batch, None
+            self._track(batch, [])
+            if x.fence_result == 0:
+                return
+            if x.running:  # polling its fence failed: the device may be lost
+                self._fence_failed(x.fence_result, "vkWaitForFences")
+            else:  # completed, but its fence could not be reset
+                self._complete(batch, reset=x.fence_result)
+        elif x.result != 0:
+            batch, self._express_batch = self._express_batch, None
+            try:
+                self._check_submitted(w, x.result)
+            except Exception as error:
+                self._submit_failed(error, batch, [], w)
+            self.submitted = self.completed = x.serial  # nothing in flight: everything up to it has completed
+            self.ctx.lib.vkb_publish_completed(self.progress, x.serial, 0)
 
     def _track(self, batch: Batch, callbacks: list) -> None:
         """A submitted batch: in flight until its fence signals, then ``callbacks`` run."""
@@ -378,19 +404,29 @@ class BatchSubmitter:
             self._descriptors.recycle(batch.descriptor_pools)
 
     # ----- completion ---------------------------------------------------------------------------------------------
-    def _complete(self, batch: Batch, hold_ns: int = 0, on_hold: Callable[[bool], None] | None = None) -> None:
-        """Recycle a batch whose fence has signalled, run its completions and publish its serial. With ``hold_ns``,
-        when this was the last batch and the window is empty, a caller released by the publish is not raced for the
-        GIL: the worker waits for its next work inside the publish (csrc/fence.c), ``on_hold(True)`` before and
-        ``on_hold(False)`` after (which takes what the express lane, readied for the hold, submitted)."""
+    def _complete(
+        self,
+        batch: Batch,
+        hold_ns: int = 0,
+        on_hold: Callable[[bool], None] | None = None,
+        reset: int | None = None,
+        published: bool = False,
+    ) -> None:
+        """Recycle a batch whose fence has signalled, run its completions and publish its serial. ``reset``: the
+        result of the fence's reset where C has done it; ``published``: C has published the serial too. With
+        ``hold_ns``, when this was the last batch and the window is empty, a caller released by the publish is not
+        raced for the GIL: the worker waits for its next work inside the publish (csrc/fence.c), ``on_hold(True)``
+        before and ``on_hold(False)`` after (which takes what the express lane, readied for the hold, submitted)."""
         self._in_flight.popleft()
         lib = self.ctx.lib
         if trace.enabled:
             trace.event("complete", batch.serial)
             if self._gpu_clock is not None:
                 self._trace_gpu(batch.serial)
-        self._fence_ptr[0] = batch.fence
-        result = lib.vkResetFences(self.ctx.device, 1, self._fence_ptr)
+        result = reset
+        if result is None:
+            self._fence_ptr[0] = batch.fence
+            result = lib.vkResetFences(self.ctx.device, 1, self._fence_ptr)
         if result != 0:
             self.ctx.fail(vk_error(result, "vkResetFences", ErrorStatus.KernelSync))
         self._recycle_descriptor_pools(batch)
@@ -400,6 +436,8 @@ class BatchSubmitter:
         # validation layer), so its batch is set aside and destroyed at close instead of reused.
         (self._spare if result == 0 else self._abandoned).append(batch)
         self._run(callbacks)
+        if published:
+            return
         if hold_ns and on_hold is not None and not (self._in_flight or self._records or self._callbacks):
             self.ready_express()
             on_hold(True)
@@ -478,16 +516,48 @@ class BatchSubmitter:
         a caller waits or the kick is ``progress.grace_ns`` old. ``hold_ns`` and ``on_hold``: see :meth:`_complete`.
 
         The wait polls in C (csrc/fence.c): a blocking vkWaitForFences can oversleep by milliseconds. It spins for
-        longer while a caller waits at a sync point."""
+        longer while a caller waits at a sync point. The last batch in flight, when nothing runs on its completion,
+        is published from C as its fence signals (:meth:`_wait_last`)."""
         lib = self.ctx.lib
         batch = self._in_flight[0]
-        result = lib.vkb_wait_fence(self.ctx.device, batch.fence, timeout_ns, self.progress, kicked)
+        if kicked and hold_ns and on_hold is not None and self._publishes_at_fence(batch):
+            result = self._wait_last(batch, timeout_ns, hold_ns, on_hold)
+        else:
+            result = lib.vkb_wait_fence(self.ctx.device, batch.fence, timeout_ns, self.progress, kicked)
+            if result == 0:
+                self._complete(batch, hold_ns, on_hold)
         if result == 0:
-            self._complete(batch, hold_ns, on_hold)
             self.reap()
-            return 0
-        if result not in (lib.VK_TIMEOUT, lib.VK_NOT_READY):
+        elif result not in (lib.VK_TIMEOUT, lib.VK_NOT_READY):
             self._fence_failed(result, "vkWaitForFences")
+        return result
+
+    def _publishes_at_fence(self, batch: Batch) -> bool:
+        """Whether ``batch`` is the last in flight, with nothing recorded after it and nothing to run or recycle on
+        its completion (callbacks, descriptor pools, whose reset can fail), so that its serial can be published the
+        moment its fence signals. Not while tracing, whose events of the completion come from :meth:`_complete`."""
+        if len(self._in_flight) != 1 or batch.callbacks or batch.descriptor_pools:
+            return False
+        return not (self._records or self._callbacks or trace.enabled)
+
+    def _wait_last(self, batch: Batch, timeout_ns: int, hold_ns: int, on_hold: Callable[[bool], None]) -> int:
+        """The wait on the last batch, which nothing runs on completing: C publishes its serial as the fence signals
+        and holds there (``vkb_wait_last``), the express lane readied for the hold; the batch is recycled after.
+        ``on_hold(True)`` comes before the wait: the worker counts as idle throughout, so that a sync point waits for
+        the fence itself and a launch wakes the worker."""
+        self.ready_express(running=1)
+        reset = self._reset_result
+        reset[0] = 0
+        on_hold(True)
+        result = self.ctx.lib.vkb_wait_last(
+            self.ctx.device, batch.fence, batch.serial, timeout_ns, self.progress, hold_ns, reset
+        )
+        if result == 0:
+            if reset[0] == 0:
+                self._complete(batch, reset=0, published=True)
+            else:  # not published: the reset's error first
+                self._complete(batch, reset=reset[0])
+        on_hold(False)
         return result
 
     def drain(self, timeout_ns: int, split: bool = True) -> None:

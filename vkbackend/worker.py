@@ -57,6 +57,7 @@ __all__ = ["Worker"]
 
 _COPY, _DEFER, _CALL, _MARK, _STOP = range(5)
 _EXPRESS_ARMED = lib.VKB_EXPRESS_ARMED
+_EXPRESS_TAKEN = (lib.VKB_EXPRESS_CLAIMED, lib.VKB_EXPRESS_FULL, lib.VKB_EXPRESS_DONE)  # a launcher claimed the park
 MAX_EARLY_IN_FLIGHT = 2  # while the GPU is busy, the worker queues at most this many batches behind it
 BUSY_POLL_NS = 200_000  # while the GPU runs and callers feed us: how long one fence wait may block
 FREE_FLUSH_BYTES = 64 << 20  # released memory a window may hold back before it is submitted
@@ -89,7 +90,10 @@ class Worker:
         self.queue: deque = deque()
         self.wake = Signal()
         self._kick = ctx.ffi.cast("uint32_t*", ctx.ffi.addressof(submitter.progress, "kick"))
+        self._progress = submitter.progress
         self._express = submitter.progress.express
+        # the last claim of the express lane: the record, its place in the queue, its batch's serial, the generation
+        self._lane: tuple[bytes, int, int, int] | None = None
         self.idle = False  # polling or asleep with nothing queued, recorded or running; the waker clears it
         # idle or waiting on the GPU, with no batch of its own to submit: it takes its queue as soon as a caller waits
         # in C (after the completions it may be running)
@@ -131,8 +135,16 @@ class Worker:
     def quiet(self) -> bool:
         """Nothing queued, recorded or running: everything queued so far has completed. The queue is read first: the
         worker sets idle before it looks at the queue one last time, so idle read first could be followed by an item
-        the worker then takes and submits."""
-        return not self.queue and self.idle
+        the worker then takes and submits. An idle worker may still wait on its last batch (its serial published from
+        C as it completes): the published serial tells. A queue of launches the express lane has served, with the
+        lane armed again, has completed too: the lane arms only with nothing else running, and again only once its
+        batch has completed (csrc/express.c)."""
+        queued = len(self.queue)
+        if not queued:
+            return self.idle and self._progress.completed >= self._submitter.submitted
+        express = self._express
+        state = express.state
+        return state & 0xFF == _EXPRESS_ARMED and express.served == queued and express.state == state
 
     def wake_up(self) -> None:
         """Wake the worker, which is idle (the caller saw ``idle`` set after queueing something)."""
@@ -144,20 +156,26 @@ class Worker:
 
     def wake_up_to_launch(self) -> None:
         """:meth:`wake_up` after queueing a launch record. A worker parked in C with its express lane armed
-        (csrc/express.c) is handed the queue's head when that is all the queue holds and is launch records (this
-        launch's, or another thread's queued meanwhile), and submits it from the park."""
-        self.wake_up()
+        (csrc/express.c) is instead handed the record the queue holds after those the park has served, when it is
+        the last and is launch records (this launch's, or another thread's queued meanwhile): the park submits it
+        and publishes its serial once it has run, so it needs no wake-up. A launch interrupted before the hand-over
+        is left queued, to be taken at the next sync point or when the park ends."""
         express = self._express
         seen = express.state
         if seen & 0xFF == _EXPRESS_ARMED:
             q = self.queue
-            if len(q) == 1:
+            position = express.served
+            if len(q) == position + 1:
                 try:
-                    head = q[0]
-                except IndexError:  # the worker, back in Python meanwhile, took it
-                    return
-                if head.__class__ is bytes:
-                    self.ctx.lib.vkb_express_launch(express, seen, head, len(head))
+                    record = q[position]
+                except IndexError:  # the worker, back in Python meanwhile, took the queue
+                    record = None
+                if record.__class__ is bytes:
+                    serial = express.serial
+                    if self.ctx.lib.vkb_express_launch(express, seen, record, len(record)):
+                        self._lane = (record, position, serial, seen >> 8)
+                        return
+        self.wake_up()
 
     def queue_copy(self, record: bytes, on_done) -> None:
         """Queue a copy record; ``on_done`` runs on the worker once the copy has completed on the GPU."""
@@ -223,9 +241,10 @@ class Worker:
         """A sync point: wait until the GPU has completed everything queued so far and the worker has run what waited
         for it (frees, staging buffers given back), then raise the first asynchronous error since the last sync point.
 
-        With nothing queued and the worker asleep, everything has completed. Otherwise the worker submits what is
-        queued and publishes the serial of its batch, and this thread waits for it (:meth:`wait_serial`): no hand-off
-        back to this thread through a lock or queue.
+        With nothing queued and the worker asleep, everything has completed. With nothing queued and the worker idle
+        but waiting on its last batch, this thread waits for that batch's serial. Otherwise the worker submits what
+        is queued and publishes the serial of its batch, and this thread waits for it (:meth:`wait_serial`): no
+        hand-off back to this thread through a lock or queue.
         """
         if trace.enabled:
             trace.event("sync")
@@ -237,12 +256,41 @@ class Worker:
         if threading.current_thread() is self.thread:  # a completion that syncs: nobody else would submit
             self.drain()
         else:
-            serial = self.ctx.ffi.new("uint64_t*", self.ctx.lib.VKB_SERIAL_UNPUBLISHED)
-            self.put((_MARK, serial))
+            ffi, lib = self.ctx.ffi, self.ctx.lib
+            known = self._known_serial()
+            if known is not None:
+                serial = ffi.new("uint64_t*", known)
+            else:
+                serial = ffi.new("uint64_t*", lib.VKB_SERIAL_UNPUBLISHED)
+                self.put((_MARK, serial))
             self.wait_serial(serial, f"GPU work on {self.ctx.info.name} did not finish")
         if trace.enabled:
             trace.event("sync_done")
         self.raise_errors()
+
+    def _known_serial(self) -> int | None:
+        """The serial of a batch that holds everything queued so far, where a sync point can tell it without the
+        worker: with nothing queued and the worker idle, the last submitted (the worker clears idle before it takes
+        anything from the queue, and sets it with nothing recorded); with the queue holding only records the express
+        lane took, the lane's last batch (the worker sets the lane off before it drops them, and a generation is
+        never reused). None otherwise: the worker then publishes it."""
+        q = self.queue
+        if not q:
+            return self._submitter.submitted if self.idle else None
+        lane = self._lane
+        if lane is None:
+            return None
+        record, position, serial, generation = lane
+        if len(q) != position + 1:
+            return None
+        try:
+            head = q[position]
+        except IndexError:  # taken meanwhile
+            return None
+        state = self._express.state
+        if head is record and state >> 8 == generation and state & 0xFF in _EXPRESS_TAKEN:
+            return serial
+        return None
 
     def raise_errors(self) -> None:
         """The end of a sync point whose wait is already done (a read-back whose last copy completed: the queue runs
@@ -388,13 +436,17 @@ class Worker:
             self._take_express()
 
     def _take_express(self) -> bool:
-        """After a park: True when its express lane submitted the record at the head of the queue, which is then
-        dropped (this thread alone takes from the queue, so it is still there) before its batch is tracked."""
-        if not self._submitter.express_served():
+        """After a park: True when its express lane submitted the records at the head of the queue, which are then
+        dropped (this thread alone takes from the queue, so they are still there) before their batches are counted."""
+        served = self._submitter.express_served()
+        if not served:
             return False
         self.idle = False
-        self.queue.popleft()
-        self._submitter.take_express()
+        q = self.queue
+        for _ in range(served):
+            q.popleft()
+        self._lane = None
+        self._submitter.take_express(served)
         return True
 
     def _handle(self, item: tuple) -> bool:

@@ -3,7 +3,8 @@
  * A blocking vkWaitForFences can oversleep by milliseconds on Linux with NVIDIA's driver (wgpu and llama.cpp
  * report ~10 ms stutters). So every wait polls: a status check with a zero timeout (which never sleeps in the
  * driver), yielding the core for the first microseconds of the wait and then sleeping in short slices, with the
- * calling thread's timer slack lowered so that a slice is a slice. Called with the GIL released.
+ * calling thread's timer slack lowered so that a slice is a slice (the worker's for good; a caller's only while its
+ * wait sleeps, then given back). Called with the GIL released.
  *
  * The worker is a Python thread, so each time it leaves one of these waits it must take the GIL. Taking it from a
  * caller that holds it blocks the worker in the interpreter until the caller releases it, and then costs a thread
@@ -23,7 +24,11 @@
  * would leave the GPU idle meanwhile, since the worker waits for the GIL to be free. So it hands the work over: it
  * waits in vkb_hand_over, GIL released, until the worker has begun to submit, and runs on while the worker records.
  * The worker, once submitted, lingers in vkb_submit_batch until the caller waits (or for a grace), again so that it
- * takes the GIL when it is free. */
+ * takes the GIL when it is free.
+ *
+ * The last batch in flight, when nothing runs on its completion (no frees, no staging buffers to give back), is
+ * published from here the moment its fence is seen (vkb_wait_last): the waiting caller runs on while the worker holds,
+ * and the worker's Python recycles the batch afterwards. */
 #include <sched.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -40,9 +45,20 @@ static uint64_t vkb_now_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* The worker's thread is ours: its slack stays lowered. */
 static void vkb_lower_timer_slack(void) {
     static __thread int lowered;
     if (!lowered) { prctl(PR_SET_TIMERSLACK, (unsigned long)VKB_TIMER_SLACK_NS, 0, 0, 0); lowered = 1; }
+}
+
+/* A caller's thread is not: its slack is lowered while its wait sleeps in slices and given back after (`*before`: the
+ * slack it had, 0 while not lowered). */
+static void vkb_lower_callers_slack(unsigned long *before) {
+    if (*before) return;
+    long slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    if (slack <= VKB_TIMER_SLACK_NS) return;  /* already as low: nothing to give back */
+    prctl(PR_SET_TIMERSLACK, (unsigned long)VKB_TIMER_SLACK_NS, 0, 0, 0);
+    *before = (unsigned long)slack;
 }
 
 /* One step of a polling wait that has waited `waited` of `timeout_ns`: 0 to poll again, 1 when the time is up. */
@@ -83,9 +99,9 @@ VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, con
 }
 
 int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t timeout_ns) {
-    vkb_lower_timer_slack();
     __atomic_add_fetch(&progress->waiters, 1, __ATOMIC_ACQ_REL);
     uint64_t start = vkb_now_ns();
+    unsigned long slack = 0;
     int done = 0, wanted_set = 0;
     for (;;) {
         uint64_t want = __atomic_load_n(target, __ATOMIC_ACQUIRE);
@@ -93,44 +109,74 @@ int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t 
             if (!wanted_set) { __atomic_store_n(&progress->wanted, want, __ATOMIC_RELEASE); wanted_set = 1; }
             if (__atomic_load_n(&progress->completed, __ATOMIC_ACQUIRE) >= want) { done = 1; break; }
         }
-        if (vkb_pause(vkb_now_ns() - start, timeout_ns, progress->spin_ns)) break;
+        uint64_t waited = vkb_now_ns() - start;
+        if (waited >= progress->spin_ns) vkb_lower_callers_slack(&slack);
+        if (vkb_pause(waited, timeout_ns, progress->spin_ns)) break;
     }
     __atomic_sub_fetch(&progress->waiters, 1, __ATOMIC_ACQ_REL);
+    if (slack) prctl(PR_SET_TIMERSLACK, slack, 0, 0, 0);
     return done;
 }
 
 /* Polls, not a futex: a thread woken from a blocking wait can take tens of microseconds to run again (more in a
  * virtual machine), which a launch followed by a sync point would pay every time the worker had gone idle. A kick
  * seen within spin_ns holds the worker here until it is ready (vkb_kick_ready). Meanwhile the express lane is armed
- * where the worker readied it (express.c): a lone launch is submitted from here. */
-int vkb_wait_work(vkb_progress *progress, uint64_t spin_ns) {
+ * where the worker readied it (express.c): a lone launch is submitted from here, and its serial published once it
+ * has run; the park lasts while it runs, and spin_ns more after. */
+static int vkb_park(vkb_progress *progress, uint64_t spin_ns, int armed) {
     vkb_lower_timer_slack();
     vkb_express *express = progress->express;
-    int armed = vkb_express_arm(express), ready;
+    int ready, lane = VKB_LANE_QUIET;
     uint64_t start = vkb_now_ns(), kicked_at = 0;
     for (;;) {
-        if (armed) vkb_express_serve(express, progress);
+        if (armed) lane = vkb_express_step(express, progress);
+        if (lane == VKB_LANE_NEEDS_PYTHON) { ready = 1; break; }
+        if (lane == VKB_LANE_COMPLETED) start = vkb_now_ns();
         if ((ready = vkb_kick_ready(progress, &kicked_at))) break;
-        if (!kicked_at && vkb_now_ns() - start >= spin_ns) break;
+        if (lane != VKB_LANE_RUNNING && !kicked_at && vkb_now_ns() - start >= spin_ns) break;
         sched_yield();
     }
     if (armed) vkb_express_disarm(express, progress);
     return ready;
 }
 
+int vkb_wait_work(vkb_progress *progress, uint64_t spin_ns) {
+    return vkb_park(progress, spin_ns, vkb_express_arm(progress->express));
+}
+
 void vkb_publish_target(uint64_t *target, uint64_t serial) {
     __atomic_store_n(target, serial, __ATOMIC_RELEASE);
 }
 
+/* Whether a caller waits for `serial` or an earlier one (a publish of `serial` releases it). */
+static int vkb_releases(const vkb_progress *progress, uint64_t serial) {
+    return __atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) &&
+           serial >= __atomic_load_n(&progress->wanted, __ATOMIC_ACQUIRE);
+}
+
 void vkb_publish_completed(vkb_progress *progress, uint64_t serial, uint64_t hold_ns) {
+    /* a hold's lane is armed before the publish: the caller it releases may launch again at once */
+    int armed = hold_ns && vkb_releases(progress, serial) && vkb_express_arm(progress->express);
     __atomic_store_n(&progress->completed, serial, __ATOMIC_RELEASE);
     uint32_t waiters = __atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE);
-    if (!waiters || serial < __atomic_load_n(&progress->wanted, __ATOMIC_ACQUIRE)) return;
+    if (!waiters || serial < __atomic_load_n(&progress->wanted, __ATOMIC_ACQUIRE)) {
+        if (armed) vkb_express_disarm(progress->express, progress);  /* no hold: serves a claim made meanwhile */
+        return;
+    }
     /* the released caller leaves its wait first, so that it, not the worker, takes the GIL next */
     uint64_t start = vkb_now_ns();
     while (__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) >= waiters && vkb_now_ns() - start < VKB_HANDOFF_NS)
         sched_yield();
-    if (hold_ns) vkb_wait_work(progress, hold_ns);
+    if (hold_ns) vkb_park(progress, hold_ns, armed || vkb_express_arm(progress->express));
+}
+
+VkResult vkb_wait_last(VkDevice device, VkFence fence, uint64_t serial, uint64_t timeout_ns, vkb_progress *progress,
+                       uint64_t hold_ns, VkResult *reset) {
+    VkResult r = vkb_wait_fence(device, fence, timeout_ns, progress, 1);
+    if (r != VK_SUCCESS) return r;
+    /* a fence that cannot be reset is an error its waiter must see: the worker's Python publishes after reporting it */
+    if ((*reset = vkResetFences(device, 1, &fence)) == VK_SUCCESS) vkb_publish_completed(progress, serial, hold_ns);
+    return r;
 }
 
 int vkb_hand_over(vkb_progress *progress, uint32_t seen, uint64_t timeout_ns) {

@@ -80,13 +80,20 @@ typedef struct {
  * and a caller waits or the kick is grace_ns old. */
 VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress, int kicked);
 int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t timeout_ns);
-/* The worker with nothing to do: 1 once kicked and a caller waits or the kick is grace_ns old; 0 when not kicked
- * within `spin_ns` (the worker then sleeps on its signal). Meanwhile it serves the express lane, where readied. */
+/* The worker with nothing to do: 1 once kicked and a caller waits or the kick is grace_ns old, or once the express
+ * lane's batch needs the worker (an error to report); 0 when not kicked within `spin_ns` (the worker then sleeps on
+ * its signal). Meanwhile it serves the express lane, where readied, and publishes the lane's batch as it completes. */
 int vkb_wait_work(vkb_progress *progress, uint64_t spin_ns);
 void vkb_publish_target(uint64_t *target, uint64_t serial);
 /* Publish a completed serial; with `hold_ns`, a worker that satisfied a waiting caller then waits for its next work
  * here (vkb_wait_work, up to hold_ns) instead of taking the GIL from the caller it just released. */
 void vkb_publish_completed(vkb_progress *progress, uint64_t serial, uint64_t hold_ns);
+/* The worker's wait on its last batch in flight (serial `serial`) when nothing runs on its completion: a fence wait
+ * with `kicked` on; once the fence has signalled it is reset (the result in *reset) and, reset, its serial is
+ * published at once (vkb_publish_completed, with `hold_ns`), before the worker's Python recycles the batch. Returns
+ * the fence wait's VkResult. */
+VkResult vkb_wait_last(VkDevice device, VkFence fence, uint64_t serial, uint64_t timeout_ns, vkb_progress *progress,
+                       uint64_t hold_ns, VkResult *reset);
 /* A caller that queued work and goes on running Python lets the worker begin submitting it now: it waits, with the
  * GIL released, until progress->submits has moved past `seen` (read before the work was queued), at most timeout_ns;
  * 1 when it has. */
@@ -168,12 +175,15 @@ VkResult vkb_submit_window(vkb_window *window, VkQueue queue, VkFence fence);
 VkResult vkb_submit_batch(vkb_window *window, VkQueue queue, VkFence fence, vkb_progress *progress, uint64_t linger_ns);
 
 /* express.c: the express lane. A worker parked with nothing queued, recorded or running (polling for work, or holding
- * after a sync point) arms it; a launch that then finds the queue holding its record alone hands the record over
- * (vkb_express_launch: one compare-and-swap on `state`, then a copy), and the worker records and submits it from its
- * park, without taking the GIL, while the caller goes on to its sync point. The record stays at the head of the
- * worker's queue: the worker takes it off once back in Python (it alone takes from that queue). `state` is
- * generation << 8 | VKB_EXPRESS_*: a new generation each time the worker arms, so a launcher that read it before the
- * worker left its park and came back cannot claim the later park. */
+ * after a sync point) arms it; a launch that then finds the queue holding the records the park has served and its own
+ * record after them hands that record over (vkb_express_launch: one compare-and-swap on `state`, then a copy), and
+ * the worker records and submits it from its park, without taking the GIL, while the caller goes on to its sync
+ * point. The park then polls the batch's fence, publishes its serial (`serial`) once it has signalled, and arms
+ * again, into the same batch. The served records stay at the head of the worker's queue: the worker takes them off
+ * once back in Python (it alone takes from that queue), after setting the state to VKB_EXPRESS_OFF, so a sync point
+ * that finds the queue holding only what the lane took can wait for the lane's serial without a word to the worker.
+ * `state` is generation << 8 | VKB_EXPRESS_*: a new generation each time the lane arms, so a launcher that read it
+ * before the lane moved on cannot claim a later arming. */
 enum { VKB_EXPRESS_WORDS = 256 };
 enum { VKB_EXPRESS_OFF = 0, VKB_EXPRESS_ARMED = 1, VKB_EXPRESS_CLAIMED = 2, VKB_EXPRESS_FULL = 3, VKB_EXPRESS_DONE = 4 };
 struct vkb_express {
@@ -182,10 +192,16 @@ struct vkb_express {
     vkb_window window;     /* its own window, whose epoch is `main`'s (copied in and back) */
     vkb_window *main;      /* the submitter's window */
     VkQueue queue; VkFence fence;
-    VkResult result;       /* out: the express submit's result */
+    uint64_t serial;       /* set with `ready`, then one more at each arming in the park: the serial of the batch */
+    uint32_t served;       /* records served in this park, each in a batch of its own, one after the other */
+    uint32_t in_use;       /* the last one's batch was submitted and is not yet reset: the worker tracks it */
+    uint32_t running;      /* ... and the park has not seen its fence signal */
+    VkResult result;       /* the last serve's submit result */
+    VkResult fence_result; /* a failure polling (still running) or resetting (not running) its fence, else VK_SUCCESS */
+    uint64_t batches, dispatches, barriers, copies, submit_ns;  /* what the lane submitted, ever (Device.stats) */
     uint32_t n_words;
     uint32_t words[VKB_EXPRESS_WORDS];
 };
-/* A launcher's hand-over of `nbytes` of records (whole uint32 words), claiming the park whose state it read as
+/* A launcher's hand-over of `nbytes` of records (whole uint32 words), claiming the arming whose state it read as
  * `seen`; 1 when the worker will submit them, 0 when the lane was not armed in that generation, or they do not fit. */
 int vkb_express_launch(vkb_express *express, uint64_t seen, const char *record, size_t nbytes);
