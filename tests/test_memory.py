@@ -288,3 +288,36 @@ def test_closed_and_released_host_buffers_are_invalid_arguments(pool):
             with pytest.raises(InvalidArgumentError, match=f"host buffer .*cannot be used: .*{why}"):
                 call()
     pool.release(buf)
+
+
+def test_releases_behind_a_queued_free_join_it(device, pool, monkeypatch):
+    """Releases while the worker is busy wait for it; a release that finds the last free it queued still waiting,
+    with nothing queued after it, joins that free instead of queueing its own, so a loop of them adds one item to the
+    worker's queue; a sync point then leaves every buffer freed."""
+    worker = device._worker
+    device.sync()
+    before = pool.stats()["live_buffers"]
+    frees = []
+    defer = worker.defer
+    monkeypatch.setattr(worker, "defer", lambda fn, nbytes=0, wake=True: (frees.append(fn), defer(fn, nbytes, wake)))
+    inside, go_on = threading.Event(), threading.Event()
+
+    def busy() -> None:
+        inside.set()
+        go_on.wait(30)
+
+    caller = threading.Thread(target=worker.call, args=(busy,))
+    caller.start()
+    try:
+        assert inside.wait(30), "the worker did not run the call"
+        for _ in range(500):  # the worker is inside the call: nothing is quiet, and it takes nothing meanwhile
+            pool.release(pool.allocate(4096))
+        queued = len(frees)
+    finally:
+        go_on.set()
+        caller.join(30)
+    device.sync()
+    monkeypatch.undo()
+    assert queued == 1, queued
+    assert pool.stats()["live_buffers"] == before
+    assert not pool._dying  # freed by the time the sync point returned, not merely released

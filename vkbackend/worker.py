@@ -200,6 +200,14 @@ class Worker:
         else:
             self.queue.append((_DEFER, fn, nbytes))
 
+    def queued_last(self, fn) -> bool:
+        """Whether the last item queued is ``fn``, deferred (:meth:`defer`) and not yet taken: nothing is after it."""
+        try:
+            item = self.queue[-1]
+        except IndexError:
+            return False
+        return item.__class__ is tuple and item[0] == _DEFER and item[1] is fn
+
     def call(self, fn, *args):
         """Run ``fn(*args)`` on the worker and return its result (or raise its error) in the caller's thread."""
         if threading.current_thread() is self.thread:

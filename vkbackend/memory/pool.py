@@ -126,6 +126,9 @@ class MemoryPool:
         # Released buffers waiting to be freed on the worker, with their release numbers: a free scheduled after
         # release n frees every buffer up to n, so one whose scheduling an interrupt lost goes with the next.
         self._dying: deque[tuple[int, _Buffer]] = deque()
+        # the last free queued on the worker: its function and its cell [release number it frees up to, has run,
+        # the bytes it gives back]
+        self._queued_free: tuple[functools.partial, list] | None = None
         self._released = 0
         self._orphans: deque[int] = deque()  # releases a finalizer asked for during a garbage collection
         self._binding: list[sparse.LargeBuffer] = []  # large buffers made, not yet bound and handed out
@@ -478,13 +481,23 @@ class MemoryPool:
             worker = self._worker
             if worker.quiet() and self._free_dying_here():
                 return
-        # A release should not cost a wake-up of the worker (a thread switch): frees wait for its next wake, unless
-        # they hold back much memory or many buffers.
-        worker.defer(
-            functools.partial(self._free_dying, upto),
-            nbytes,
-            wake=nbytes >= LAZY_FREE_BYTES or len(self._dying) >= LAZY_FREE_BUFFERS,
-        )
+            # A release should not cost a wake-up of the worker (a thread switch): frees wait for its next wake,
+            # unless they hold back much memory or many buffers.
+            wake = nbytes >= LAZY_FREE_BYTES or len(self._dying) >= LAZY_FREE_BUFFERS
+            queued = self._queued_free
+            if not wake and queued is not None and worker.queued_last(queued[0]):
+                cell = queued[1]
+                # The last free queued has not run (nor been taken) and nothing was queued after it, so all work
+                # queued before this release is ahead of it too: it frees this buffer as well, while what it holds
+                # back stays under LAZY_FREE_BYTES.
+                if not cell[1] and cell[2] + nbytes < LAZY_FREE_BYTES:
+                    cell[0] = upto
+                    cell[2] += nbytes
+                    return
+        cell = [upto, False, nbytes]
+        fn = functools.partial(self._free_dying, cell)
+        worker.defer(fn, nbytes, wake=wake)
+        self._queued_free = (fn, cell)
 
     def release_from_finalizer(self, buf: int) -> None:
         """:meth:`release` for finalizers (``__del__``, ``weakref.finalize`` callbacks). Inside a garbage collection,
@@ -533,11 +546,14 @@ class MemoryPool:
                 recent += ((entry.chunk, entry.offset),)
         return True
 
-    def _free_dying(self, upto: int) -> None:
-        """On the worker, once the GPU work queued before it is done: free the buffers released up to number ``upto``
-        (all released before this was queued, so nothing still queued uses them)."""
+    def _free_dying(self, cell: list) -> None:
+        """On the worker, once the GPU work queued before it is done: free the buffers released up to number
+        ``cell[0]`` (all released while nothing was queued after this free, so nothing still queued uses them), and
+        mark it run (``cell[1]``), under the pool's lock, which a release that joins it holds too."""
         dead = []
         with self._lock:
+            cell[1] = True
+            upto = cell[0]
             while self._dying and self._dying[0][0] <= upto:
                 dead.append(self._dying.popleft()[1])
         self._free(dead)
