@@ -148,18 +148,19 @@ void vkb_publish_target(uint64_t *target, uint64_t serial) {
     __atomic_store_n(target, serial, __ATOMIC_RELEASE);
 }
 
-/* Whether a caller waits for `serial` or an earlier one (a publish of `serial` releases it). */
-static int vkb_releases(const vkb_progress *progress, uint64_t serial) {
-    return __atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) &&
-           serial >= __atomic_load_n(&progress->wanted, __ATOMIC_ACQUIRE);
+/* How many callers wait when one of them waits for `serial` or an earlier one (a publish of `serial` releases it);
+ * 0 when none does. */
+static uint32_t vkb_releases(const vkb_progress *progress, uint64_t serial) {
+    uint32_t waiters = __atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE);
+    return waiters && serial >= __atomic_load_n(&progress->wanted, __ATOMIC_ACQUIRE) ? waiters : 0;
 }
 
 void vkb_publish_completed(vkb_progress *progress, uint64_t serial, uint64_t hold_ns) {
     /* a hold's lane is armed before the publish: the caller it releases may launch again at once */
     int armed = hold_ns && vkb_releases(progress, serial) && vkb_express_arm(progress->express);
     __atomic_store_n(&progress->completed, serial, __ATOMIC_RELEASE);
-    uint32_t waiters = __atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE);
-    if (!waiters || serial < __atomic_load_n(&progress->wanted, __ATOMIC_ACQUIRE)) {
+    uint32_t waiters = vkb_releases(progress, serial);
+    if (!waiters) {
         if (armed) vkb_express_disarm(progress->express, progress);  /* no hold: serves a claim made meanwhile */
         return;
     }

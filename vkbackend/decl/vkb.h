@@ -86,7 +86,8 @@ int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t 
 int vkb_wait_work(vkb_progress *progress, uint64_t spin_ns);
 void vkb_publish_target(uint64_t *target, uint64_t serial);
 /* Publish a completed serial; with `hold_ns`, a worker that satisfied a waiting caller then waits for its next work
- * here (vkb_wait_work, up to hold_ns) instead of taking the GIL from the caller it just released. */
+ * here (as vkb_wait_work does, up to hold_ns, the express lane armed before the publish) instead of taking the GIL
+ * from the caller it just released. */
 void vkb_publish_completed(vkb_progress *progress, uint64_t serial, uint64_t hold_ns);
 /* The worker's wait on its last batch in flight (serial `serial`) when nothing runs on its completion: a fence wait
  * with `kicked` on; once the fence has signalled it is reset (the result in *reset) and, reset, its serial is

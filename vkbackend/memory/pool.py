@@ -126,8 +126,8 @@ class MemoryPool:
         # Released buffers waiting to be freed on the worker, with their release numbers: a free scheduled after
         # release n frees every buffer up to n, so one whose scheduling an interrupt lost goes with the next.
         self._dying: deque[tuple[int, _Buffer]] = deque()
-        # the last free queued on the worker: its function and its cell [release number it frees up to, has run,
-        # the bytes it gives back]
+        # the last free queued on the worker: its function and its cell [release number it frees up to, the bytes it
+        # gives back]
         self._queued_free: tuple[functools.partial, list] | None = None
         self._released = 0
         self._orphans: deque[int] = deque()  # releases a finalizer asked for during a garbage collection
@@ -487,14 +487,14 @@ class MemoryPool:
             queued = self._queued_free
             if not wake and queued is not None and worker.queued_last(queued[0]):
                 cell = queued[1]
-                # The last free queued has not run (nor been taken) and nothing was queued after it, so all work
-                # queued before this release is ahead of it too: it frees this buffer as well, while what it holds
-                # back stays under LAZY_FREE_BYTES.
-                if not cell[1] and cell[2] + nbytes < LAZY_FREE_BYTES:
+                # The last free queued is not yet taken (so not run: it reads its cell under this lock) and nothing
+                # was queued after it, so all work queued before this release is ahead of it too: it frees this
+                # buffer as well, while what it holds back stays under LAZY_FREE_BYTES.
+                if cell[1] + nbytes < LAZY_FREE_BYTES:
                     cell[0] = upto
-                    cell[2] += nbytes
+                    cell[1] += nbytes
                     return
-        cell = [upto, False, nbytes]
+        cell = [upto, nbytes]
         fn = functools.partial(self._free_dying, cell)
         worker.defer(fn, nbytes, wake=wake)
         self._queued_free = (fn, cell)
@@ -548,11 +548,10 @@ class MemoryPool:
 
     def _free_dying(self, cell: list) -> None:
         """On the worker, once the GPU work queued before it is done: free the buffers released up to number
-        ``cell[0]`` (all released while nothing was queued after this free, so nothing still queued uses them), and
-        mark it run (``cell[1]``), under the pool's lock, which a release that joins it holds too."""
+        ``cell[0]`` (all released while nothing was queued after this free, so nothing still queued uses them), read
+        under the pool's lock, which a release that joins it holds too."""
         dead = []
         with self._lock:
-            cell[1] = True
             upto = cell[0]
             while self._dying and self._dying[0][0] <= upto:
                 dead.append(self._dying.popleft()[1])
