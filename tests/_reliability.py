@@ -144,6 +144,13 @@ def set_express_lane(dev, grace_ns: int, idle_spin_ns: int, on: bool) -> tuple[i
     return replaced
 
 
+def lane_served(dev) -> int:
+    """Records the express lane has submitted so far: those of ended parks, and the current park's (while the test
+    lets it run, nothing moves the one count into the other)."""
+    sub = dev._worker._submitter
+    return sub.express_count + sub.progress.express.served
+
+
 def express_lane_armed(dev) -> bool:
     """Whether the worker is parked with its express lane armed and nothing queued but what the lane has served: a
     launch now hands over."""

@@ -275,11 +275,14 @@ def test_failed_recording_surfaces_at_next_sync(device, pool, progs, function):
     pool.release(buf)
 
 
-def test_failed_submit_keeps_released_buffers_until_the_gpu_is_done(device):
+@pytest.mark.parametrize("path", ["window", "lane"])
+def test_failed_submit_keeps_released_buffers_until_the_gpu_is_done(device, path):
     """A buffer released while an earlier batch still uses it must outlive that batch even when the next submit
-    fails: freed early, its memory went back to the driver under the running kernel (lavapipe segfaulted)."""
-    r = run_isolated("faults_keep_released", env={"SPIN_GRIDS": json.dumps(spin_grids(device, 0.5))})
+    fails, from the worker's window or from the express lane's park: freed early, its memory went back to the driver
+    under the running kernel (lavapipe segfaulted)."""
+    r = run_isolated("faults_keep_released", path, env={"SPIN_GRIDS": json.dumps(spin_grids(device, 0.5))})
     assert r["sync"] == "KernelLaunch" and r["after"] == "ok"
+    assert r["by_lane"] == (2 if path == "lane" else 0)  # both launches went the way the test means
     assert all(count == 0 for count in r["live_end"].values()), r["live_end"]
     assert r["validation"] == ""
 

@@ -116,8 +116,9 @@ class BatchSubmitter:
         self._express = ffi.new("vkb_express*")
         x = self._express
         x.main, x.queue = self._window, ctx.handles.queue
-        self._express_window = self._init_window(ffi.addressof(x, "window"))  # its epoch is the main window's
-        self._express_batch: Batch | None = None  # the batch the lane submits into, once readied
+        # the slots' windows, whose epoch is the main window's
+        self._express_windows = [self._init_window(ffi.addressof(slot, "window")) for slot in x.slots]
+        self._express_batches: list[Batch | None] = [None] * len(x.slots)  # the batches the lane submits into
         self.express_count = 0  # launches the lane has submitted
         self.express = ctx.polling_pays and info.push_descriptors and not trace.enabled
         self.progress.express = x
@@ -258,6 +259,7 @@ class BatchSubmitter:
             self._stats["submit_ns"] += w.submit_ns  # the express lane's are counted in C
             if trace.enabled:
                 trace.event("submitted", serial)
+            self._stats["submit_ns"] += w.submit_ns
             self._check_submitted(w, result)
         except Exception as error:  # whatever it was, waiters must be released and the error must reach a sync point
             self._submit_failed(error, batch, callbacks, w)
@@ -324,26 +326,27 @@ class BatchSubmitter:
     # ----- the express lane ---------------------------------------------------------------------------------------
     def ready_express(self, running: int = 0) -> None:
         """Before a park with nothing recorded or running (but the ``running`` batches whose completion the park
-        follows): ready the express lane, so that the park can submit lone launches (csrc/express.c) into a batch of
-        its own, one after the other."""
+        follows): ready the express lane, so that the park can submit lone launches and read-backs' copies
+        (csrc/express.c) into batches of its own, one after the other."""
         if not self.express or self.ctx.lost is not None or len(self._in_flight) > running:
             return
         if self._records or self._callbacks:
             return
-        x = self._express
-        if self._express_batch is None:
-            try:
-                self._express_batch = self._new_batch()
-            except BackendError:  # the launch takes the usual path, which reports the error
-                return
-            self._express_window.cmd, x.fence = self._express_batch.cmd, self._express_batch.fence
-        self._express_window.programs, self._express_window.n_programs = self._table.array, self._table.capacity
+        x, batches = self._express, self._express_batches
+        for i, w in enumerate(self._express_windows):
+            if batches[i] is None:
+                try:
+                    batches[i] = self._new_batch()
+                except BackendError:  # the launch takes the usual path, which reports the error
+                    return
+                w.cmd, x.slots[i].fence = batches[i].cmd, batches[i].fence
+            w.programs, w.n_programs = self._table.array, self._table.capacity
         x.serial = self.submitted + 1  # nothing is tracked before the lane's batches (take_express comes first)
         x.served = 0
         x.ready = 1
 
     def express_served(self) -> int:
-        """After a park readied for the lane: how many launches it submitted (the records at the head of the worker's
+        """After a park readied for the lane: how many records it submitted (those at the head of the worker's
         queue, which the worker then drops before :meth:`take_express`). The lane's state is the worker's here (a
         launcher changes it only while it is armed): it is set off before the records are dropped, so that a sync
         point no longer takes them for the lane's (``Worker.sync``)."""
@@ -355,32 +358,40 @@ class BatchSubmitter:
         return served
 
     def take_express(self, served: int) -> None:
-        """Account for the ``served`` batches the lane submitted in its park, one after the other. All but the last
-        have completed (their serials published from C); the last is in flight, its error pending, or completed
-        with its fence reset for the next park. A batch that never reached the GPU still takes its serial, which a
-        caller may be waiting for: it is published at once, after the error; so is one whose fence failed."""
-        x, w = self._express, self._express_window
+        """Account for the ``served`` batches the lane submitted in its park, one after the other. Those whose fences
+        the park saw signal have completed (their serials published from C); the others are tracked, oldest first.
+        A serve that never reached the GPU (the park's last) still takes its serial, which a caller may be waiting
+        for: the batch before it, still running, takes it over, or with none it is published at once; either way
+        after the error."""
+        x, batches = self._express, self._express_batches
         self.express_count += served
-        self.submitted = self.completed = x.serial - 1  # nothing else is submitted meanwhile
-        if x.in_use:
-            if w.n_errors:
-                self._check_submitted(w, 0)  # the skipped records' error, before the batch completes
-            batch, self._express_batch = self._express_batch, None
+        tracked = sorted((i for i, slot in enumerate(x.slots) if slot.in_use), key=lambda i: x.slots[i].serial)
+        failed = next((i for i, slot in enumerate(x.slots) if slot.result != 0), None)
+        self.submitted = self.completed = (x.slots[tracked[0]].serial if tracked else x.serial) - 1
+        for i in tracked:
+            slot, batch, batches[i] = x.slots[i], batches[i], None
+            if slot.window.n_errors:
+                self._check_submitted(self._express_windows[i], 0)  # the skipped records' error, before completion
+            self.submitted = slot.serial - 1
             self._track(batch, [])
-            if x.fence_result == 0:
-                return
-            if x.running:  # polling its fence failed: the device may be lost
-                self._fence_failed(x.fence_result, "vkWaitForFences")
+            if slot.fence_result == 0:
+                continue
+            if slot.running:  # polling its fence failed: the device may be lost
+                self._fence_failed(slot.fence_result, "vkWaitForFences")
             else:  # completed, but its fence could not be reset
-                self._complete(batch, reset=x.fence_result)
-        elif x.result != 0:
-            batch, self._express_batch = self._express_batch, None
+                self._complete(batch, reset=slot.fence_result)
+        if failed is not None:
+            slot, batch, batches[failed], w = x.slots[failed], batches[failed], None, self._express_windows[failed]
             try:
-                self._check_submitted(w, x.result)
+                self._check_submitted(w, slot.result)
             except Exception as error:
                 self._submit_failed(error, batch, [], w)
-            self.submitted = self.completed = x.serial  # nothing in flight: everything up to it has completed
-            self.ctx.lib.vkb_publish_completed(self.progress, x.serial, 0)
+            self.submitted = slot.serial
+            if self._in_flight:
+                self._in_flight[-1].serial = slot.serial
+            else:  # nothing in flight: everything up to it has completed
+                self.completed = slot.serial
+                self.ctx.lib.vkb_publish_completed(self.progress, slot.serial, 0)
 
     def _track(self, batch: Batch, callbacks: list) -> None:
         """A submitted batch: in flight until its fence signals, then ``callbacks`` run."""
@@ -633,9 +644,8 @@ class BatchSubmitter:
         """Destroy every batch, pool and fence (the device is idle)."""
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
         batches = self._spare + list(self._in_flight) + self._abandoned
-        if self._express_batch is not None:
-            batches.append(self._express_batch)
-            self._express_batch = None
+        batches += [batch for batch in self._express_batches if batch is not None]
+        self._express_batches = [None] * len(self._express_batches)
         for batch in batches:
             lib.vkDestroyFence(dev, batch.fence, ffi.NULL)
         if self._descriptors is not None:

@@ -57,13 +57,15 @@ __all__ = ["Worker"]
 
 _COPY, _DEFER, _CALL, _MARK, _STOP = range(5)
 _EXPRESS_ARMED = lib.VKB_EXPRESS_ARMED
-_EXPRESS_TAKEN = (lib.VKB_EXPRESS_CLAIMED, lib.VKB_EXPRESS_FULL, lib.VKB_EXPRESS_DONE)  # a launcher claimed the park
+_EXPRESS_SERVING = (lib.VKB_EXPRESS_CLAIMED, lib.VKB_EXPRESS_FULL)  # a launcher claimed the lane; the park serves it
+_EXPRESS_TAKEN = (*_EXPRESS_SERVING, lib.VKB_EXPRESS_DONE)  # a launcher claimed this arming of the lane
 MAX_EARLY_IN_FLIGHT = 2  # while the GPU is busy, the worker queues at most this many batches behind it
 BUSY_POLL_NS = 200_000  # while the GPU runs and callers feed us: how long one fence wait may block
 FREE_FLUSH_BYTES = 64 << 20  # released memory a window may hold back before it is submitted
 IDLE_WAIT_NS = 1_000_000  # nothing queued but batches in flight: the longest a new item waits for us
 IDLE_SPIN_NS = 1_000_000  # nothing queued or in flight: how long the worker polls for a new item before it sleeps
 HAND_OVER_NS = 200_000  # the longest a caller handing work over waits for the worker to begin submitting it
+LANE_SETTLE_NS = 100_000  # the longest a launch waits for the park to serve the express lane's last claim
 STOP_GRACE_S = 10.0  # stop(): how much longer than the deadline the thread may take to end
 MAX_IN_FLIGHT = 4
 QUEUE_HIGH = 1 << 16
@@ -136,15 +138,17 @@ class Worker:
         """Nothing queued, recorded or running: everything queued so far has completed. The queue is read first: the
         worker sets idle before it looks at the queue one last time, so idle read first could be followed by an item
         the worker then takes and submits. An idle worker may still wait on its last batch (its serial published from
-        C as it completes): the published serial tells. A queue of launches the express lane has served, with the
-        lane armed again, has completed too: the lane arms only with nothing else running, and again only once its
-        batch has completed (csrc/express.c)."""
+        C as it completes): the published serial tells. A queue of records the express lane has served has completed
+        too once the lane is armed with none of its batches running: it arms only with nothing else running
+        (csrc/express.c)."""
         queued = len(self.queue)
         if not queued:
             return self.idle and self._progress.completed >= self._submitter.submitted
         express = self._express
         state = express.state
-        return state & 0xFF == _EXPRESS_ARMED and express.served == queued and express.state == state
+        if state & 0xFF != _EXPRESS_ARMED or express.running or express.served != queued:
+            return False
+        return express.state == state
 
     def wake_up(self) -> None:
         """Wake the worker, which is idle (the caller saw ``idle`` set after queueing something)."""
@@ -155,37 +159,54 @@ class Worker:
             trace.event("wake_worker")
 
     def wake_up_to_launch(self) -> None:
-        """:meth:`wake_up` after queueing a launch record. A worker parked in C with its express lane armed
-        (csrc/express.c) is instead handed the record the queue holds after those the park has served, when it is
-        the last and is launch records (this launch's, or another thread's queued meanwhile): the park submits it
-        and publishes its serial once it has run, so it needs no wake-up. A launch interrupted before the hand-over
-        is left queued, to be taken at the next sync point or when the park ends."""
+        """:meth:`wake_up` after queueing a launch record, unless the express lane takes it (:meth:`_hand_to_lane`):
+        the park then submits it and publishes its serial once it has run, and needs no wake-up. A launch interrupted
+        before the hand-over is left queued, to be taken at the next sync point or when the park ends."""
+        if self._hand_to_lane() is None:
+            self.wake_up()
+
+    def _hand_to_lane(self) -> int | None:
+        """Hand the queue's last item to the worker's express lane (csrc/express.c) when the worker is parked in C
+        with the lane armed, the queue holds nothing else but what the park has served, and the item is records
+        (this thread's, or another thread's queued meanwhile); the serial of the batch it goes in, or None."""
         express = self._express
         seen = express.state
-        if seen & 0xFF == _EXPRESS_ARMED:
-            q = self.queue
-            position = express.served
-            if len(q) == position + 1:
-                try:
-                    record = q[position]
-                except IndexError:  # the worker, back in Python meanwhile, took the queue
-                    record = None
-                if record.__class__ is bytes:
-                    serial = express.serial
-                    if self.ctx.lib.vkb_express_launch(express, seen, record, len(record)):
-                        self._lane = (record, position, serial, seen >> 8)
-                        return
-        self.wake_up()
+        if seen & 0xFF in _EXPRESS_SERVING:  # the park is submitting a claim, then arms again: worth the wait
+            seen = self.ctx.lib.vkb_express_settle(express, seen, LANE_SETTLE_NS)
+        if seen & 0xFF != _EXPRESS_ARMED:
+            return None
+        q = self.queue
+        position = express.served
+        if len(q) != position + 1:
+            return None
+        try:
+            record = q[position]
+        except IndexError:  # the worker, back in Python meanwhile, took the queue
+            return None
+        if record.__class__ is not bytes:
+            return None
+        serial = express.serial
+        if not self.ctx.lib.vkb_express_launch(express, seen, record, len(record)):
+            return None
+        self._lane = (record, position, serial, seen >> 8)
+        return serial
 
     def queue_copy(self, record: bytes, on_done) -> None:
         """Queue a copy record; ``on_done`` runs on the worker once the copy has completed on the GPU."""
-        self.put((_COPY, record, on_done, None))
+        self.put((_COPY, record, on_done))
 
     def queue_awaited_copy(self, record: bytes):
-        """Queue a copy record that the caller waits for: the window is submitted at once, and the returned serial
-        cell is for :meth:`wait_serial`."""
-        serial = self.ctx.ffi.new("uint64_t*", self.ctx.lib.VKB_SERIAL_UNPUBLISHED)
-        self.put((_COPY, record, None, serial))
+        """Queue a copy record that the caller waits for and return the serial cell for :meth:`wait_serial`. A parked
+        worker's express lane takes it where it can (a read-back right after a launch by the lane: the copy follows
+        it onto the GPU at once); otherwise the worker submits its window at once and publishes the serial. The
+        record is queued first either way, so whatever the caller defers after it runs once the copy is done."""
+        ffi, lib = self.ctx.ffi, self.ctx.lib
+        self.queue.append(record)  # a bytes item, taken like launch records; a mark below ends its window
+        known = self._hand_to_lane() if self.idle else None
+        if known is not None:
+            return ffi.new("uint64_t*", known)
+        serial = ffi.new("uint64_t*", lib.VKB_SERIAL_UNPUBLISHED)
+        self.put((_MARK, serial))
         return serial
 
     def defer(self, fn, nbytes: int = 0, wake: bool = True) -> None:
@@ -462,11 +483,8 @@ class Worker:
         kind = item[0]
         sub = self._submitter
         if kind == _COPY:
-            _, record, on_done, serial = item
-            if serial is not None:  # someone waits for the copy
-                sub.add_copy(record, on_done)
-                self._publish(serial)
-            elif sub.add_copy(record, on_done):
+            _, record, on_done = item
+            if sub.add_copy(record, on_done):
                 self._submit_full()
         elif kind == _MARK:
             self._publish(item[1])

@@ -1,8 +1,10 @@
 /* The express lane (decl/vkb.h): a lone launch that finds the worker parked is recorded and submitted from the park,
  * without the GIL, while the caller goes on to its sync point. The worker arms the lane as it enters a park
  * (vkb_wait_work, fence.c) and disarms it as it leaves. In between, a launcher may claim it; the park serves the
- * claim, polls the batch's fence, publishes its serial once it has signalled, and arms again (a new generation) into
- * the same batch: a caller that launches and syncs in a loop never waits for the worker's Python. */
+ * claim into one of two batches and arms again while the other is free, so that a read-back's copy can follow a
+ * launch onto the GPU at once. It polls the oldest running batch's fence and, once it has signalled, resets it,
+ * arms again if it had no free batch, and publishes the batch's serial: a caller that launches (and reads back) and
+ * syncs in a loop never waits for the worker's Python. */
 #include <sched.h>
 #include <string.h>
 
@@ -15,63 +17,92 @@ static void vkb_express_arm_next(vkb_express *x) {
     __atomic_store_n(&x->state, generation << 8 | VKB_EXPRESS_ARMED, __ATOMIC_RELEASE);
 }
 
-/* Entering a park: arm the lane when the worker has readied a batch for it; 1 when armed. */
+/* Entering a park: arm the lane when the worker has readied its batches; 1 when armed. */
 static int vkb_express_arm(vkb_express *x) {
     if (!x || !x->ready) return 0;
-    x->served = x->in_use = x->running = 0;
-    x->fence_result = VK_SUCCESS;
+    x->served = x->running = x->next = 0;
+    for (int i = 0; i < VKB_EXPRESS_SLOTS; i++) {
+        vkb_express_slot *slot = &x->slots[i];
+        slot->in_use = slot->running = 0;
+        slot->result = slot->fence_result = VK_SUCCESS;
+    }
     vkb_express_arm_next(x);
     return 1;
 }
 
-/* In the park: record and submit what a launcher handed over; its epoch is the submitter's window's. */
-static void vkb_express_serve(vkb_express *x, vkb_progress *progress) {
+/* The running batch the park polls first: the older of two, else the one. */
+static vkb_express_slot *vkb_express_oldest(vkb_express *x) {
+    return &x->slots[x->running == 2 ? x->next : x->next ^ 1];
+}
+
+/* Record and submit what a launcher handed over into the free batch (its epoch is the submitter's window's); in the
+ * park (`rearm`), arm again while the other batch is free too. 1 when it went to the GPU whole. */
+static int vkb_express_serve(vkb_express *x, vkb_progress *progress, int rearm) {
     uint64_t state = __atomic_load_n(&x->state, __ATOMIC_ACQUIRE);
-    vkb_window *w = &x->window, *main = x->main;
+    vkb_express_slot *slot = &x->slots[x->next];
+    vkb_window *w = &slot->window, *main = x->main;
     w->epoch = main->epoch;
     w->barrier_first = main->barrier_first;
     w->words = x->words;
     w->n_words = x->n_words;
-    x->result = vkb_submit_batch(w, x->queue, x->fence, progress, 0);
+    slot->result = vkb_submit_batch(w, x->queue, slot->fence, progress, 0);
+    slot->serial = x->serial;
     x->served++;
-    x->in_use = x->running = x->result == VK_SUCCESS;
-    x->batches += x->result == VK_SUCCESS;
+    x->next ^= 1;
+    main->epoch = w->epoch;
+    main->barrier_first = w->barrier_first;
     x->dispatches += w->n_dispatches;
     x->barriers += w->n_barriers;
     x->copies += w->n_copies;
     x->submit_ns += w->submit_ns;
-    main->epoch = w->epoch;
-    main->barrier_first = w->barrier_first;
-    __atomic_store_n(&x->state, vkb_express_as(state, VKB_EXPRESS_DONE), __ATOMIC_RELEASE);
+    if (slot->result != VK_SUCCESS) {
+        __atomic_store_n(&x->state, vkb_express_as(state, VKB_EXPRESS_DONE), __ATOMIC_RELEASE);
+        return 0;
+    }
+    x->batches++;
+    x->serial++;
+    slot->in_use = slot->running = 1;
+    x->running++;
+    if (rearm && !w->n_errors && !x->slots[x->next].in_use)
+        vkb_express_arm_next(x);
+    else
+        __atomic_store_n(&x->state, vkb_express_as(state, VKB_EXPRESS_DONE), __ATOMIC_RELEASE);
+    return !w->n_errors;
 }
 
 /* What the park does about the lane, each time it looks. */
 enum { VKB_LANE_QUIET, VKB_LANE_RUNNING, VKB_LANE_COMPLETED, VKB_LANE_NEEDS_PYTHON };
 
-/* In the park: serve a hand-over; poll its batch's fence, and once it has signalled arm again into the same batch
- * (its fence reset; the recorder begins its command buffer anew) and publish its serial: armed first, so that the
- * caller it releases finds the lane armed for its next launch. A batch with skipped records, one that failed to
- * submit, and a fence that cannot be read or reset are left to the worker's Python (VKB_LANE_NEEDS_PYTHON), which
- * reports the error before anyone waiting for that batch is released. */
+/* In the park: poll the oldest running batch's fence, and once it has signalled reset it, arm again if the lane was
+ * waiting for a free batch, and publish its serial (armed first, so that the caller it releases finds the lane armed
+ * for its next launch); then serve a hand-over. A batch with skipped records, a failed submit, and a fence that cannot
+ * be polled or reset end the lane's part in the park (VKB_LANE_NEEDS_PYTHON): the worker's Python reports the error
+ * before anyone waiting for that batch is released. */
 static int vkb_express_step(vkb_express *x, vkb_progress *progress) {
+    int completed = 0;
     if (x->running) {
-        VkResult r = vkWaitForFences(x->window.device, 1, &x->fence, VK_TRUE, 0);
-        if (r == VK_TIMEOUT) return VKB_LANE_RUNNING;
-        if (r != VK_SUCCESS) { x->fence_result = r; return VKB_LANE_NEEDS_PYTHON; }  /* still running */
-        x->running = 0;
-        if ((r = vkResetFences(x->window.device, 1, &x->fence)) != VK_SUCCESS) {
-            x->fence_result = r;  /* completed, its fence still signalled */
-            return VKB_LANE_NEEDS_PYTHON;
+        vkb_express_slot *old = vkb_express_oldest(x);
+        VkResult r = vkWaitForFences(old->window.device, 1, &old->fence, VK_TRUE, 0);
+        if (r != VK_TIMEOUT) {
+            if (r != VK_SUCCESS) { old->fence_result = r; return VKB_LANE_NEEDS_PYTHON; }  /* still running */
+            old->running = 0;
+            x->running--;
+            if ((r = vkResetFences(old->window.device, 1, &old->fence)) != VK_SUCCESS) {
+                old->fence_result = r;  /* completed, its fence still signalled */
+                return VKB_LANE_NEEDS_PYTHON;
+            }
+            old->in_use = 0;
+            if ((__atomic_load_n(&x->state, __ATOMIC_ACQUIRE) & VKB_EXPRESS_KIND) == VKB_EXPRESS_DONE)
+                vkb_express_arm_next(x);
+            vkb_publish_completed(progress, old->serial, 0);
+            completed = 1;
         }
-        x->in_use = 0;
-        uint64_t completed = x->serial++;
-        vkb_express_arm_next(x);
-        vkb_publish_completed(progress, completed, 0);
-        return VKB_LANE_COMPLETED;
     }
-    if ((__atomic_load_n(&x->state, __ATOMIC_ACQUIRE) & VKB_EXPRESS_KIND) != VKB_EXPRESS_FULL) return VKB_LANE_QUIET;
-    vkb_express_serve(x, progress);
-    return x->running && !x->window.n_errors ? VKB_LANE_RUNNING : VKB_LANE_NEEDS_PYTHON;
+    if ((__atomic_load_n(&x->state, __ATOMIC_ACQUIRE) & VKB_EXPRESS_KIND) == VKB_EXPRESS_FULL &&
+        !vkb_express_serve(x, progress, 1))
+        return VKB_LANE_NEEDS_PYTHON;
+    if (x->running) return VKB_LANE_RUNNING;
+    return completed ? VKB_LANE_COMPLETED : VKB_LANE_QUIET;
 }
 
 /* Leaving the park: disarm, unless a launcher has claimed the lane; then serve it first. */
@@ -89,7 +120,7 @@ static void vkb_express_disarm(vkb_express *x, vkb_progress *progress) {
             state = __atomic_load_n(&x->state, __ATOMIC_ACQUIRE);
             break;
         case VKB_EXPRESS_FULL:
-            vkb_express_serve(x, progress);
+            vkb_express_serve(x, progress, 0);  /* tracked by the worker's Python, however it went */
             return;
         default:  /* served */
             return;

@@ -180,6 +180,13 @@ VkResult vkb_wait_last(VkDevice device, VkFence fence, uint64_t serial, uint64_t
     return r;
 }
 
+uint64_t vkb_express_settle(vkb_express *express, uint64_t seen, uint64_t timeout_ns) {
+    uint64_t start = vkb_now_ns(), state;
+    while ((state = __atomic_load_n(&express->state, __ATOMIC_ACQUIRE)) == seen && vkb_now_ns() - start < timeout_ns)
+        sched_yield();
+    return state;
+}
+
 int vkb_hand_over(vkb_progress *progress, uint32_t seen, uint64_t timeout_ns) {
     __atomic_add_fetch(&progress->handing, 1, __ATOMIC_ACQ_REL);
     uint64_t start = vkb_now_ns();

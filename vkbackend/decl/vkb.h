@@ -176,33 +176,45 @@ VkResult vkb_submit_window(vkb_window *window, VkQueue queue, VkFence fence);
 VkResult vkb_submit_batch(vkb_window *window, VkQueue queue, VkFence fence, vkb_progress *progress, uint64_t linger_ns);
 
 /* express.c: the express lane. A worker parked with nothing queued, recorded or running (polling for work, or holding
- * after a sync point) arms it; a launch that then finds the queue holding the records the park has served and its own
- * record after them hands that record over (vkb_express_launch: one compare-and-swap on `state`, then a copy), and
- * the worker records and submits it from its park, without taking the GIL, while the caller goes on to its sync
- * point. The park then polls the batch's fence, publishes its serial (`serial`) once it has signalled, and arms
- * again, into the same batch. The served records stay at the head of the worker's queue: the worker takes them off
- * once back in Python (it alone takes from that queue), after setting the state to VKB_EXPRESS_OFF, so a sync point
- * that finds the queue holding only what the lane took can wait for the lane's serial without a word to the worker.
- * `state` is generation << 8 | VKB_EXPRESS_*: a new generation each time the lane arms, so a launcher that read it
- * before the lane moved on cannot claim a later arming. */
-enum { VKB_EXPRESS_WORDS = 256 };
+ * after a sync point) arms it; a launch (or a read-back's copy) that then finds the queue holding the records the
+ * park has served and its own record after them hands that record over (vkb_express_launch: one compare-and-swap on
+ * `state`, then a copy), and the worker records and submits it from its park, without taking the GIL, while the
+ * caller goes on to its sync point. The lane has two batches (slots): while one runs the lane stays armed into the
+ * other. The park polls the oldest running batch's fence, and once it has signalled resets it, arms again if no batch
+ * was free, and publishes the batch's serial. The served records stay at the head of the worker's queue: the worker
+ * takes them off once back in Python (it alone takes from that queue), after setting the state to VKB_EXPRESS_OFF, so
+ * a sync point that finds the queue holding only what the lane took can wait for the lane's serial without a word to
+ * the worker. `state` is generation << 8 | VKB_EXPRESS_*: a new generation each time the lane arms, so a launcher
+ * that read it before the lane moved on cannot claim a later arming. */
+enum { VKB_EXPRESS_WORDS = 256, VKB_EXPRESS_SLOTS = 2 };
 enum { VKB_EXPRESS_OFF = 0, VKB_EXPRESS_ARMED = 1, VKB_EXPRESS_CLAIMED = 2, VKB_EXPRESS_FULL = 3, VKB_EXPRESS_DONE = 4 };
+typedef struct {
+    vkb_window window;     /* its window (command buffer set by the worker); its epoch is the submitter's */
+    VkFence fence;
+    uint64_t serial;       /* the serial its last serve took */
+    uint32_t in_use;       /* that serve went to the GPU and its fence is not yet reset: the worker tracks it */
+    uint32_t running;      /* ... and the park has not seen its fence signal */
+    VkResult result;       /* that serve's submit result */
+    VkResult fence_result; /* a failure polling (running) or resetting (not running) its fence, else VK_SUCCESS */
+} vkb_express_slot;
 struct vkb_express {
     uint64_t state;        /* generation << 8 | VKB_EXPRESS_*; the worker arms and disarms, a launcher claims and fills */
-    uint32_t ready;        /* set by the worker (in Python): `window` and `fence` are a batch to submit into */
-    vkb_window window;     /* its own window, whose epoch is `main`'s (copied in and back) */
+    uint32_t ready;        /* set by the worker (in Python): the slots' windows and fences are batches to submit into */
+    vkb_express_slot slots[VKB_EXPRESS_SLOTS];
     vkb_window *main;      /* the submitter's window */
-    VkQueue queue; VkFence fence;
-    uint64_t serial;       /* set with `ready`, then one more at each arming in the park: the serial of the batch */
+    VkQueue queue;
+    uint64_t serial;       /* set with `ready`, then one more at each serve that reaches the GPU: the next serial */
     uint32_t served;       /* records served in this park, each in a batch of its own, one after the other */
-    uint32_t in_use;       /* the last one's batch was submitted and is not yet reset: the worker tracks it */
-    uint32_t running;      /* ... and the park has not seen its fence signal */
-    VkResult result;       /* the last serve's submit result */
-    VkResult fence_result; /* a failure polling (still running) or resetting (not running) its fence, else VK_SUCCESS */
+    uint32_t next;         /* the slot the next serve uses */
+    uint32_t running;      /* slots whose batches run */
     uint64_t batches, dispatches, barriers, copies, submit_ns;  /* what the lane submitted, ever (Device.stats) */
     uint32_t n_words;
     uint32_t words[VKB_EXPRESS_WORDS];
 };
+/* fence.c: a launcher that found the lane claimed (`seen`, VKB_EXPRESS_CLAIMED or VKB_EXPRESS_FULL) waits, with the
+ * GIL released, at most timeout_ns for the park to serve that claim (and arm again where it has a free batch); the
+ * state then. */
+uint64_t vkb_express_settle(vkb_express *express, uint64_t seen, uint64_t timeout_ns);
 /* A launcher's hand-over of `nbytes` of records (whole uint32 words), claiming the arming whose state it read as
  * `seen`; 1 when the worker will submit them, 0 when the lane was not armed in that generation, or they do not fit. */
 int vkb_express_launch(vkb_express *express, uint64_t seen, const char *record, size_t nbytes);
