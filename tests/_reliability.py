@@ -12,7 +12,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from vkbackend import compile_glsl
 
@@ -158,6 +161,27 @@ def express_lane_armed(dev) -> bool:
     express = worker._submitter.progress.express
     armed = express.state & 0xFF == worker.ctx.lib.VKB_EXPRESS_ARMED
     return armed and len(worker.queue) == express.served
+
+
+@contextmanager
+def worker_held(dev) -> Iterator[None]:
+    """Keep the device's worker inside a call (Worker.call, from a thread of its own) for the block: it takes nothing
+    from its queue meanwhile, so what the block queues is taken together afterwards."""
+    inside, go_on = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        inside.set()
+        go_on.wait(30)
+
+    caller = threading.Thread(target=dev._worker.call, args=(hold,))
+    caller.start()
+    try:
+        if not inside.wait(30):
+            raise AssertionError("the worker did not run the call")
+        yield
+    finally:
+        go_on.set()
+        caller.join(30)
 
 
 def child_environment(env: dict | None = None) -> dict:

@@ -6,6 +6,7 @@ import threading
 
 import numpy as np
 import pytest
+from _reliability import worker_held
 
 from vkbackend import BackendError, ErrorStatus
 
@@ -300,22 +301,10 @@ def test_releases_behind_a_queued_free_join_it(device, pool, monkeypatch):
     frees = []
     defer = worker.defer
     monkeypatch.setattr(worker, "defer", lambda fn, nbytes=0, wake=True: (frees.append(fn), defer(fn, nbytes, wake)))
-    inside, go_on = threading.Event(), threading.Event()
-
-    def busy() -> None:
-        inside.set()
-        go_on.wait(30)
-
-    caller = threading.Thread(target=worker.call, args=(busy,))
-    caller.start()
-    try:
-        assert inside.wait(30), "the worker did not run the call"
-        for _ in range(500):  # the worker is inside the call: nothing is quiet, and it takes nothing meanwhile
+    with worker_held(device):
+        for _ in range(500):  # the worker is inside a call: nothing is quiet, and it takes nothing meanwhile
             pool.release(pool.allocate(4096))
         queued = len(frees)
-    finally:
-        go_on.set()
-        caller.join(30)
     device.sync()
     monkeypatch.undo()
     assert queued == 1, queued

@@ -364,7 +364,7 @@ def test_launch_and_sync_rounds_by_the_express_lane_run_inside_one_park(device, 
         device.launch(prog, [buf], [256, 1, 1], groups(256))
         serial = worker._lane[2]
         device.sync()
-        assert worker._progress.completed >= serial, (i, serial)
+        assert worker.progress.completed >= serial, (i, serial)
     served, taken = x.served, lane_served(device) - before
     deadline = time.monotonic() + 10
     while not worker.quiet():  # served, completed and armed again: nothing left to wait for
@@ -494,7 +494,7 @@ def test_a_sync_waits_for_the_last_batch_itself(device, pool, waiting_on_last, m
         put = worker.put
         monkeypatch.setattr(worker, "put", lambda item: (queued.append(item), put(item)))
         device.sync()
-        completed = worker._progress.completed
+        completed = worker.progress.completed
         monkeypatch.undo()
         assert completed >= serial and not queued, (completed, serial, queued)
 
@@ -536,6 +536,37 @@ def test_a_sync_gives_the_callers_timer_slack_back(device, pool):
     finally:
         prctl(pr_set_timerslack, before, 0, 0, 0)
         pool.release(big)
+
+
+def test_a_launcher_that_keeps_the_gil_lets_the_worker_go_on(device, pool):
+    """The library leaves the interpreter's switch interval alone, so a thread that launches between stretches of
+    Python that never release the GIL must give it to the worker itself: a launch that finds the worker woken, or back
+    from a wait in C, waits with the GIL released until the worker has had its turn (Worker.yield_gil). Here the
+    switch interval is 100 s: without that, nothing queued would complete before the loop ends."""
+    prog = device.compile(vkbackend.compile_glsl(AFFINE))
+    buf = pool.allocate(256 * 4)
+    progress = device._worker.progress
+    before = sys.getswitchinterval()
+    try:
+        pool.host_to_pool(np.zeros(256, np.uint32), buf)
+        device.sync()
+        wait_until_idle(device)
+        first = progress.completed
+        sys.setswitchinterval(100.0)
+        for _ in range(30):
+            device.launch(prog, [buf], [256, 1, 1], groups(256))
+            busy_until = time.perf_counter() + 0.002
+            while time.perf_counter() < busy_until:  # Python that keeps the GIL
+                pass
+        completed = progress.completed - first  # read before anything here releases the GIL
+        sys.setswitchinterval(before)
+        out = np.empty(256, np.uint32)
+        pool.pool_to_host(buf, out)
+        assert (out == 30).all(), out[:4]
+        assert completed >= 2, completed
+    finally:
+        sys.setswitchinterval(before)
+        pool.release(buf)
 
 
 def test_interrupted_launches_by_the_express_lane_run_at_most_once():
@@ -612,4 +643,12 @@ def test_the_last_close_restores_the_switch_interval():
     back, unless the program set its own meanwhile."""
     result = run_isolated("sync_path_switch_interval", env={"VKBACKEND_SWITCH_INTERVAL_S": "0.0002"})
     assert abs(result["open"] - 0.0002) < 1e-6 and result["restored"] and abs(result["kept"] - 0.001) < 1e-6
+    assert result["validation"] == ""
+
+
+def test_the_switch_interval_is_left_alone_by_default():
+    """Without ``VKBACKEND_SWITCH_INTERVAL_S`` or ``VulkanConfig.switch_interval_s`` an open device leaves the
+    interpreter's switch interval as the program had it."""
+    result = run_isolated("sync_path_switch_interval", "default")
+    assert result["left_alone"] and result["validation"] == ""
     assert result["validation"] == ""

@@ -23,10 +23,10 @@ class VulkanConfig:
     buffer at most. ``staging_buffer_bytes``/``staging_buffers``: the size and number of the staging buffers that
     transfers stream through (0 bytes: 32 MiB on a GPU, 8 MiB elsewhere). ``sync_timeout_s``: the
     deadline of every wait on the GPU (``VKBACKEND_SYNC_TIMEOUT_S``, default 300). ``switch_interval_s``: while a
-    device is open the interpreter's GIL switch interval is lowered to this (``VKBACKEND_SWITCH_INTERVAL_S``, default
-    0.0002; 0 leaves it alone), because the worker must win the GIL back after every wait on the GPU while the
-    caller's thread is busy launching, and at Python's default of 5 ms the GPU sits idle meanwhile; the last device's
-    ``close`` restores the interval it had before, unless the program has set another one meanwhile.
+    device is open, lower the interpreter's GIL switch interval to this (``VKBACKEND_SWITCH_INTERVAL_S``, default 0:
+    left alone). A launch already gives the GIL to a worker that needs it (docs/performance.md); a program whose
+    threads run long stretches of Python between launches may still want the worker to win it sooner. The last
+    device's ``close`` restores the interval it had before, unless the program has set another one meanwhile.
     ``cuda_clocks``: on an NVIDIA GPU, hold its CUDA primary context while the device is open, so that the GPU runs
     at CUDA's clocks instead of the adaptive ones NVIDIA gives Vulkan work (``VKBACKEND_CUDA_CLOCKS``, default on;
     vkbackend/interop/cuda_clocks.py says why).
@@ -112,11 +112,11 @@ class VulkanConfig:
         return env_flag("VKBACKEND_CUDA_CLOCKS", True)
 
     def resolved_switch_interval_s(self) -> float:
-        """The GIL switch interval a device lowers the interpreter's to: ``switch_interval_s``, or (None)
-        ``VKBACKEND_SWITCH_INTERVAL_S``."""
+        """The GIL switch interval a device lowers the interpreter's to (0: left alone): ``switch_interval_s``, or
+        (None) ``VKBACKEND_SWITCH_INTERVAL_S``."""
         if self.switch_interval_s is not None:
             return float(self.switch_interval_s)
-        return _seconds_from_env("VKBACKEND_SWITCH_INTERVAL_S", 0.0002, positive=False)
+        return _seconds_from_env("VKBACKEND_SWITCH_INTERVAL_S", 0.0, positive=False)
 
     def resolved_max_allocation_bytes(self) -> int | None:
         """The cap on one memory allocation: ``max_allocation_bytes``, or (None) ``VKBACKEND_MAX_ALLOCATION_BYTES``;

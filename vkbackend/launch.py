@@ -43,6 +43,7 @@ class Launcher:
         self._graph_packers: dict[int, Callable[[Sequence[int], Sequence[Scalar], Grid], bytes]] = {}  # they return it
         # Read directly by the launch paths: a launch costs a few hundred nanoseconds, a method call a good part of it.
         self._append = worker.queue.append
+        self._progress = worker.progress
         self._programs = programs
         self._live = programs.programs
         self._slot_of = pool.slot_of
@@ -81,6 +82,8 @@ class Launcher:
         # Worker.put without its kick: the worker takes launches when its wait on the GPU ends, many at a time.
         if self._worker.idle:
             self._worker.wake_up_to_launch()
+        elif self._progress.worker_python:  # it runs Python, or is back from a wait and needs the GIL to go on
+            self._worker.yield_gil()
 
     def record(self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar], grid: Grid) -> bytes:
         """One launch checked and packed, not queued (a graph packs once and queues many times)."""

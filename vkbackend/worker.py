@@ -24,6 +24,11 @@ the caller waits, with the GIL released, until the worker has begun to submit th
 caller goes on; the worker then lingers in C until the caller waits (csrc/fence.c). Only where polling pays, like the
 poll itself.
 
+The library leaves the interpreter's switch interval alone, so a worker back from a wait in C could wait up to that
+interval (5 ms by default) for the GIL while the caller runs Python. The worker's C waits and submits say as they
+return that it needs the GIL (``progress.worker_python``), and a launch or graph replay that finds it so gives the GIL
+up until the worker has had its turn (``yield_gil``).
+
 A sync point does not wait for the worker to hand it a result: the worker publishes in memory the serial the caller
 needs and, after each batch's completions, the serial it has completed, and the caller waits for them in C
 (``wait_serial``, csrc/fence.c).
@@ -65,6 +70,7 @@ FREE_FLUSH_BYTES = 64 << 20  # released memory a window may hold back before it 
 IDLE_WAIT_NS = 1_000_000  # nothing queued but batches in flight: the longest a new item waits for us
 IDLE_SPIN_NS = 1_000_000  # nothing queued or in flight: how long the worker polls for a new item before it sleeps
 HAND_OVER_NS = 200_000  # the longest a caller handing work over waits for the worker to begin submitting it
+YIELD_NS = 200_000  # the longest a caller yielding the GIL waits for the worker to have had its turn with it
 LANE_SETTLE_NS = 100_000  # the longest a launch waits for the park to serve the express lane's last claim
 STOP_GRACE_S = 10.0  # stop(): how much longer than the deadline the thread may take to end
 MAX_IN_FLIGHT = 4
@@ -92,7 +98,7 @@ class Worker:
         self.queue: deque = deque()
         self.wake = Signal()
         self._kick = ctx.ffi.cast("uint32_t*", ctx.ffi.addressof(submitter.progress, "kick"))
-        self._progress = submitter.progress
+        self.progress = submitter.progress  # shared with C: serials, waiters, whether the worker needs the GIL
         self._express = submitter.progress.express
         # the last claim of the express lane: the record, its place in the queue, its batch's serial, the generation
         self._lane: tuple[bytes, int, int, int] | None = None
@@ -133,6 +139,17 @@ class Worker:
             started = self.ctx.lib.vkb_hand_over(progress, seen, self.hand_over_ns)
             if trace.enabled:
                 trace.event("handed_over" if started else "hand_over_timed_out")
+        elif progress.worker_python:
+            self.yield_gil()
+
+    def yield_gil(self) -> None:
+        """Give the GIL to the worker, which runs Python or is back from a wait in C, or woken, and needs the GIL to go
+        on (``progress.worker_python``): wait, with the GIL released, until it is in C again, asleep, or has ended a
+        round of its loop, at most ``YIELD_NS``. A thread that launches between stretches of Python would otherwise
+        keep the GIL from it for the interpreter's switch interval (5 ms by default), the GPU running dry meanwhile;
+        the library leaves that interval alone. The worker's own thread (a completion that launches) has the GIL."""
+        if threading.current_thread() is not self.thread:
+            self.ctx.lib.vkb_yield_gil(self.progress, YIELD_NS)
 
     def quiet(self) -> bool:
         """Nothing queued, recorded or running: everything queued so far has completed. The queue is read first: the
@@ -143,7 +160,7 @@ class Worker:
         (csrc/express.c)."""
         queued = len(self.queue)
         if not queued:
-            return self.idle and self._progress.completed >= self._submitter.submitted
+            return self.idle and self.progress.completed >= self._submitter.submitted
         express = self._express
         state = express.state
         if state & 0xFF != _EXPRESS_ARMED or express.running or express.served != queued:
@@ -152,6 +169,7 @@ class Worker:
 
     def wake_up(self) -> None:
         """Wake the worker, which is idle (the caller saw ``idle`` set after queueing something)."""
+        self.progress.worker_python = 1  # woken, it needs the GIL: the caller's next launch yields it (yield_gil)
         self.idle = False
         self.wake.set()  # no call before this one: an interrupt cannot leave idle cleared and the worker asleep
         self._kick[0] = 1  # ends the poll of a worker that has just run out of work (csrc/fence.c)
@@ -390,9 +408,10 @@ class Worker:
 
     # ----- the thread ---------------------------------------------------------------------------------------------
     def _run(self) -> None:
-        q, sub, kick = self.queue, self._submitter, self._kick
+        q, sub, kick, progress = self.queue, self._submitter, self._kick, self.progress
         while True:
             kick[0] = 0  # before the queue is looked at: a later put sets it again and ends the next fence wait
+            progress.worker_turns += 1  # a round of the loop: a launcher yielding the GIL (yield_gil) takes it back
             self.parked = False
             if q:
                 try:
@@ -442,6 +461,7 @@ class Worker:
             if not q and not self._poll():
                 if trace.enabled:
                     trace.event("sleep")
+                progress.worker_python = 0  # asleep, it needs nothing: a launcher must not yield to it
                 self.wake.take()
                 if trace.enabled:
                     trace.event("woke")

@@ -2,7 +2,7 @@
 ``VKBACKEND_PUSH_DESCRIPTORS=0``; tests/test_faults.py)."""
 
 import numpy as np
-from _reliability import AFFINE, groups
+from _reliability import AFFINE, groups, worker_held
 from isolated import outcome, report
 
 import vkbackend
@@ -23,8 +23,9 @@ for function in ("vkCreateDescriptorPool", "vkAllocateDescriptorSets"):
         function,
         "VK_ERROR_OUT_OF_POOL_MEMORY" if function == "vkAllocateDescriptorSets" else "VK_ERROR_OUT_OF_HOST_MEMORY",
     )
-    for _ in range(3):
-        dev.launch(prog, [buf], [256, 1, 1], groups(256))
+    with worker_held(dev):  # the three launches go in one batch
+        for _ in range(3):
+            dev.launch(prog, [buf], [256, 1, 1], groups(256))
     statuses.append([function, outcome(dev.sync)[0], not testing.pending()])
 result["statuses"] = statuses
 out = np.empty(256, np.uint32)

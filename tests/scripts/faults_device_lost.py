@@ -22,18 +22,25 @@ buf = pool.allocate(1024)
 x = np.arange(256, dtype=np.uint32)
 pool.host_to_pool(x, buf)
 dev.sync()
+
+
+def launch_twice_and_sync() -> None:
+    """Two launches (on a GPU the express lane submits and polls a lone one in C, so the second brings the worker's
+    own polls and waits into play), a pause for the worker to poll its fences on its own, a sync point: the loss is
+    seen at whichever comes after the worker met it."""
+    dev.launch(prog, [buf], [256, 3, 1], groups(256))
+    dev.launch(prog, [buf], [256, 3, 1], groups(256))
+    time.sleep(0.002)
+    dev.sync()
+
+
 testing.inject(function, "VK_ERROR_DEVICE_LOST")
 first = []
 for _ in range(200):  # a fence may be polled or waited on: go on until the fault has fired and been reported
     if timed:
         status, _ = outcome(dev.launch_timed, prog, [buf], [256, 3, 1], groups(256))
     else:
-        # two launches: on a GPU the express lane submits and polls a lone one in C, so the second brings the worker's
-        # own polls and waits into play
-        dev.launch(prog, [buf], [256, 3, 1], groups(256))
-        dev.launch(prog, [buf], [256, 3, 1], groups(256))
-        time.sleep(0.002)  # let the worker poll its fences on its own too
-        status, _ = outcome(dev.sync)
+        status, _ = outcome(launch_twice_and_sync)
     if status != "ok":
         first.append(status)
         break

@@ -10,7 +10,16 @@ import sys
 import time
 
 import numpy as np
-from _reliability import AFFINE, SPIN, SPIN_INNER, express_lane_armed, groups, lane_served, set_express_lane
+from _reliability import (
+    AFFINE,
+    SPIN,
+    SPIN_INNER,
+    express_lane_armed,
+    groups,
+    lane_served,
+    set_express_lane,
+    worker_held,
+)
 from isolated import outcome, report
 
 import vkbackend
@@ -36,10 +45,13 @@ while dev.stats()["batches"] == before and time.monotonic() < deadline:  # until
     time.sleep(0.001)
 if lane:  # the park submits the next launch at once: it fails there
     testing.inject("vkQueueSubmit", "VK_ERROR_OUT_OF_HOST_MEMORY")
-dev.launch(affine, [other], [256, 1, 1], groups(256))  # queued behind the running batch
-pool.release(busy)  # its free waits for the GPU
-if not lane:  # ... and the window it waits with fails
-    testing.inject("vkQueueSubmit", "VK_ERROR_OUT_OF_HOST_MEMORY")
+    dev.launch(affine, [other], [256, 1, 1], groups(256))
+    pool.release(busy)  # its free waits for the GPU
+else:
+    with worker_held(dev):  # the launch and the free go in one window behind the running batch
+        dev.launch(affine, [other], [256, 1, 1], groups(256))
+        pool.release(busy)  # its free waits for the GPU
+        testing.inject("vkQueueSubmit", "VK_ERROR_OUT_OF_HOST_MEMORY")  # ... and the window it waits with fails
 result["sync"] = outcome(dev.sync)[0]
 result["by_lane"] = lane_served(dev) - served
 pool.release(other)

@@ -45,7 +45,7 @@ static int vkb_express_serve(vkb_express *x, vkb_progress *progress, int rearm) 
     w->barrier_first = main->barrier_first;
     w->words = x->words;
     w->n_words = x->n_words;
-    slot->result = vkb_submit_batch(w, x->queue, slot->fence, progress, 0);
+    slot->result = vkb_submit_counted(w, x->queue, slot->fence, progress);
     slot->serial = x->serial;
     x->served++;
     x->next ^= 1;

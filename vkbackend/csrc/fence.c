@@ -86,7 +86,14 @@ static int vkb_kick_ready(const vkb_progress *progress, uint64_t *kicked_at) {
     return now - *kicked_at >= progress->grace_ns;
 }
 
-VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress, int kicked) {
+/* The worker enters a wait or a submit in C: a caller that yielded the GIL to it may take it back. */
+static void vkb_in_c(vkb_progress *progress) { __atomic_store_n(&progress->worker_python, 0, __ATOMIC_RELEASE); }
+
+/* The worker returns to Python, which needs the GIL: a launching caller yields it (vkb_yield_gil). */
+static void vkb_to_python(vkb_progress *progress) { __atomic_store_n(&progress->worker_python, 1, __ATOMIC_RELEASE); }
+
+static VkResult vkb_poll_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress,
+                               int kicked) {
     vkb_lower_timer_slack();
     uint64_t start = vkb_now_ns(), kicked_at = 0;
     for (;;) {
@@ -95,6 +102,24 @@ VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, con
         if (kicked && vkb_kick_ready(progress, &kicked_at)) return VK_NOT_READY;
         int waited_on = __atomic_load_n(&progress->waiters, __ATOMIC_RELAXED) != 0;
         if (vkb_pause(vkb_now_ns() - start, timeout_ns, waited_on ? progress->spin_ns : VKB_SPIN_NS)) return VK_TIMEOUT;
+    }
+}
+
+VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, vkb_progress *progress, int kicked) {
+    vkb_in_c(progress);
+    VkResult r = vkb_poll_fence(device, fence, timeout_ns, progress, kicked);
+    vkb_to_python(progress);
+    return r;
+}
+
+int vkb_yield_gil(vkb_progress *progress, uint64_t timeout_ns) {
+    uint64_t start = vkb_now_ns();
+    uint32_t turns = __atomic_load_n(&progress->worker_turns, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if (!__atomic_load_n(&progress->worker_python, __ATOMIC_ACQUIRE)) return 1;
+        if (__atomic_load_n(&progress->worker_turns, __ATOMIC_ACQUIRE) != turns) return 1;
+        if (vkb_now_ns() - start >= timeout_ns) return 0;
+        sched_yield();
     }
 }
 
@@ -125,6 +150,7 @@ int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t 
  * has run; the park lasts while it runs, and spin_ns more after. */
 static int vkb_park(vkb_progress *progress, uint64_t spin_ns, int armed) {
     vkb_lower_timer_slack();
+    vkb_in_c(progress);
     vkb_express *express = progress->express;
     int ready, lane = VKB_LANE_QUIET;
     uint64_t start = vkb_now_ns(), kicked_at = 0;
@@ -137,6 +163,7 @@ static int vkb_park(vkb_progress *progress, uint64_t spin_ns, int armed) {
         sched_yield();
     }
     if (armed) vkb_express_disarm(express, progress);
+    vkb_to_python(progress);
     return ready;
 }
 
@@ -173,10 +200,12 @@ void vkb_publish_completed(vkb_progress *progress, uint64_t serial, uint64_t hol
 
 VkResult vkb_wait_last(VkDevice device, VkFence fence, uint64_t serial, uint64_t timeout_ns, vkb_progress *progress,
                        uint64_t hold_ns, VkResult *reset) {
-    VkResult r = vkb_wait_fence(device, fence, timeout_ns, progress, 1);
-    if (r != VK_SUCCESS) return r;
+    vkb_in_c(progress);
+    VkResult r = vkb_poll_fence(device, fence, timeout_ns, progress, 1);
     /* a fence that cannot be reset is an error its waiter must see: the worker's Python publishes after reporting it */
-    if ((*reset = vkResetFences(device, 1, &fence)) == VK_SUCCESS) vkb_publish_completed(progress, serial, hold_ns);
+    if (r == VK_SUCCESS && (*reset = vkResetFences(device, 1, &fence)) == VK_SUCCESS)
+        vkb_publish_completed(progress, serial, hold_ns);
+    vkb_to_python(progress);
     return r;
 }
 
@@ -197,14 +226,21 @@ int vkb_hand_over(vkb_progress *progress, uint32_t seen, uint64_t timeout_ns) {
     return started;
 }
 
-VkResult vkb_submit_batch(vkb_window *window, VkQueue queue, VkFence fence, vkb_progress *progress, uint64_t linger_ns) {
+VkResult vkb_submit_counted(vkb_window *window, VkQueue queue, VkFence fence, vkb_progress *progress) {
     __atomic_add_fetch(&progress->submits, 1, __ATOMIC_ACQ_REL);
     uint64_t start = vkb_now_ns();
     VkResult r = vkb_submit_window(window, queue, fence);
     window->submit_ns = vkb_now_ns() - start;
-    if (!linger_ns) return r;
-    start = vkb_now_ns();
+    return r;
+}
+
+VkResult vkb_submit_batch(vkb_window *window, VkQueue queue, VkFence fence, vkb_progress *progress, uint64_t linger_ns) {
+    vkb_in_c(progress);
+    VkResult r = vkb_submit_counted(window, queue, fence, progress);
+    uint64_t start = vkb_now_ns();
     /* not ended by `handing`: the caller who handed this over may not have left vkb_hand_over yet */
-    while (!__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) && vkb_now_ns() - start < linger_ns) sched_yield();
+    while (linger_ns && !__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) && vkb_now_ns() - start < linger_ns)
+        sched_yield();
+    vkb_to_python(progress);
     return r;
 }

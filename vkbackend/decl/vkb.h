@@ -74,11 +74,13 @@ typedef struct {
     uint64_t grace_ns;    /* how long a kicked worker waits for a caller to release the GIL before it takes it */
     uint32_t handing;     /* callers inside vkb_hand_over */
     uint32_t submits;     /* windows the worker has begun to submit (vkb_submit_batch) */
+    uint32_t worker_python; /* 1 while the worker runs Python or waits for the GIL to; 0 in a wait in C, or asleep */
+    uint32_t worker_turns;  /* rounds of the worker's loop (its Python counts them) */
     vkb_express *express; /* NULL: no express lane */
 } vkb_progress;
 /* With `kicked`, the fence wait also returns (VK_NOT_READY) once progress->kick is set (the worker has work queued)
  * and a caller waits or the kick is grace_ns old. */
-VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress, int kicked);
+VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, vkb_progress *progress, int kicked);
 int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t timeout_ns);
 /* The worker with nothing to do: 1 once kicked and a caller waits or the kick is grace_ns old, or once the express
  * lane's batch needs the worker (an error to report); 0 when not kicked within `spin_ns` (the worker then sleeps on
@@ -99,6 +101,12 @@ VkResult vkb_wait_last(VkDevice device, VkFence fence, uint64_t serial, uint64_t
  * GIL released, until progress->submits has moved past `seen` (read before the work was queued), at most timeout_ns;
  * 1 when it has. */
 int vkb_hand_over(vkb_progress *progress, uint32_t seen, uint64_t timeout_ns);
+/* A caller running Python that finds progress->worker_python set (the worker is back from a wait, or woken, and
+ * needs the GIL to go on) gives the GIL up until the worker has had its turn: it waits, with the GIL released, until
+ * the worker is in C again (a wait, a submit) or asleep, or has ended a round of its loop, at most timeout_ns.
+ * Without it the worker would wait for the interpreter's switch interval (5 ms by default) while the GPU runs dry.
+ * 1 when the worker had its turn. */
+int vkb_yield_gil(vkb_progress *progress, uint64_t timeout_ns);
 
 /* slots.c: the buffer table. A slot is the number a record uses to name a buffer (or a view of one); the memory pool
  * writes slots under its lock from whichever thread allocates, and the worker's recorder reads them. Chunks of the
@@ -170,9 +178,11 @@ typedef struct {
 uint32_t vkb_window_set_layouts(const vkb_window *window, VkDescriptorSetLayout *out, uint32_t capacity);
 /* Begin, record, end and submit; returns the first failing VkResult (skipped records are in window->n_errors). */
 VkResult vkb_submit_window(vkb_window *window, VkQueue queue, VkFence fence);
-/* fence.c: the worker's submit of its next batch: counts it in progress->submits (what vkb_hand_over waits for),
- * submits the window, then with `linger_ns` (a caller handed it over) waits until a caller waits at a sync point,
- * at most linger_ns, before it returns to take the GIL. */
+/* fence.c: a batch's submit, counted in progress->submits (what vkb_hand_over waits for) and timed (submit_ns); the
+ * express lane's, from its park. */
+VkResult vkb_submit_counted(vkb_window *window, VkQueue queue, VkFence fence, vkb_progress *progress);
+/* The worker's Python's submit of its next batch (vkb_submit_counted), then with `linger_ns` (a caller handed it over)
+ * a wait until a caller waits at a sync point, at most linger_ns, before it returns to take the GIL. */
 VkResult vkb_submit_batch(vkb_window *window, VkQueue queue, VkFence fence, vkb_progress *progress, uint64_t linger_ns);
 
 /* express.c: the express lane. A worker parked with nothing queued, recorded or running (polling for work, or holding
