@@ -639,8 +639,8 @@ def test_tracing_is_off_unless_asked():
 
 
 def test_the_last_close_restores_the_switch_interval():
-    """Opening a device lowers the interpreter's GIL switch interval; closing the last one gives the previous value
-    back, unless the program set its own meanwhile."""
+    """Opening a device with ``VKBACKEND_SWITCH_INTERVAL_S`` set lowers the interpreter's GIL switch interval;
+    closing the last one gives the previous value back, unless the program set its own meanwhile."""
     result = run_isolated("sync_path_switch_interval", env={"VKBACKEND_SWITCH_INTERVAL_S": "0.0002"})
     assert abs(result["open"] - 0.0002) < 1e-6 and result["restored"] and abs(result["kept"] - 0.001) < 1e-6
     assert result["validation"] == ""
@@ -651,4 +651,3 @@ def test_the_switch_interval_is_left_alone_by_default():
     interpreter's switch interval as the program had it."""
     result = run_isolated("sync_path_switch_interval", "default")
     assert result["left_alone"] and result["validation"] == ""
-    assert result["validation"] == ""

@@ -23,10 +23,11 @@ class VulkanConfig:
     buffer at most. ``staging_buffer_bytes``/``staging_buffers``: the size and number of the staging buffers that
     transfers stream through (0 bytes: 32 MiB on a GPU, 8 MiB elsewhere). ``sync_timeout_s``: the
     deadline of every wait on the GPU (``VKBACKEND_SYNC_TIMEOUT_S``, default 300). ``switch_interval_s``: while a
-    device is open, lower the interpreter's GIL switch interval to this (``VKBACKEND_SWITCH_INTERVAL_S``, default 0:
-    left alone). A launch already gives the GIL to a worker that needs it (docs/performance.md); a program whose
-    threads run long stretches of Python between launches may still want the worker to win it sooner. The last
-    device's ``close`` restores the interval it had before, unless the program has set another one meanwhile.
+    device is open, lower the interpreter's GIL switch interval to this where it is higher
+    (``VKBACKEND_SWITCH_INTERVAL_S``, default 0: left alone). A launch already gives the GIL to a worker that needs it
+    (docs/performance.md); a program whose threads copy, release buffers or run long stretches of Python between
+    launches may still want the worker to win it sooner. The last device's ``close`` restores the interval it had
+    before, unless the program has set another one meanwhile.
     ``cuda_clocks``: on an NVIDIA GPU, hold its CUDA primary context while the device is open, so that the GPU runs
     at CUDA's clocks instead of the adaptive ones NVIDIA gives Vulkan work (``VKBACKEND_CUDA_CLOCKS``, default on;
     vkbackend/interop/cuda_clocks.py says why).

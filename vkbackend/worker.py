@@ -144,10 +144,12 @@ class Worker:
 
     def yield_gil(self) -> None:
         """Give the GIL to the worker, which runs Python or is back from a wait in C, or woken, and needs the GIL to go
-        on (``progress.worker_python``): wait, with the GIL released, until it is in C again, asleep, or has ended a
-        round of its loop, at most ``YIELD_NS``. A thread that launches between stretches of Python would otherwise
-        keep the GIL from it for the interpreter's switch interval (5 ms by default), the GPU running dry meanwhile;
-        the library leaves that interval alone. The worker's own thread (a completion that launches) has the GIL."""
+        on (``progress.worker_python``): wait, with the GIL released, until it is in C again, asleep, or has begun a new
+        round of its loop, at most ``YIELD_NS`` (then win the GIL back). A woken worker still parked in C goes on
+        waiting for its kick's grace meanwhile (csrc/fence.c). A thread that launches between stretches of Python would
+        otherwise keep the GIL from it for the interpreter's switch interval (5 ms by default), the GPU running dry
+        meanwhile; the library leaves that interval alone. The worker's own thread (a completion that launches) has the
+        GIL."""
         if threading.current_thread() is not self.thread:
             self.ctx.lib.vkb_yield_gil(self.progress, YIELD_NS)
 
@@ -411,7 +413,7 @@ class Worker:
         q, sub, kick, progress = self.queue, self._submitter, self._kick, self.progress
         while True:
             kick[0] = 0  # before the queue is looked at: a later put sets it again and ends the next fence wait
-            progress.worker_turns += 1  # a round of the loop: a launcher yielding the GIL (yield_gil) takes it back
+            progress.worker_turns = (progress.worker_turns + 1) & 0xFFFFFFFF  # a new round: a yielding launcher goes on
             self.parked = False
             if q:
                 try:
@@ -463,6 +465,7 @@ class Worker:
                     trace.event("sleep")
                 progress.worker_python = 0  # asleep, it needs nothing: a launcher must not yield to it
                 self.wake.take()
+                progress.worker_python = 1  # awake (also when a wake-up came before the sleep began)
                 if trace.enabled:
                     trace.event("woke")
             self.wake.clear()
@@ -515,11 +518,13 @@ class Worker:
         elif kind == _CALL:
             _, fn, args, future = item
             self._set_watched(True)  # the queue is not drained meanwhile (a pipeline creation takes milliseconds)
+            self.progress.worker_python = 0  # mostly in C: launchers need not yield to it meanwhile
             try:
                 future.value = fn(*args)
             except BaseException as error:  # handed to the caller, who raises it
                 future.error = error
             finally:
+                self.progress.worker_python = 1
                 self._set_watched(False)
             future.event.set()
         elif kind == _STOP:

@@ -74,7 +74,8 @@ typedef struct {
     uint64_t grace_ns;    /* how long a kicked worker waits for a caller to release the GIL before it takes it */
     uint32_t handing;     /* callers inside vkb_hand_over */
     uint32_t submits;     /* windows the worker has begun to submit (vkb_submit_batch) */
-    uint32_t worker_python; /* 1 while the worker runs Python or waits for the GIL to; 0 in a wait in C, or asleep */
+    uint32_t worker_python; /* 0 while the worker waits in C, sleeps or runs a call (Worker.call); else 1: it runs
+                               Python, or needs the GIL to */
     uint32_t worker_turns;  /* rounds of the worker's loop (its Python counts them) */
     vkb_express *express; /* NULL: no express lane */
 } vkb_progress;
@@ -103,7 +104,8 @@ VkResult vkb_wait_last(VkDevice device, VkFence fence, uint64_t serial, uint64_t
 int vkb_hand_over(vkb_progress *progress, uint32_t seen, uint64_t timeout_ns);
 /* A caller running Python that finds progress->worker_python set (the worker is back from a wait, or woken, and
  * needs the GIL to go on) gives the GIL up until the worker has had its turn: it waits, with the GIL released, until
- * the worker is in C again (a wait, a submit) or asleep, or has ended a round of its loop, at most timeout_ns.
+ * the worker is in C again (a wait, a submit) or asleep, or has begun a new round of its loop, at most timeout_ns.
+ * A woken worker still parked (vkb_wait_work, a hold) goes on waiting for its kick's grace meanwhile.
  * Without it the worker would wait for the interpreter's switch interval (5 ms by default) while the GPU runs dry.
  * 1 when the worker had its turn. */
 int vkb_yield_gil(vkb_progress *progress, uint64_t timeout_ns);
