@@ -294,6 +294,16 @@ def test_a_lone_launch_takes_the_express_lane(device, pool, express):
     assert taken == 20, taken
 
 
+def words_to_the_worker(worker, monkeypatch) -> list:
+    """Record every item put on ``worker``'s queue and every wake-up from now on (what a round by the lane needs
+    none of)."""
+    words: list = []
+    put, wake_up = worker.put, worker.wake_up
+    monkeypatch.setattr(worker, "put", lambda item: (words.append(item), put(item)))
+    monkeypatch.setattr(worker, "wake_up", lambda: (words.append("wake_up"), wake_up()))
+    return words
+
+
 def test_launch_and_read_back_rounds_by_the_express_lane_run_inside_one_park(device, pool, express, monkeypatch):
     """Rounds of one launch and a read-back of its buffer: the park serves the launch and, into its other batch while
     the launch runs, the read-back's copy; each read-back waits for its copy's serial by itself (no word to the
@@ -302,10 +312,7 @@ def test_launch_and_read_back_rounds_by_the_express_lane_run_inside_one_park(dev
     worker = device._worker
     lane.wait_armed()
     before = lane_served(device)
-    words: list = []
-    put, wake_up = worker.put, worker.wake_up
-    monkeypatch.setattr(worker, "put", lambda item: (words.append(item), put(item)))
-    monkeypatch.setattr(worker, "wake_up", lambda: (words.append("wake_up"), wake_up()))
+    words = words_to_the_worker(worker, monkeypatch)
     out = np.empty(1, np.uint32)
     for i in range(1, 21):
         device.launch(prog, [buf], [256, 1, 1], groups(256))
@@ -356,10 +363,7 @@ def test_launch_and_sync_rounds_by_the_express_lane_run_inside_one_park(device, 
     x = worker._express
     lane.wait_armed()
     before = lane_served(device)
-    words: list = []
-    put, wake_up = worker.put, worker.wake_up
-    monkeypatch.setattr(worker, "put", lambda item: (words.append(item), put(item)))
-    monkeypatch.setattr(worker, "wake_up", lambda: (words.append("wake_up"), wake_up()))
+    words = words_to_the_worker(worker, monkeypatch)
     for i in range(1, 21):
         device.launch(prog, [buf], [256, 1, 1], groups(256))
         serial = worker._lane[2]
