@@ -74,6 +74,28 @@ def test_a_sync_after_a_launch_waits_for_it(device, pool):
         pool.release(buf)
 
 
+def test_a_window_counts_its_submit_time_once(device, pool):
+    """``Device.stats()["submit_ns"]`` grows by what the window's submit took, once (the express lane off, so that the
+    worker's Python submits it)."""
+    prog = device.compile(vkbackend.compile_glsl(AFFINE))
+    buf = pool.allocate(256 * 4)
+    worker = device._worker
+    saved = set_express_lane(device, worker.progress.grace_ns, worker.idle_spin_ns, False)
+    try:
+        pool.host_to_pool(np.zeros(256, np.uint32), buf)
+        device.sync()
+        wait_until_idle(device)
+        before = device.stats()
+        device.launch(prog, [buf], [256, 1, 1], groups(256))
+        device.sync()
+        after = device.stats()
+        assert after["batches"] - before["batches"] == 1
+        assert after["submit_ns"] - before["submit_ns"] == worker._submitter._window.submit_ns > 0
+    finally:
+        set_express_lane(device, *saved)
+        pool.release(buf)
+
+
 def test_a_sync_leaves_released_memory_freed(device, pool):
     """After a sync, releases queued behind GPU work have run: the pool holds no buffer it was given back."""
     prog = device.compile(vkbackend.compile_glsl(AFFINE))

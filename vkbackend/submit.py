@@ -259,7 +259,6 @@ class BatchSubmitter:
             self._stats["submit_ns"] += w.submit_ns  # the express lane's are counted in C
             if trace.enabled:
                 trace.event("submitted", serial)
-            self._stats["submit_ns"] += w.submit_ns
             self._check_submitted(w, result)
         except Exception as error:  # whatever it was, waiters must be released and the error must reach a sync point
             self._submit_failed(error, batch, callbacks, w)
