@@ -51,15 +51,15 @@ static int vkb_express_serve(vkb_express *x, vkb_progress *progress, int rearm) 
     x->next ^= 1;
     main->epoch = w->epoch;
     main->barrier_first = w->barrier_first;
-    x->dispatches += w->n_dispatches;
-    x->barriers += w->n_barriers;
-    x->copies += w->n_copies;
-    x->submit_ns += w->submit_ns;
+    x->submit_ns += w->submit_ns;  /* like the worker's windows: a failed submit's time counts, its work does not */
     if (slot->result != VK_SUCCESS) {
         __atomic_store_n(&x->state, vkb_express_as(state, VKB_EXPRESS_DONE), __ATOMIC_RELEASE);
         return 0;
     }
     x->batches++;
+    x->dispatches += w->n_dispatches;
+    x->barriers += w->n_barriers;
+    x->copies += w->n_copies;
     x->serial++;
     slot->in_use = slot->running = 1;
     x->running++;
