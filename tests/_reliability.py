@@ -163,6 +163,16 @@ def express_lane_armed(dev) -> bool:
     return armed and len(worker.queue) == express.served
 
 
+def express_lane_armed_within(dev, timeout_s: float) -> bool:
+    """Whether the worker parks with its express lane armed (:func:`express_lane_armed`) within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not express_lane_armed(dev):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.0001)
+    return True
+
+
 @contextmanager
 def worker_held(dev) -> Iterator[None]:
     """Keep the device's worker inside a call (Worker.call, from a thread of its own) for the block: it takes nothing

@@ -19,7 +19,7 @@ from _reliability import (
     AFFINE,
     SPIN,
     SPIN_INNER,
-    express_lane_armed,
+    express_lane_armed_within,
     groups,
     lane_served,
     run_isolated,
@@ -242,7 +242,6 @@ class ExpressLane:
     def __init__(self, device, grace_ns: int = 30_000_000_000) -> None:
         self.device, self.grace_ns = device, grace_ns
         self.worker = device._worker
-        self.sub = self.worker._submitter
 
     def __enter__(self) -> ExpressLane:
         self.saved = set_express_lane(self.device, self.grace_ns, 30_000_000_000, True)
@@ -252,17 +251,8 @@ class ExpressLane:
         set_express_lane(self.device, *self.saved)
         self.worker.wake_up()
 
-    def armed(self, timeout_s: float) -> bool:
-        """Whether the worker parks with its lane armed and nothing queued within ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while not express_lane_armed(self.device):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.0001)
-        return True
-
     def wait_armed(self) -> None:
-        assert self.armed(10.0), "the worker did not arm its express lane"
+        assert express_lane_armed_within(self.device, 10.0), "the worker did not arm its express lane"
 
 
 @pytest.fixture
@@ -443,7 +433,8 @@ def test_launches_from_many_threads_with_the_express_lane_run_once_each(device, 
     def run(buf) -> None:
         try:
             for _ in range(50):
-                lane.armed(0.005)  # launch when the lane is free, as often as the other threads allow
+                # launch when the lane is free, as often as the other threads allow
+                express_lane_armed_within(device, 0.005)
                 device.launch(prog, [buf], [256, 2, 1], groups(256))
                 if random.random() < 0.2:
                     device.launch(prog, [buf], [256, 1, 0], groups(256))  # queued behind it: a no-op
@@ -454,7 +445,7 @@ def test_launches_from_many_threads_with_the_express_lane_run_once_each(device, 
     try:
         for buf in bufs:
             pool.host_to_pool(np.zeros(256, np.uint32), buf)
-        with ExpressLane(device) as lane:
+        with ExpressLane(device):
             before = lane_served(device)
             threads = [threading.Thread(target=run, args=(buf,)) for buf in bufs]
             for t in threads:

@@ -14,7 +14,7 @@ from _reliability import (
     AFFINE,
     SPIN,
     SPIN_INNER,
-    express_lane_armed,
+    express_lane_armed_within,
     groups,
     lane_served,
     set_express_lane,
@@ -35,12 +35,12 @@ busy = pool.allocate(17 << 20)  # its own memory: freeing it early is a vkFreeMe
 other = pool.allocate(1024)
 pool.host_to_pool(np.zeros(256, np.uint32), busy)
 dev.sync()
-deadline = time.monotonic() + 10
-while lane and not express_lane_armed(dev) and time.monotonic() < deadline:
-    time.sleep(0.001)
+if lane and not express_lane_armed_within(dev, 10):
+    raise AssertionError("the worker did not arm its express lane")
 served = lane_served(dev)
 before = dev.stats()["batches"]
 dev.launch(spin, [busy], [SPIN_INNER], json.loads(os.environ["SPIN_GRIDS"])[0])  # about half a second
+deadline = time.monotonic() + 10
 while dev.stats()["batches"] == before and time.monotonic() < deadline:  # until it has been submitted
     time.sleep(0.001)
 if lane:  # the park submits the next launch at once: it fails there
