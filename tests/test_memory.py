@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 import pytest
-from _reliability import worker_held
+from _reliability import run_isolated, worker_held
 
 from vkbackend import BackendError, ErrorStatus
 
@@ -310,3 +310,18 @@ def test_releases_behind_a_queued_free_join_it(device, pool, monkeypatch):
     assert queued == 1, queued
     assert pool.stats()["live_buffers"] == before
     assert not pool._dying  # freed by the time the sync point returned, not merely released
+
+
+@pytest.mark.parametrize("direct", ["1", "0"])
+def test_small_read_backs_read_mapped_memory_straight(direct):
+    """A read-back of at most DIRECT_READ_MAX bytes from a small buffer in memory the host can map (all of lavapipe's)
+    is its sync point and a copy from the mapping: no copy command. It waits for the launch before it, through a view
+    too; one byte more goes through staging; after a launch whose submit failed it raises that, and the buffer holds
+    what it held. VKBACKEND_DIRECT_READS=0 sends every read-back through staging."""
+    r = run_isolated("memory_direct_reads", env={"VKBACKEND_DIRECT_READS": direct})
+    assert r["mapped"] is (direct == "1")
+    assert r["right"] == [True, True, True]
+    assert r["copies"] == (0 if direct == "1" else 3)
+    assert r["more_copies"] == 1 and r["more_right"]
+    assert r["after_failure"] == "KernelLaunch" and r["kept"]
+    assert r["validation"] == ""

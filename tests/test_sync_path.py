@@ -29,6 +29,7 @@ from _reliability import (
 
 import vkbackend
 from vkbackend import testing
+from vkbackend.memory.pool import DIRECT_READ_MAX
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -317,19 +318,20 @@ def words_to_the_worker(worker, monkeypatch) -> list:
 
 
 def test_launch_and_read_back_rounds_by_the_express_lane_run_inside_one_park(device, pool, express, monkeypatch):
-    """Rounds of one launch and a read-back of its buffer: the park serves the launch and, into its other batch while
-    the launch runs, the read-back's copy; each read-back waits for its copy's serial by itself (no word to the
-    worker) and brings the count so far."""
+    """Rounds of one launch and a read-back of its buffer, too large to read straight (DIRECT_READ_MAX): the park
+    serves the launch and, into its other batch while the launch runs, the read-back's copy; each read-back waits for
+    its copy's serial by itself (no word to the worker) and brings the count so far."""
     lane, prog, buf = express
     worker = device._worker
     lane.wait_armed()
     before = lane_served(device)
     words = words_to_the_worker(worker, monkeypatch)
-    out = np.empty(1, np.uint32)
+    out = np.empty(256, np.uint32)
+    assert out.nbytes > DIRECT_READ_MAX
     for i in range(1, 21):
         device.launch(prog, [buf], [256, 1, 1], groups(256))
         pool.pool_to_host(buf, out)
-        assert out[0] == i, (i, out)
+        assert (out == i).all(), (i, out[:4])
     taken = lane_served(device) - before
     monkeypatch.undo()
     assert not words, words

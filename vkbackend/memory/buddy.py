@@ -19,10 +19,11 @@ def order_of(nbytes: int) -> int:
 
 class Chunk:
     """The free blocks of one chunk, per order, and how many bytes are taken; ``address`` is the chunk's device
-    address (0 where the device has none)."""
+    address (0 where the device has none); ``host`` its mapping (a cffi ``char*``) where the host can read it."""
 
     def __init__(self, memory, buffer, size: int, address: int = 0) -> None:
         self.memory, self.buffer, self.size, self.address = memory, buffer, size, address
+        self.host = None
         self.top = order_of(size)
         self.free: list[set[int]] = [set() for _ in range(self.top + 1)]
         self.free[self.top].add(0)

@@ -2,9 +2,12 @@
 sparse buffer's pieces), the largest allocation the pool makes, and what they hold.
 
 Buffers live in DEVICE_LOCAL memory, the type with the fewest other properties: plain VRAM on a discrete GPU. On the
-H200 the first HOST_VISIBLE|HOST_COHERENT type is system memory, and kernels reading it ran 21x slower. Staging
-memory is HOST_VISIBLE|HOST_COHERENT, HOST_CACHED where offered and never DEVICE_LOCAL, so read-backs never read
-through the BAR.
+H200 the first HOST_VISIBLE|HOST_COHERENT type is system memory, and kernels reading it ran 21x slower. The chunks
+that small buffers are blocks of go where the host can map them too, in the same heap: a DEVICE_LOCAL|HOST_VISIBLE|
+HOST_COHERENT type whose heap is the device-local one (all of VRAM behind a resizable BAR, as on the H200, or memory
+the host shares, as on lavapipe), so that a small read-back reads them straight (MemoryPool.pool_to_host). Staging
+memory is HOST_VISIBLE|HOST_COHERENT, HOST_CACHED where offered and never DEVICE_LOCAL: large read-backs stream
+through it, never through the BAR, whose uncached reads are slow.
 
 Creating memory objects is thread-safe in Vulkan (only queues and command pools need one owner), so allocations are
 made in the caller's thread; the counters here are kept under the memory pool's lock.
@@ -35,6 +38,9 @@ class DeviceMemory:
         )
         self.heap_index = ctx.handles.physical.memory_types[self.device_type][1]
         self.heap_size = ctx.handles.physical.heaps[self.heap_index][0]
+        self.chunk_type = self._mappable_local_type() if ctx.config.resolved_direct_reads() else None
+        """The memory type of small buffers' chunks where the host can map them (mapped, they are read straight);
+        None: they are in ``device_type``, unmapped."""
         self._budget_ext = "VK_EXT_memory_budget" in ctx.handles.extensions
         self.addressable = ctx.info.buffer_device_address  # every buffer gets a device address
         # The largest single allocation made here: the device's, or the configured cap where that is lower.
@@ -65,6 +71,24 @@ class DeviceMemory:
                 ErrorStatus.Initialization, f"{self.ctx.info.name} has no memory type with flags {required:#x}"
             )
         return best
+
+    def _mappable_local_type(self) -> int | None:
+        """A DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT type in the heap of ``device_type`` (``device_type`` itself where
+        it is one); None where the host reaches device memory only through a smaller window, or not at all."""
+        lib = self.ctx.lib
+        mappable = (
+            lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+            | lib.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+            | lib.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        )
+        ignore = lib.VK_MEMORY_PROPERTY_PROTECTED_BIT | lib.VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT
+        types = self.ctx.handles.physical.memory_types
+        candidates = [self.device_type] + [i for i in range(len(types)) if i != self.device_type]
+        for index in candidates:
+            flags, heap = types[index]
+            if heap == self.heap_index and flags & mappable == mappable and not flags & ignore:
+                return index
+        return None
 
     def local_type_for(self, allowed: int, what: str) -> int:
         """The memory type for a buffer whose memoryTypeBits are ``allowed``: the pool's device-local type where it is

@@ -7,6 +7,11 @@ which owns the queue. Freeing waits for the GPU: a
 released buffer's id is gone at once, but its memory and slot are freed on the worker once every batch queued before
 the release has completed; while nothing is queued, recorded or in flight, views and blocks are freed at once.
 
+Where the device has device memory the host can map in the same heap (device_memory.py), chunks are mapped, and a
+read-back of at most DIRECT_READ_MAX bytes from a block of one is its sync point followed by a copy straight from
+the mapping: no copy command, no second batch behind the launch it waits for. On the H200 the GPU's copy into staging
+and its batch cost more than the uncached read of a few hundred bytes through the BAR (docs/performance.md).
+
 Interrupts (Ctrl-C) land in the caller's thread between bytecodes after a call, at a ``with`` block's exit and at a
 loop's back edge. The pool keeps every block and slot either listed or owned by something the worker frees, by
 taking and recording them in statements with no call in between; a ``with`` block must not open with a loop (see
@@ -47,6 +52,7 @@ SUBALLOC_MAX = 16 << 20  # larger buffers get their own VkDeviceMemory
 RECENT_PER_ORDER = 64  # freed blocks kept per size for O(1) reuse
 LAZY_FREE_BYTES = 16 << 20  # a release of this much, or with this many buffers waiting, wakes the worker to free them
 LAZY_FREE_BUFFERS = 1024
+DIRECT_READ_MAX = 256  # read-backs up to this size from a mapped chunk read it straight (BAR reads are uncached)
 STAGING_BUFFER_BYTES = {"gpu": 32 << 20, "other": 8 << 20}  # the default size of one staging buffer (measured)
 
 
@@ -354,10 +360,16 @@ class MemoryPool:
                 f"{self.memory.free_bytes} bytes are free on {self.ctx.info.name}; release buffers",
             )
         chunk = Chunk(None, None, self.chunk_bytes)
+        mapped = self.memory.chunk_type
         chunk.memory, chunk.buffer, chunk.address = self.memory.create(
-            self.chunk_bytes, self.memory.device_type, "chunk"
+            self.chunk_bytes, self.memory.device_type if mapped is None else mapped, "chunk"
         )
         self._chunks.append(chunk)  # listed with no call after the handles arrive: an interrupt cannot lose them
+        if mapped is not None:
+            try:
+                chunk.host = self.memory.map(chunk.memory, self.chunk_bytes, "chunk")
+            except BackendError as error:  # read through staging instead
+                log.debug("a chunk could not be mapped (%s); its read-backs go through staging", error)
         return chunk, chunk.take(order), order
 
     def _trim_recent(self) -> None:
@@ -700,7 +712,8 @@ class MemoryPool:
         """Copy ``len(dst)`` bytes of ``src`` from byte ``offset`` into the writable host buffer ``dst``.
 
         A sync point: it waits for every earlier launch and copy, and raises the first asynchronous error since the
-        last sync point.
+        last sync point. At most ``DIRECT_READ_MAX`` bytes of a small buffer in host-mappable device memory are read
+        straight from it after the sync point; anything else is copied through staging.
         """
         self.ctx.ensure_usable()
         data = _bytes_view(dst, writable=True)
@@ -710,6 +723,11 @@ class MemoryPool:
             self._worker.sync()
             return
         ffi = self.ctx.ffi
+        chunk = entry.root.chunk
+        if data.nbytes <= DIRECT_READ_MAX and chunk is not None and chunk.host is not None:
+            self._worker.sync()  # the sync point: everything queued before has completed, earlier errors are raised
+            ffi.memmove(data, chunk.host + entry.offset + offset, data.nbytes)
+            return
         self.transfers.download(entry.slot, offset, ffi.cast("char*", ffi.from_buffer(data)), data.nbytes)
         self._worker.raise_errors()  # the download waited for its copies, which ran after all earlier work
 
