@@ -255,13 +255,23 @@ static void pick_physical_device(const char *name) {
     free(families);
 }
 
+/* What a program that includes this file (scripts/round-trip-floor.c) adds to the device: a pNext chain of features
+ * and extensions. The bench's cases need none. */
+static struct {
+    const void *next;
+    const char *const *extensions;
+    uint32_t extension_count;
+} device_extras;
+
 /* The device with one queue, one command buffer, its fence, and descriptor sets for `max_sets` kernel bindings. */
 static void open_device(uint32_t max_sets) {
     float priority = 1.0f;
     VkDeviceQueueCreateInfo queue = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                      .queueFamilyIndex = gpu.family, .queueCount = 1, .pQueuePriorities = &priority};
-    VkDeviceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
-                               .pQueueCreateInfos = &queue};
+    VkDeviceCreateInfo info = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = device_extras.next,
+                               .queueCreateInfoCount = 1, .pQueueCreateInfos = &queue,
+                               .enabledExtensionCount = device_extras.extension_count,
+                               .ppEnabledExtensionNames = device_extras.extensions};
     CHECK(vkCreateDevice(gpu.physical, &info, NULL, &gpu.device));
     DEVICE_FUNCTIONS(LOAD_DEVICE)
     vkGetDeviceQueue(gpu.device, gpu.family, 0, &gpu.queue);
@@ -769,6 +779,7 @@ static void array_cases(const Kernel *add, long n, const Args *args) {
 }
 
 /* ----- main ---------------------------------------------------------------------------------------------------- */
+#ifndef VULKAN_REF_NO_MAIN /* scripts/round-trip-floor.c includes everything above and has a main of its own */
 static long positive(const char *text, const char *what) {
     char *end;
     long value = strtol(text, &end, 10);
@@ -822,3 +833,4 @@ int main(int argc, char **argv) {
     close_device();
     return 0;
 }
+#endif

@@ -1,0 +1,373 @@
+/* round-trip-floor: what one round trip from the host to the GPU and back costs on a driver, by the ways a program
+ * can make it, in plain C (scripts/round-trip-floor.py builds and runs it; see there). It includes the bench's C
+ * reference (vkbackend/bench/vulkan_ref.c) for the device, buffers, kernels and commands, and adds:
+ *
+ *   - the wait: a fence polled with vkWaitForFences(0) or vkGetFenceStatus, or waited for in the driver; a timeline
+ *     semaphore polled with vkGetSemaphoreCounterValue, or waited for with vkWaitSemaphores;
+ *   - the work: an empty command buffer; one tiny dispatch (with and without the barrier every submission opens
+ *     with); that dispatch and a read-back of its first float through a host-visible staging buffer, by
+ *     vkCmdCopyBuffer, by a copy kernel, by the dispatch writing it there itself, or straight from device memory the
+ *     host maps (DEVICE_LOCAL|HOST_VISIBLE, where the device has it);
+ *   - with VK_EXT_calibrated_timestamps, where the time goes: the GPU's timestamps at the start and end of the
+ *     command buffer, placed on the host's clock;
+ *   - `memory` mode: `c = a + b` on buffers of plain device memory against host-mappable device memory, and the
+ *     host's uncached reads of that memory by size.
+ *
+ *     round-trip-floor DIR DEVICE_NAME TRIPS [memory]
+ *
+ * DIR holds inc.spv, add.spv, copy.spv and fused.spv. It prints JSON lines: {"info": ...}, {"memory_type": ...} per
+ * type, one {"work": ...} per variant of round trip (min, median, p99 and max of TRIPS round trips after 300 untimed
+ * ones, in us, and the medians of each phase), or in `memory` mode {"add": ...} and {"host_read": ...} lines. */
+#define VULKAN_REF_NO_MAIN
+#include "vulkan_ref.c"
+
+#include <stddef.h>
+
+#define WARMUP_TRIPS 300
+#define FLOATS 64 /* the round trips' buffer */
+
+static PFN_vkCreateSemaphore vkCreateSemaphore;
+static PFN_vkGetSemaphoreCounterValue vkGetSemaphoreCounterValue;
+static PFN_vkWaitSemaphores vkWaitSemaphores;
+static PFN_vkGetFenceStatus vkGetFenceStatus;
+static PFN_vkGetCalibratedTimestampsEXT vkGetCalibratedTimestampsEXT; /* NULL without the extension */
+
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static int by_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The device, with timeline semaphores and, where offered, calibrated timestamps. */
+static void open_probe_device(const char *name) {
+    static VkPhysicalDeviceVulkan12Features features = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                                        .timelineSemaphore = VK_TRUE};
+    static const char *calibrated = VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME;
+    pick_physical_device(name);
+    PFN_vkEnumerateDeviceExtensionProperties enumerate = (PFN_vkEnumerateDeviceExtensionProperties)required(
+        vkGetInstanceProcAddr(gpu.instance, "vkEnumerateDeviceExtensionProperties"),
+        "vkEnumerateDeviceExtensionProperties");
+    uint32_t count = 0;
+    CHECK(enumerate(gpu.physical, NULL, &count, NULL));
+    VkExtensionProperties *extensions = calloc(count ? count : 1, sizeof *extensions);
+    if (!extensions) die("out of host memory listing %u extensions", count);
+    CHECK(enumerate(gpu.physical, NULL, &count, extensions));
+    int has_calibrated = 0;
+    for (uint32_t i = 0; i < count; i++) has_calibrated |= !strcmp(extensions[i].extensionName, calibrated);
+    free(extensions);
+    device_extras.next = &features;
+    device_extras.extensions = &calibrated;
+    device_extras.extension_count = (uint32_t)has_calibrated;
+    open_device(16);
+#define LOAD(name) name = (PFN_##name)required(vkGetDeviceProcAddr(gpu.device, #name), #name);
+    LOAD(vkCreateSemaphore) LOAD(vkGetSemaphoreCounterValue) LOAD(vkWaitSemaphores) LOAD(vkGetFenceStatus)
+    if (has_calibrated) LOAD(vkGetCalibratedTimestampsEXT)
+#undef LOAD
+}
+
+/* The first memory type with all of `flags` (exactly `flags` with `exact`); UINT32_MAX without one. */
+static uint32_t memory_type_with(VkMemoryPropertyFlags flags, int exact) {
+    for (uint32_t i = 0; i < gpu.memory.memoryTypeCount; i++) {
+        VkMemoryPropertyFlags has = gpu.memory.memoryTypes[i].propertyFlags;
+        if (exact ? has == flags : (has & flags) == flags) return i;
+    }
+    return UINT32_MAX;
+}
+
+/* A buffer of `size` bytes in memory type `type`, mapped with `map`. */
+static Buffer buffer_of_type(VkDeviceSize size, uint32_t type, int map) {
+    Buffer b = {0};
+    VkBufferCreateInfo info = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size,
+                               .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                        VK_BUFFER_USAGE_TRANSFER_DST_BIT};
+    CHECK(vkCreateBuffer(gpu.device, &info, NULL, &b.buffer));
+    VkMemoryRequirements needs;
+    vkGetBufferMemoryRequirements(gpu.device, b.buffer, &needs);
+    if (!(needs.memoryTypeBits & (1u << type))) die("a buffer cannot live in memory type %u", type);
+    VkMemoryAllocateInfo allocate = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = needs.size,
+                                     .memoryTypeIndex = type};
+    CHECK(vkAllocateMemory(gpu.device, &allocate, NULL, &b.memory));
+    CHECK(vkBindBufferMemory(gpu.device, b.buffer, b.memory, 0));
+    if (map) CHECK(vkMapMemory(gpu.device, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped));
+    return b;
+}
+
+/* ----- round trips ------------------------------------------------------------------------------------------- */
+typedef enum { EMPTY, LAUNCH, READ_COPY, READ_KERNEL, READ_FUSED, READ_MAPPED } Work;
+typedef enum { FENCE_POLL, FENCE_STATUS, FENCE_BLOCK, TIMELINE_POLL, TIMELINE_BLOCK } Wait;
+static const char *const work_names[] = {"empty", "launch", "read_copy", "read_kernel", "read_fused", "read_mapped"};
+static const char *const wait_names[] = {"fence_poll", "fence_status", "fence_block", "timeline_poll",
+                                         "timeline_block"};
+
+typedef struct {
+    const Kernel *inc, *copy, *fused;
+    VkDescriptorSet inc_set, copy_set, fused_set, mapped_set;
+    const Buffer *buffer, *staging, *mapped; /* mapped: NULL where the device has no host-mappable device memory */
+    VkQueryPool queries;
+    VkSemaphore timeline;
+    uint64_t timeline_value;
+    double device_ticks, host_ns; /* a calibration: the same moment on the GPU's clock and the host's */
+} Probe;
+
+/* One round trip's phases in us: the whole, recording, vkQueueSubmit, the wait; with timestamps, submit to the GPU's
+ * start, the GPU's own time, and its end to the host seeing it. */
+typedef struct { double total, record, submit, wait, to_gpu, gpu, seen; } Phases;
+
+static void calibrate(Probe *p) {
+    VkCalibratedTimestampInfoEXT info[2] = {
+        {VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT, NULL, VK_TIME_DOMAIN_DEVICE_EXT},
+        {VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT, NULL, VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT}};
+    uint64_t stamps[2], deviation;
+    CHECK(vkGetCalibratedTimestampsEXT(gpu.device, 2, info, stamps, &deviation));
+    p->device_ticks = (double)stamps[0], p->host_ns = (double)stamps[1];
+}
+
+static double host_ns_of(const Probe *p, uint64_t ticks) {
+    return p->host_ns + ((double)ticks - p->device_ticks) * gpu.properties.limits.timestampPeriod;
+}
+
+static void record(const Probe *p, Work work, int opening_barrier, int stamps) {
+    VkCommandBufferBeginInfo begin_info = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                           .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    CHECK(vkResetCommandBuffer(gpu.cmd, 0));
+    CHECK(vkBeginCommandBuffer(gpu.cmd, &begin_info));
+    if (stamps) {
+        vkCmdResetQueryPool(gpu.cmd, p->queries, 0, 2);
+        vkCmdWriteTimestamp(gpu.cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, p->queries, 0);
+    }
+    if (opening_barrier) /* as vulkan_ref.c's begin(): the previous submission's writes before this one's accesses */
+        barrier(COMPUTE | TRANSFER, VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, COMPUTE | TRANSFER,
+                VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                    VK_ACCESS_TRANSFER_WRITE_BIT);
+    if (work == LAUNCH || work == READ_COPY || work == READ_KERNEL || work == READ_MAPPED) {
+        kernel_use(p->inc, work == READ_MAPPED ? p->mapped_set : p->inc_set, FLOATS);
+        vkCmdDispatch(gpu.cmd, 1, 1, 1);
+    }
+    if (work == READ_FUSED) {
+        kernel_use(p->fused, p->fused_set, FLOATS);
+        vkCmdDispatch(gpu.cmd, 1, 1, 1);
+    }
+    if (work == READ_COPY) {
+        barrier(COMPUTE, VK_ACCESS_SHADER_WRITE_BIT, TRANSFER, VK_ACCESS_TRANSFER_READ_BIT);
+        VkBufferCopy region = {0, 0, sizeof(float)};
+        vkCmdCopyBuffer(gpu.cmd, p->buffer->buffer, p->staging->buffer, 1, &region);
+        barrier(TRANSFER, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    } else if (work == READ_KERNEL) {
+        barrier(COMPUTE, VK_ACCESS_SHADER_WRITE_BIT, COMPUTE, VK_ACCESS_SHADER_READ_BIT);
+        kernel_use(p->copy, p->copy_set, 1);
+        vkCmdDispatch(gpu.cmd, 1, 1, 1);
+    }
+    if (work == READ_KERNEL || work == READ_FUSED || work == READ_MAPPED)
+        barrier(COMPUTE, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    if (stamps) vkCmdWriteTimestamp(gpu.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, p->queries, 1);
+    CHECK(vkEndCommandBuffer(gpu.cmd));
+}
+
+/* One round trip; returns the float it read back (0 for the work that reads nothing). */
+static float one_trip(Probe *p, Work work, Wait wait, int opening_barrier, int stamps, Phases *out) {
+    uint64_t t0 = now_ns();
+    record(p, work, opening_barrier, stamps);
+    uint64_t t1 = now_ns();
+    int timeline = wait == TIMELINE_POLL || wait == TIMELINE_BLOCK;
+    uint64_t target = p->timeline_value + 1;
+    VkTimelineSemaphoreSubmitInfo values = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                            .signalSemaphoreValueCount = 1, .pSignalSemaphoreValues = &target};
+    VkSubmitInfo submit = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = timeline ? &values : NULL,
+                           .commandBufferCount = 1, .pCommandBuffers = &gpu.cmd,
+                           .signalSemaphoreCount = timeline ? 1 : 0, .pSignalSemaphores = &p->timeline};
+    CHECK(vkQueueSubmit(gpu.queue, 1, &submit, timeline ? VK_NULL_HANDLE : gpu.fence));
+    if (timeline) p->timeline_value = target;
+    uint64_t t2 = now_ns();
+    VkResult r;
+    uint64_t value = 0;
+    VkSemaphoreWaitInfo wait_info = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, .semaphoreCount = 1,
+                                     .pSemaphores = &p->timeline, .pValues = &target};
+    switch (wait) {
+    case FENCE_POLL: while ((r = vkWaitForFences(gpu.device, 1, &gpu.fence, VK_TRUE, 0)) == VK_TIMEOUT) {} break;
+    case FENCE_STATUS: while ((r = vkGetFenceStatus(gpu.device, gpu.fence)) == VK_NOT_READY) {} break;
+    case FENCE_BLOCK: r = vkWaitForFences(gpu.device, 1, &gpu.fence, VK_TRUE, FENCE_TIMEOUT_NS); break;
+    case TIMELINE_POLL:
+        while ((r = vkGetSemaphoreCounterValue(gpu.device, p->timeline, &value)) == VK_SUCCESS && value < target) {}
+        break;
+    default: r = vkWaitSemaphores(gpu.device, &wait_info, FENCE_TIMEOUT_NS); break;
+    }
+    CHECK(r);
+    uint64_t t3 = now_ns();
+    float read = 0;
+    if (work == READ_COPY || work == READ_KERNEL || work == READ_FUSED) memcpy(&read, p->staging->mapped, sizeof read);
+    if (work == READ_MAPPED) memcpy(&read, p->mapped->mapped, sizeof read);
+    uint64_t t4 = now_ns();
+    if (!timeline) CHECK(vkResetFences(gpu.device, 1, &gpu.fence));
+    *out = (Phases){(t4 - t0) * 1e-3, (t1 - t0) * 1e-3, (t2 - t1) * 1e-3, (t3 - t2) * 1e-3, 0, 0, 0};
+    if (stamps) {
+        uint64_t ticks[2];
+        CHECK(vkGetQueryPoolResults(gpu.device, p->queries, 0, 2, sizeof ticks, ticks, sizeof ticks[0],
+                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+        double start = host_ns_of(p, ticks[0]), end = host_ns_of(p, ticks[1]);
+        out->to_gpu = (start - (double)t1) * 1e-3, out->gpu = (end - start) * 1e-3, out->seen = ((double)t3 - end) * 1e-3;
+    }
+    return read;
+}
+
+/* The median of one phase over `count` round trips (sorting a copy); min, p99 (nearest rank) and max on request. */
+static double phase_median(const Phases *all, long count, size_t field, double *min, double *p99, double *max) {
+    double *v = malloc(count * sizeof *v);
+    if (!v) die("out of host memory for %ld samples", count);
+    for (long i = 0; i < count; i++) v[i] = *(const double *)((const char *)&all[i] + field);
+    qsort(v, count, sizeof *v, by_double);
+    double median = v[(count - 1) / 2];
+    if (min) *min = v[0], *p99 = v[(99 * count + 99) / 100 - 1], *max = v[count - 1];
+    free(v);
+    return median;
+}
+
+/* TRIPS round trips of one variant after WARMUP_TRIPS; a read-back is correct when each brought one more. */
+static void variant(Probe *p, Work work, Wait wait, int opening_barrier, int stamps, long trips) {
+    Phases *all = malloc(trips * sizeof *all);
+    if (!all) die("out of host memory for %ld samples", trips);
+    if (stamps) calibrate(p);
+    int reads = work != EMPTY && work != LAUNCH, correct = 1;
+    float last = -1;
+    for (long i = -WARMUP_TRIPS; i < trips; i++) {
+        Phases phases;
+        float value = one_trip(p, work, wait, opening_barrier, stamps, &phases);
+        if (reads && last >= 0 && value != last + 1) correct = 0;
+        last = value;
+        if (i >= 0) all[i] = phases;
+    }
+    double min, p99, max, median = phase_median(all, trips, offsetof(Phases, total), &min, &p99, &max);
+    printf("{\"work\": \"%s\", \"wait\": \"%s\", \"opening_barrier\": %d, \"timestamps\": %d, \"min\": %.2f, "
+           "\"median\": %.2f, \"p99\": %.2f, \"max\": %.2f, \"record\": %.2f, \"submit\": %.2f, \"wait_us\": %.2f",
+           work_names[work], wait_names[wait], opening_barrier, stamps, min, median, p99, max,
+           phase_median(all, trips, offsetof(Phases, record), 0, 0, 0),
+           phase_median(all, trips, offsetof(Phases, submit), 0, 0, 0),
+           phase_median(all, trips, offsetof(Phases, wait), 0, 0, 0));
+    if (stamps)
+        printf(", \"submit_to_gpu_start\": %.2f, \"gpu\": %.2f, \"gpu_end_to_seen\": %.2f",
+               phase_median(all, trips, offsetof(Phases, to_gpu), 0, 0, 0),
+               phase_median(all, trips, offsetof(Phases, gpu), 0, 0, 0),
+               phase_median(all, trips, offsetof(Phases, seen), 0, 0, 0));
+    printf(", \"correct\": %s}\n", correct ? "true" : "false");
+    fflush(stdout);
+    free(all);
+}
+
+static void round_trips(const char *dir, long trips) {
+    Probe p = {0};
+    VkSemaphoreTypeCreateInfo type = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                      .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
+    VkSemaphoreCreateInfo semaphore = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &type};
+    CHECK(vkCreateSemaphore(gpu.device, &semaphore, NULL, &p.timeline));
+    Kernel inc = kernel_new(dir, "inc.spv", 1), add = kernel_new(dir, "add.spv", 3),
+           copy = kernel_new(dir, "copy.spv", 2), fused = kernel_new(dir, "fused.spv", 2);
+    warm_up(&add, WARM_FLOATS, 1.0);
+    Buffer buffer = buffer_new(FLOATS * sizeof(float), DEVICE_LOCAL), staging = buffer_new(FLOATS * sizeof(float), STAGING);
+    uint32_t mappable = memory_type_with(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                             VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, 0);
+    Buffer mapped = {0};
+    zero(&buffer, 1);
+    Buffer *one[1] = {&buffer}, *two[2] = {&buffer, &staging};
+    p.inc = &inc, p.copy = &copy, p.fused = &fused, p.buffer = &buffer, p.staging = &staging;
+    p.inc_set = kernel_bind(&inc, one, 1), p.copy_set = kernel_bind(&copy, two, 2);
+    p.fused_set = kernel_bind(&fused, two, 2);
+    if (mappable != UINT32_MAX) {
+        mapped = buffer_of_type(FLOATS * sizeof(float), mappable, 1);
+        memset(mapped.mapped, 0, FLOATS * sizeof(float));
+        Buffer *m[1] = {&mapped};
+        p.mapped = &mapped, p.mapped_set = kernel_bind(&inc, m, 1);
+    }
+    VkQueryPoolCreateInfo queries = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                     .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = 2};
+    CHECK(vkCreateQueryPool(gpu.device, &queries, NULL, &p.queries));
+    for (int w = FENCE_POLL; w <= TIMELINE_POLL; w += TIMELINE_POLL - FENCE_POLL) variant(&p, EMPTY, w, 0, 0, trips);
+    for (int w = FENCE_POLL; w <= TIMELINE_BLOCK; w++) variant(&p, LAUNCH, w, 1, 0, trips);
+    variant(&p, LAUNCH, FENCE_POLL, 0, 0, trips);
+    variant(&p, LAUNCH, TIMELINE_POLL, 0, 0, trips);
+    for (int work = READ_COPY; work <= READ_MAPPED; work++)
+        if (work != READ_MAPPED || p.mapped)
+            for (int w = FENCE_POLL; w <= TIMELINE_POLL; w += TIMELINE_POLL - FENCE_POLL) variant(&p, work, w, 1, 0, trips);
+    if (vkGetCalibratedTimestampsEXT && gpu.timestamp_bits) {
+        variant(&p, EMPTY, FENCE_POLL, 0, 1, trips);
+        for (int w = FENCE_POLL; w <= TIMELINE_POLL; w += TIMELINE_POLL - FENCE_POLL) variant(&p, LAUNCH, w, 1, 1, trips);
+        variant(&p, READ_COPY, FENCE_POLL, 1, 1, trips);
+        variant(&p, READ_KERNEL, FENCE_POLL, 1, 1, trips);
+    }
+}
+
+/* ----- memory mode ------------------------------------------------------------------------------------------- */
+/* `c = a + b` on arrays of plain device memory against host-mappable device memory (best and median of 30, GPU
+ * timestamps), then the host's reads of mappable device memory by size (median of 201 memcpy calls). */
+static void memory_mode(const char *dir) {
+    uint32_t plain = memory_type_with(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 1);
+    uint32_t mappable = memory_type_with(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                             VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, 0);
+    if (mappable == UINT32_MAX) die("%s has no host-mappable device memory", gpu.properties.deviceName);
+    if (plain == UINT32_MAX) plain = mappable;
+    Kernel add = kernel_new(dir, "add.spv", 3);
+    VkQueryPoolCreateInfo info = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                  .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = 2};
+    VkQueryPool queries;
+    CHECK(vkCreateQueryPool(gpu.device, &info, NULL, &queries));
+    warm_up(&add, WARM_FLOATS, 1.0);
+    const long sizes[] = {1L << 20, 16L << 20, 64L << 20};
+    for (int s = 0; s < 3; s++)
+        for (int which = 0; which < 2; which++) {
+            uint32_t type = which ? mappable : plain;
+            Buffer a = buffer_of_type(sizes[s], type, 0), b = buffer_of_type(sizes[s], type, 0),
+                   c = buffer_of_type(sizes[s], type, 0);
+            Buffer *bound[3] = {&a, &b, &c};
+            VkDescriptorSet set = kernel_bind(&add, bound, 3);
+            double seconds[30];
+            for (int rep = 0; rep < 30; rep++) seconds[rep] = time_add(&add, set, (uint32_t)(sizes[s] / 16), queries);
+            qsort(seconds, 30, sizeof seconds[0], by_double);
+            printf("{\"add\": %ld, \"memory_type\": %u, \"best_gbs\": %.1f, \"median_gbs\": %.1f}\n", sizes[s], type,
+                   3.0 * sizes[s] / seconds[0] / 1e9, 3.0 * sizes[s] / seconds[14] / 1e9);
+            fflush(stdout);
+            buffer_free(&a), buffer_free(&b), buffer_free(&c);
+        }
+    Buffer m = buffer_of_type(1 << 20, mappable, 1);
+    memset(m.mapped, 1, 1 << 20);
+    char *host = malloc(1 << 20);
+    if (!host) die("out of host memory");
+    const long reads[] = {4, 64, 256, 1024, 4096, 16384, 65536, 1 << 20};
+    for (int r = 0; r < 8; r++) {
+        double us[201];
+        for (int rep = 0; rep < 201; rep++) {
+            uint64_t t0 = now_ns();
+            memcpy(host, m.mapped, reads[r]);
+            us[rep] = (now_ns() - t0) * 1e-3;
+        }
+        qsort(us, 201, sizeof us[0], by_double);
+        printf("{\"host_read\": %ld, \"min_us\": %.2f, \"median_us\": %.2f, \"max_us\": %.2f}\n", reads[r], us[0],
+               us[100], us[200]);
+        fflush(stdout);
+    }
+    free(host);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4 || argc > 5 || (argc == 5 && strcmp(argv[4], "memory")))
+        die("usage: round-trip-floor DIR DEVICE_NAME TRIPS [memory] (scripts/round-trip-floor.py runs it)");
+    long trips = strtol(argv[3], NULL, 10);
+    if (trips <= 0) die("TRIPS must be a positive integer, not '%s'", argv[3]);
+    open_loader();
+    open_instance(0);
+    open_probe_device(argv[2]);
+    emit_info("%s, calibrated timestamps: %s", gpu.properties.deviceName, vkGetCalibratedTimestampsEXT ? "yes" : "no");
+    for (uint32_t i = 0; i < gpu.memory.memoryTypeCount; i++) {
+        uint32_t heap = gpu.memory.memoryTypes[i].heapIndex;
+        printf("{\"memory_type\": %u, \"flags\": %u, \"heap\": %u, \"heap_bytes\": %llu}\n", i,
+               gpu.memory.memoryTypes[i].propertyFlags, heap,
+               (unsigned long long)gpu.memory.memoryHeaps[heap].size);
+    }
+    if (argc == 5)
+        memory_mode(argv[1]);
+    else
+        round_trips(argv[1], trips);
+    return 0;
+}
