@@ -17,7 +17,8 @@
  *
  * DIR holds inc.spv, add.spv, copy.spv and fused.spv. It prints JSON lines: {"info": ...}, {"memory_type": ...} per
  * type, one {"work": ...} per variant of round trip (min, median, p99 and max of TRIPS round trips after 300 untimed
- * ones, in us, and the medians of each phase), or in `memory` mode {"add": ...} and {"host_read": ...} lines. */
+ * ones, in us, and the medians of each phase), or in `memory` mode {"add": ...} and {"host_read": ...} lines; under
+ * VKBACKEND_VALIDATION=1, one {"validation": ...} per message of the Khronos validation layer. */
 #define VULKAN_REF_NO_MAIN
 #include "vulkan_ref.c"
 
@@ -356,7 +357,9 @@ int main(int argc, char **argv) {
     long trips = strtol(argv[3], NULL, 10);
     if (trips <= 0) die("TRIPS must be a positive integer, not '%s'", argv[3]);
     open_loader();
-    open_instance(0);
+    const char *validation = getenv("VKBACKEND_VALIDATION"); /* as vulkan_ref.c's main reads it */
+    open_instance(validation && (!strcasecmp(validation, "1") || !strcasecmp(validation, "true") ||
+                                 !strcasecmp(validation, "yes") || !strcasecmp(validation, "on")));
     open_probe_device(argv[2]);
     emit_info("%s, calibrated timestamps: %s", gpu.properties.deviceName, vkGetCalibratedTimestampsEXT ? "yes" : "no");
     for (uint32_t i = 0; i < gpu.memory.memoryTypeCount; i++) {

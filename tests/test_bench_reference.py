@@ -7,8 +7,11 @@ about speed. Skipped where no C compiler or no Vulkan headers are found, with th
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -169,3 +172,24 @@ def test_records_from_a_program_that_died_early():
     records = vulkan_ref.records_from(result, TINY, np.ones(8, np.float32), np.ones(8, np.float32), None, log.append)
     assert [(r.value, r.correct) for r in records[1:]] == [(None, False)] * (len(vulkan_ref.CASE_NAMES) - 1)
     assert records[0].correct and "vulkan-c: vulkan_ref exited with 1: vulkan_ref: boom" in log
+
+
+def test_the_round_trip_floor_runs_every_variant_and_checks_its_reads(tmp_path):
+    """scripts/round-trip-floor.py, built on vulkan_ref.c: every variant runs, each read-back brought one more than
+    the one before, and the validation layer (which the program inherits from the suite) says nothing."""
+    require_c_reference()
+    out = tmp_path / "floor.jsonl"
+    script = Path(__file__).resolve().parent.parent / "scripts" / "round-trip-floor.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--trips", "5", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    variants = [line for line in lines if "work" in line]
+    assert {"empty", "launch", "read_copy", "read_kernel", "read_fused"} <= {line["work"] for line in variants}
+    assert all(line["correct"] for line in variants), variants
+    assert [line for line in lines if "validation" in line] == []

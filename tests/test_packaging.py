@@ -63,8 +63,8 @@ BUILD_INPUTS = [
 ]
 # Of those, what only the build reads: in the sdist, never in the wheel.
 BUILD_ONLY = ("vkbackend/decl/", "vkbackend/csrc/")
-# What the sdist carries besides: the bench's C reference, the probe built on it, and the GPU scripts (docs/performance.md,
-# docs/plugin-guide.md), and the wheel recipe's scripts (README, "Wheels").
+# What the sdist carries besides: the bench's C reference, the probe built on it, and the GPU scripts
+# (docs/performance.md, docs/plugin-guide.md), and the wheel recipe's scripts (README, "Wheels").
 BENCH_FILES = [
     "vkbackend/bench/vulkan_ref.c",
     "scripts/round-trip-floor.c",
