@@ -15,7 +15,7 @@ import json
 import numpy as np
 import pytest
 from _buffers import download
-from _reliability import AFFINE, MAP, SPIN, groups, run_isolated, spin_grids
+from _reliability import AFFINE, MAP, SPIN, SPIN_INNER, groups, run_isolated, spin_grids
 
 import vkbackend
 from vkbackend import testing
@@ -320,6 +320,31 @@ def test_injected_wait_timeouts_never_hang_or_lose_launches(device, pool, progs)
     device.sync()
     np.testing.assert_array_equal(download(pool, buf, np.uint32, N), expect)
     pool.release(buf)
+
+
+def test_giving_up_on_the_batches_in_flight_waits_for_the_gpu_first(device, pool, progs):
+    """The worker's last resort after an error it cannot place (``Worker._run``) gives up on its batches in flight
+    once the GPU is done with them (``BatchSubmitter.abandon`` with a deadline): their launches have run, every
+    waiter is released, and the device goes on working."""
+    (grid,) = spin_grids(device, 0.3)
+    busy = pool.allocate(1024)
+    buf = pool.allocate(N * 4)
+    x = np.arange(N, dtype=np.uint32)
+    pool.host_to_pool(x, buf)
+    device.sync()
+    worker = device._worker
+    device.launch(progs["spin"], [busy], [SPIN_INNER], grid)
+    device.launch(progs["affine"], [buf], [N, 1, 2], groups(N))
+    worker.call(worker._submitter.submit)  # both in flight behind the spin when the worker gives up on them
+    assert worker.call(lambda: worker._submitter.in_flight) > 0
+    worker.call(worker._submitter.abandon, 10**10)
+    assert worker.call(lambda: worker._submitter.in_flight) == 0
+    device.sync()
+    np.testing.assert_array_equal(download(pool, buf, np.uint32, N), x + 2)
+    device.launch(progs["affine"], [buf], [N, 2, 0], groups(N))
+    np.testing.assert_array_equal(download(pool, buf, np.uint32, N), (x + 2) * 2)
+    pool.release(buf)
+    pool.release(busy)
 
 
 # ----- compilation ------------------------------------------------------------------------------------------------

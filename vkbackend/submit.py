@@ -489,7 +489,7 @@ class BatchSubmitter:
         deadline = time.monotonic_ns() + wait_ns
         for batch in self._in_flight if wait_ns else ():  # its result does not matter: each batch is given up anyway
             self.ctx.lib.vkb_wait_fence(
-                self.ctx.device, batch.fence, max(0, deadline - time.monotonic_ns()), self.progress
+                self.ctx.device, batch.fence, max(0, deadline - time.monotonic_ns()), self.progress, 0
             )
         while self._in_flight:
             batch = self._in_flight.popleft()
