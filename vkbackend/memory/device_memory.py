@@ -140,6 +140,10 @@ class DeviceMemory:
             )
             req = ffi.new("VkMemoryRequirements*")
             lib.vkGetBufferMemoryRequirements(ctx.device, buf[0], req)
+            if type_index == self.chunk_type and not req.memoryTypeBits >> type_index & 1:
+                # the device's buffers cannot live in that type (Vulkan promises only some device-local type):
+                # chunks stay in device_type, unmapped, and read-backs go through staging
+                type_index, self.chunk_type = self.device_type, None
             ainfo = new_struct(
                 "VkMemoryAllocateInfo",
                 pNext=self.address_flags(),

@@ -365,7 +365,7 @@ class MemoryPool:
             self.chunk_bytes, self.memory.device_type if mapped is None else mapped, "chunk"
         )
         self._chunks.append(chunk)  # listed with no call after the handles arrive: an interrupt cannot lose them
-        if mapped is not None:
+        if self.memory.chunk_type is not None:  # (create falls back to device_type where buffers cannot be mapped)
             try:
                 chunk.host = self.memory.map(chunk.memory, self.chunk_bytes, "chunk")
             except BackendError as error:  # read through staging instead
@@ -713,7 +713,9 @@ class MemoryPool:
 
         A sync point: it waits for every earlier launch and copy, and raises the first asynchronous error since the
         last sync point. At most ``DIRECT_READ_MAX`` bytes of a small buffer in host-mappable device memory are read
-        straight from it after the sync point; anything else is copied through staging.
+        straight from it after the sync point; anything else is copied through staging. A read straight from memory is
+        not ordered against launches another thread queues after its sync point: one that writes those bytes
+        meanwhile may be seen half done (order such threads yourself, as with any shared buffer).
         """
         self.ctx.ensure_usable()
         data = _bytes_view(dst, writable=True)
@@ -726,7 +728,7 @@ class MemoryPool:
         chunk = entry.root.chunk
         if data.nbytes <= DIRECT_READ_MAX and chunk is not None and chunk.host is not None:
             self._worker.sync()  # the sync point: everything queued before has completed, earlier errors are raised
-            ffi.memmove(data, chunk.host + entry.offset + offset, data.nbytes)
+            self.transfers.read_mapped(data, chunk.host + entry.offset + offset)
             return
         self.transfers.download(entry.slot, offset, ffi.cast("char*", ffi.from_buffer(data)), data.nbytes)
         self._worker.raise_errors()  # the download waited for its copies, which ran after all earlier work
