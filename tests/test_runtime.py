@@ -191,14 +191,22 @@ def test_cooperative_matrix_shape_from_properties():
 
 
 def test_free_bytes_comes_from_the_heap(pool, device):
+    """The figure is the driver's budget less what is in use, so it moves with a dedicated allocation of ours. Other
+    processes on the GPU (the suite's other workers on a real one) move it too: one of a few tries must see ours."""
     heap = max(device.info.memory_heaps, key=lambda h: h.size if h.device_local else 0)
-    free = pool.free_bytes
-    assert 0 < free <= heap.size
-    buf = pool.allocate(64 << 20)  # a dedicated allocation: the figure must move
-    try:
-        assert pool.free_bytes <= free - (32 << 20)
-    finally:
-        pool.release(buf)
+    drops = []
+    for _ in range(5):
+        free = pool.free_bytes
+        assert 0 < free <= heap.size
+        buf = pool.allocate(64 << 20)  # a dedicated allocation: the figure must move
+        try:
+            drops.append(free - pool.free_bytes)
+        finally:
+            pool.release(buf)
+        device.sync()  # the release's memory is given back before the next try
+        if drops[-1] >= 32 << 20:
+            break
+    assert max(drops) >= 32 << 20, drops
 
 
 def test_info_cli_lists_the_device(device):
