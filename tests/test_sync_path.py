@@ -670,3 +670,20 @@ def test_the_switch_interval_is_left_alone_by_default():
     interpreter's switch interval as the program had it."""
     result = run_isolated("sync_path_switch_interval", "default")
     assert result["left_alone"] and result["validation"] == ""
+
+
+def test_caller_cpu_times_round_trips_with_the_caller_pinned():
+    """scripts/caller-cpu.py (the hosts' slow mode, docs/performance.md): a fresh process per CPU and wait, each
+    counting every launch, and one line of figures for each."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "scripts", "caller-cpu.py"), "--cpus", str(cpu), "--trips", "20"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == [f"CPU {cpu:3d}, spin ", f"CPU {cpu:3d}, sleep"], lines
+    assert not any("WRONG" in line for line in lines), lines
