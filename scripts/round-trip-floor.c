@@ -39,11 +39,6 @@ static uint64_t now_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-static int by_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The device, with timeline semaphores and, where offered, calibrated timestamps. */
 static void open_probe_device(const char *name) {
     static VkPhysicalDeviceVulkan12Features features = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
@@ -215,14 +210,15 @@ static float one_trip(Probe *p, Work work, Wait wait, int opening_barrier, int s
     return read;
 }
 
-/* The median of one phase over `count` round trips (sorting a copy); min, p99 (nearest rank) and max on request. */
+/* The median of one phase over `count` round trips (sorting a copy); min, p99 and max on request, by nearest rank
+ * as the bench's round trips (vulkan_ref.c's `percentile`). */
 static double phase_median(const Phases *all, long count, size_t field, double *min, double *p99, double *max) {
     double *v = malloc(count * sizeof *v);
     if (!v) die("out of host memory for %ld samples", count);
     for (long i = 0; i < count; i++) v[i] = *(const double *)((const char *)&all[i] + field);
-    qsort(v, count, sizeof *v, by_double);
-    double median = v[(count - 1) / 2];
-    if (min) *min = v[0], *p99 = v[(99 * count + 99) / 100 - 1], *max = v[count - 1];
+    qsort(v, count, sizeof *v, by_value);
+    double median = percentile(v, count, 50);
+    if (min) *min = v[0], *p99 = percentile(v, count, 99), *max = v[count - 1];
     free(v);
     return median;
 }
@@ -325,9 +321,9 @@ static void memory_mode(const char *dir) {
             VkDescriptorSet set = kernel_bind(&add, bound, 3);
             double seconds[30];
             for (int rep = 0; rep < 30; rep++) seconds[rep] = time_add(&add, set, (uint32_t)(sizes[s] / 16), queries);
-            qsort(seconds, 30, sizeof seconds[0], by_double);
+            qsort(seconds, 30, sizeof seconds[0], by_value);
             printf("{\"add\": %ld, \"memory_type\": %u, \"best_gbs\": %.1f, \"median_gbs\": %.1f}\n", sizes[s], type,
-                   3.0 * sizes[s] / seconds[0] / 1e9, 3.0 * sizes[s] / seconds[14] / 1e9);
+                   3.0 * sizes[s] / seconds[0] / 1e9, 3.0 * sizes[s] / percentile(seconds, 30, 50) / 1e9);
             fflush(stdout);
             buffer_free(&a), buffer_free(&b), buffer_free(&c);
         }
@@ -343,9 +339,9 @@ static void memory_mode(const char *dir) {
             memcpy(host, m.mapped, reads[r]);
             us[rep] = (now_ns() - t0) * 1e-3;
         }
-        qsort(us, 201, sizeof us[0], by_double);
+        qsort(us, 201, sizeof us[0], by_value);
         printf("{\"host_read\": %ld, \"min_us\": %.2f, \"median_us\": %.2f, \"max_us\": %.2f}\n", reads[r], us[0],
-               us[100], us[200]);
+               percentile(us, 201, 50), us[200]);
         fflush(stdout);
     }
     free(host);

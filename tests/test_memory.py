@@ -329,8 +329,8 @@ def test_small_read_backs_read_mapped_memory_straight(direct):
 
 def test_a_device_closed_during_a_direct_read_is_a_clean_error():
     """A close from another thread between a direct read's sync point and its copy: close() frees the chunks only
-    once no read is copying from their mapping, and the read raises the closed error (it read unmapped memory and
-    crashed the process)."""
+    once no read is copying from their mapping, and the read raises the closed error instead of reading unmapped
+    memory."""
     r = run_isolated("memory_direct_read_close")
     assert r["mapped"] and r["synced"] and r["joined"]
     assert r["read"] == "InvalidArgument" and r["close"] == "ok"
