@@ -44,6 +44,7 @@ CSRC_ORDER = [
     "debug.c",
     "fork.c",
     "copy.c",
+    "marker.c",
     "express.c",
     "fence.c",
     "slots.c",

@@ -429,6 +429,18 @@ def test_failed_batch_creation_is_memory_allocation_and_recoverable(function):
     assert r["validation"] == ""
 
 
+def test_a_device_lost_under_a_batch_without_a_fence_is_seen(device):
+    """A batch that signals no fence has completed once the completion marker reaches its serial, which a lost GPU
+    never writes: a sync point waiting on it asks the loss probe now and then, and raises DeviceLost instead of
+    waiting for a kernel that will not finish (here it would finish, and the sync would return)."""
+    r = run_isolated("faults_marker_loss", env={"SPIN_GRIDS": json.dumps(spin_grids(device, 0.5))})
+    assert r["fired"] and r["sync"] == "DeviceLost", r
+    assert r["fence_resets"] == 0
+    assert r["close"] == "ok"
+    assert all(count == 0 for count in r["live_end"].values()), r["live_end"]
+    assert r["validation"] == ""
+
+
 def test_sync_deadline_turns_long_waits_into_kernel_sync(device):
     """VKBACKEND_SYNC_TIMEOUT_S bounds every wait: a sync point and read-backs behind a long kernel raise KernelSync
     near the deadline; the work still completes, later sync points succeed, close() behind a long kernel returns by
@@ -449,7 +461,7 @@ def test_a_fence_that_cannot_be_reset_is_never_reused():
     """Reusing the still-signalled fence crashed the process (std::future_error in the validation layer); its batch is
     now set aside and destroyed at close."""
     r = run_isolated("faults_fence_reset")
-    assert r["first"] == "KernelSync"
+    assert r["fired"] and r["first"] == "KernelSync"
     assert r["read"] == "ok" and r["ok"] and r["close"] == "ok"
     assert all(count == 0 for count in r["live_end"].values()), r["live_end"]
     assert r["validation"] == ""

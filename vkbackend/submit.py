@@ -3,8 +3,14 @@ batch, and reaping.
 
 The worker moves launch records from its queue into the window (``take_records``) and adds copies and completions;
 ``submit`` hands the whole window to the C recorder in one call (csrc/recorder.c), which also decides the barriers,
-and submits it. Command buffers, fences and descriptor pools are recycled when their batch's fence signals; nothing
-has a fixed capacity. Everything here runs on the device's worker thread.
+and submits it. Every batch ends by writing its serial into the completion marker (marker.py), but only some signal
+their fence: on NVIDIA's driver each signalled fence costs an interrupt that takes tens of microseconds from the CPU
+it lands on, whichever thread runs there. A batch signals its fence when something runs on its completion (callbacks)
+or it holds descriptor pools, when FENCE_EVERY - 1 batches in a row went without one, when a drain retires everything,
+and while tracing (a batch's timestamps are read once its fence has signalled). A batch without one has completed once
+the marker has reached its serial; its command buffer is recorded again only once a later fence has signalled (the
+batch waits in ``_retiring`` meanwhile), as Vulkan requires. Command buffers, fences and descriptor pools are recycled
+so; nothing has a fixed capacity. Everything here runs on the device's worker thread.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from . import records, trace
 from .context import DeviceContext
 from .descriptors import DescriptorSets
 from .errors import BackendError, ErrorStatus, check, vk_error
+from .marker import CompletionMarker
 from .programs import ProgramTable
 from .structs import new_array, new_struct
 
@@ -30,6 +37,7 @@ KICK_GRACE_NS = 100_000  # a kicked worker waits this long for a caller to relea
 HEAD_DISPATCHES = 4  # onto an idle GPU, a window of more than twice this many submits its first this many at once
 HEAD_MIN_BYTES = (2 * HEAD_DISPATCHES + 1) * 20  # the shortest window that can be split (a dispatch is 5 words or more)
 TRACE_QUERY_PAIRS = 256  # tracing: batches whose GPU start and end are kept at once (a batch completes long before)
+FENCE_EVERY = 16  # at least one batch in this many signals its fence (the others' command buffers wait for one)
 
 # why the recorder skipped a record (vkb_window.error_code, decl/vkb.h), by the name of its code there
 _RECORD_ERRORS = {
@@ -44,11 +52,12 @@ class Batch:
     """One submitted command buffer (two where the window's head went first), its fence, and what to do when it
     completes."""
 
-    __slots__ = ("serial", "cmd", "head", "fence", "callbacks", "descriptor_pools")
+    __slots__ = ("serial", "cmd", "head", "fence", "fenced", "callbacks", "descriptor_pools")
 
     def __init__(self, cmd, fence) -> None:
         self.serial = 0
         self.cmd, self.fence = cmd, fence
+        self.fenced = False  # submitted with its fence (else its completion is the marker's)
         self.head = None  # the command buffer of a window's head, allocated the first time one is split
         self.callbacks: list = []
         self.descriptor_pools: list = []
@@ -62,17 +71,22 @@ class BatchSubmitter:
         self._table = table
         ffi, lib = ctx.ffi, ctx.lib
         info = ctx.info
+        self._marker = CompletionMarker(ctx)
+        try:
+            self._loss_probe = self._create_fence()
+        except BackendError:
+            self._marker.destroy()
+            raise
         pool_info = new_struct(
             "VkCommandPoolCreateInfo",
             flags=lib.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
             queueFamilyIndex=ctx.handles.physical.queue_family,
         )
         pool = ffi.new("VkCommandPool*")
-        check(
-            lib.vkCreateCommandPool(ctx.device, pool_info, ffi.NULL, pool),
-            "vkCreateCommandPool",
-            ErrorStatus.Initialization,
-        )
+        result = lib.vkCreateCommandPool(ctx.device, pool_info, ffi.NULL, pool)
+        if result != 0:
+            self._destroy_marker()
+            check(result, "vkCreateCommandPool", ErrorStatus.Initialization)
         self._command_pool = pool[0]
         self._query_pool = ffi.NULL
         self._gpu_clock = None  # tracing: (GPU ticks, host ns) taken at one instant, where the device can tell
@@ -87,6 +101,7 @@ class BatchSubmitter:
             result = lib.vkCreateQueryPool(ctx.device, qinfo, ffi.NULL, qp)
             if result != 0:
                 lib.vkDestroyCommandPool(ctx.device, self._command_pool, ffi.NULL)
+                self._destroy_marker()
                 check(result, "vkCreateQueryPool", ErrorStatus.Initialization)
             self._query_pool = qp[0]
             if trace.enabled:
@@ -96,17 +111,21 @@ class BatchSubmitter:
         self._free_bytes = 0  # device memory those completions give back
         self.window_limit = max(1, ctx.config.window_launches)
         self._in_flight: deque[Batch] = deque()
+        self._retiring: list[Batch] = []  # completed by the marker, waiting for a later fence before reuse
         self._abandoned: list[Batch] = []  # given up on (device lost, deadline at close): destroyed with the rest
         self._spare: list[Batch] = []
         self._descriptors = None if info.push_descriptors else DescriptorSets(ctx)
         self.submitted = 0  # serial of the last submitted batch
         self.completed = 0  # serial of the last completed batch
+        self.retired_serial = 0  # serial of the last batch a signalled fence covers (what it used may be reused)
         self._window = self._init_window(ffi.new("vkb_window*"))
         self._window.epoch = 1
         self._fence_ptr = ffi.new("VkFence*")
         self._reset_result = ffi.new("VkResult*")  # vkb_wait_last's reset of the fence
         # the serial of the last batch completed (its completions run), for callers waiting at sync points (fence.c)
         self.progress = ffi.new("vkb_progress*")
+        self.progress.marker = self._marker.word
+        self.progress.loss_probe = self._loss_probe
         # on a CPU device or with two cores or fewer, only as long as any other wait (VKB_SPIN_NS)
         self.progress.spin_ns = WAITED_SPIN_NS if ctx.polling_pays else lib.VKB_SPIN_NS
         self.progress.grace_ns = KICK_GRACE_NS if ctx.polling_pays else 0
@@ -116,6 +135,7 @@ class BatchSubmitter:
         self._express = ffi.new("vkb_express*")
         x = self._express
         x.main, x.queue = self._window, ctx.handles.queue
+        x.fence_every = FENCE_EVERY  # x.unfenced counts the batches since the last fence, the worker's and the lane's
         # the slots' windows, whose epoch is the main window's
         self._express_windows = [self._init_window(ffi.addressof(slot, "window")) for slot in x.slots]
         self._express_batches: list[Batch | None] = [None] * len(x.slots)  # the batches the lane submits into
@@ -132,6 +152,7 @@ class BatchSubmitter:
     def _init_window(self, w):
         """``w`` (a ``vkb_window*``) with what every window of this device records against."""
         w.device, w.query_pool, w.slots = self.ctx.device, self._query_pool, self.ctx.slots
+        w.marker_buffer = self._marker.buffer
         for axis in range(3):
             w.max_groups[axis] = self.ctx.info.max_global_work_dims[axis]
         return w
@@ -155,9 +176,10 @@ class BatchSubmitter:
         return len(self._records) >= self.window_limit
 
     def after_queued(self, fn: Callable, nbytes: int = 0) -> int:
-        """Run ``fn`` once all work added so far has completed: with the window's batch, else with the last batch in
-        flight, else now. ``nbytes`` is the device memory it gives back; returns what the window holds back so."""
-        if self._records or self._callbacks:
+        """Run ``fn`` once all work added so far has completed and is retired: with the window's batch (which then
+        signals its fence), else with the last batch in flight where it signals one, else now. ``nbytes`` is the
+        device memory it gives back; returns what the window holds back so."""
+        if self._records or self._callbacks or self._awaits_fence():
             self._callbacks.append(fn)
             self._free_bytes += nbytes
             return self._free_bytes
@@ -172,6 +194,16 @@ class BatchSubmitter:
         """Whether the window holds anything to submit."""
         return bool(self._records or self._callbacks)
 
+    def _awaits_fence(self) -> bool:
+        """Whether retiring what was submitted so far takes a fence not yet submitted: the last batch in flight has
+        none, or batches completed by the marker wait for one."""
+        return bool(self._retiring) or bool(self._in_flight and not self._in_flight[-1].fenced)
+
+    def retired(self) -> bool:
+        """Whether every batch submitted so far is retired: completed, and known so through a fence, so that what it
+        used may be reused or destroyed. The worker's queue and the express lane are the caller's to check."""
+        return self.retired_serial >= self.submitted
+
     @property
     def in_flight(self) -> int:
         """How many submitted batches have not completed."""
@@ -183,12 +215,27 @@ class BatchSubmitter:
             return self._spare.pop()
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
         cmd = self._new_command_buffer()
-        fence = ffi.new("VkFence*")
-        result = lib.vkCreateFence(dev, new_struct("VkFenceCreateInfo"), ffi.NULL, fence)
-        if result != 0:
+        try:
+            fence = self._create_fence()
+        except BackendError:
             lib.vkFreeCommandBuffers(dev, self._command_pool, 1, ffi.new("VkCommandBuffer*", cmd))
-            check(result, "vkCreateFence", ErrorStatus.MemoryAllocation)
-        return Batch(cmd, fence[0])
+            raise
+        return Batch(cmd, fence)
+
+    def _create_fence(self):
+        ffi, lib = self.ctx.ffi, self.ctx.lib
+        fence = ffi.new("VkFence*")
+        check(
+            lib.vkCreateFence(self.ctx.device, new_struct("VkFenceCreateInfo"), ffi.NULL, fence),
+            "vkCreateFence",
+            ErrorStatus.MemoryAllocation,
+        )
+        return fence[0]
+
+    def _destroy_marker(self) -> None:
+        """The completion marker and the loss probe (no batch may use them any more)."""
+        self.ctx.lib.vkDestroyFence(self.ctx.device, self._loss_probe, self.ctx.ffi.NULL)
+        self._marker.destroy()
 
     def _new_command_buffer(self):
         ffi, lib = self.ctx.ffi, self.ctx.lib
@@ -206,10 +253,12 @@ class BatchSubmitter:
         )
         return cmd[0]
 
-    def submit(self, split: bool = True) -> None:
-        """Record the window and submit it with one fence: onto an idle GPU and with ``split``, a long window's first
-        HEAD_DISPATCHES dispatches go first in a command buffer of their own, the rest in another."""
-        if not self._records and not self._callbacks:
+    def submit(self, split: bool = True, fence: bool = False) -> None:
+        """Record the window and submit it: onto an idle GPU and with ``split``, a long window's first HEAD_DISPATCHES
+        dispatches go first in a command buffer of their own, the rest in another. It signals its fence where it has
+        completions or descriptor pools, with ``fence`` (then even an empty window is submitted), after FENCE_EVERY - 1
+        batches without one, and while tracing."""
+        if not self._records and not self._callbacks and not fence:
             return
         ctx = self.ctx
         ffi, lib = ctx.ffi, ctx.lib
@@ -247,15 +296,21 @@ class BatchSubmitter:
         w.programs = self._table.array
         w.n_programs = self._table.capacity
         w.sets, w.n_sets = ffi.NULL, 0
+        w.marker_value = serial & 0xFFFFFFFF
+        x = self._express
         try:
             sets = self._descriptor_sets(batch) if self._descriptors is not None else None
             if sets is not None:
                 w.sets, w.n_sets = sets, len(sets)
+            batch.fenced = bool(
+                fence or callbacks or batch.descriptor_pools or x.unfenced + 1 >= FENCE_EVERY or trace.enabled
+            )
             if trace.enabled:
                 trace.event("submit", serial)
             # handed over by a caller who runs on: linger until it waits, so that the GIL is free then (fence.c)
             linger_ns = self.progress.grace_ns if self.progress.handing else 0
-            result = lib.vkb_submit_batch(w, ctx.handles.queue, batch.fence, self.progress, linger_ns)
+            signal = batch.fence if batch.fenced else ffi.NULL
+            result = lib.vkb_submit_batch(w, ctx.handles.queue, signal, self.progress, linger_ns)
             self._stats["submit_ns"] += w.submit_ns  # the express lane's are counted in C
             if trace.enabled:
                 trace.event("submitted", serial)
@@ -263,6 +318,7 @@ class BatchSubmitter:
         except Exception as error:  # whatever it was, waiters must be released and the error must reach a sync point
             self._submit_failed(error, batch, callbacks, w)
             return
+        x.unfenced = 0 if batch.fenced else x.unfenced + 1
         self._track(batch, callbacks)
         self._count(batch, w)
 
@@ -293,6 +349,7 @@ class BatchSubmitter:
         )
         self._window.barrier_first = 1  # the hazard state counts barriers of the failed recording, which never ran
         if w.fence_submitted:  # its head runs on the GPU: the batch's fence tells when it is done
+            self._express.unfenced = 0
             self._track(batch, callbacks)
             return
         if w.head_submitted:  # its head runs with no fence: the completions wait for the next batch's
@@ -357,23 +414,32 @@ class BatchSubmitter:
         return served
 
     def take_express(self, served: int) -> None:
-        """Account for the ``served`` batches the lane submitted in its park, one after the other. Those whose fences
-        the park saw signal have completed (their serials published from C); the others are tracked, oldest first.
+        """Account for the ``served`` batches the lane submitted in its park, one after the other. Those the park
+        freed (a fence it saw signal covered them) have completed and are retired, their serials published from C;
+        those it saw complete by the marker wait for a fence (``_retiring``); the others are tracked, oldest first.
         A serve that never reached the GPU (the park's last) still takes its serial, which a caller may be waiting
         for: the batch before it, still running, takes it over, or with none it is published at once; either way
         after the error."""
         x, batches = self._express, self._express_batches
         self.express_count += served
+        if x.retired:  # a fence the park saw signal covers every batch before it, this thread's own among them
+            self._retire(x.retired)
+            x.retired = 0
         tracked = sorted((i for i, slot in enumerate(x.slots) if slot.in_use), key=lambda i: x.slots[i].serial)
         failed = next((i for i, slot in enumerate(x.slots) if slot.result != 0), None)
         self.submitted = self.completed = (x.slots[tracked[0]].serial if tracked else x.serial) - 1
         for i in tracked:
             slot, batch, batches[i] = x.slots[i], batches[i], None
+            batch.fenced = bool(slot.fenced)
             if slot.window.n_errors:
                 self._check_submitted(self._express_windows[i], 0)  # the skipped records' error, before completion
             self.submitted = slot.serial - 1
             self._track(batch, [])
             if slot.fence_result == 0:
+                if not slot.running:  # completed by the marker, its serial published: it waits for a fence
+                    self._in_flight.pop()
+                    self._retiring.append(batch)
+                    self.completed = slot.serial
                 continue
             if slot.running:  # polling its fence failed: the device may be lost
                 self._fence_failed(slot.fence_result, "vkWaitForFences")
@@ -422,8 +488,10 @@ class BatchSubmitter:
         reset: int | None = None,
         published: bool = False,
     ) -> None:
-        """Recycle a batch whose fence has signalled, run its completions and publish its serial. ``reset``: the
-        result of the fence's reset where C has done it; ``published``: C has published the serial too. With
+        """A batch has completed: one that signalled its fence is recycled with every batch before it waiting for a
+        fence, and its completions run; one without waits for a fence. Then its serial is published. ``reset``: the
+        result of the fence's reset where C has done it (a batch without a fence: 0); ``published``: C has published
+        the serial too. With
         ``hold_ns``, when this was the last batch and the window is empty, a caller released by the publish is not
         raced for the GIL: the worker waits for its next work inside the publish (csrc/fence.c), ``on_hold(True)``
         before and ``on_hold(False)`` after (which takes what the express lane, readied for the hold, submitted)."""
@@ -433,18 +501,22 @@ class BatchSubmitter:
             trace.event("complete", batch.serial)
             if self._gpu_clock is not None:
                 self._trace_gpu(batch.serial)
-        result = reset
-        if result is None:
-            self._fence_ptr[0] = batch.fence
-            result = lib.vkResetFences(self.ctx.device, 1, self._fence_ptr)
-        if result != 0:
-            self.ctx.fail(vk_error(result, "vkResetFences", ErrorStatus.KernelSync))
-        self._recycle_descriptor_pools(batch)
         self.completed = batch.serial
+        if not batch.fenced:
+            self._retiring.append(batch)
+        else:
+            result = reset
+            if result is None:
+                self._fence_ptr[0] = batch.fence
+                result = lib.vkResetFences(self.ctx.device, 1, self._fence_ptr)
+            if result != 0:
+                self.ctx.fail(vk_error(result, "vkResetFences", ErrorStatus.KernelSync))
+            self._recycle_descriptor_pools(batch)
+            self._retire(batch.serial)
+            # A fence that could not be reset is still signalled: submitting with it again is invalid (it crashes the
+            # validation layer), so its batch is set aside and destroyed at close instead of reused.
+            (self._spare if result == 0 else self._abandoned).append(batch)
         callbacks, batch.callbacks = batch.callbacks, []
-        # A fence that could not be reset is still signalled: submitting with it again is invalid (it crashes the
-        # validation layer), so its batch is set aside and destroyed at close instead of reused.
-        (self._spare if result == 0 else self._abandoned).append(batch)
         self._run(callbacks)
         if published:
             return
@@ -456,13 +528,40 @@ class BatchSubmitter:
         else:
             lib.vkb_publish_completed(self.progress, batch.serial, 0)
 
+    def _retire(self, serial: int) -> None:
+        """A fence has signalled that covers batch ``serial`` and every one before it: those completed by the marker
+        are reused."""
+        self._spare += self._retiring
+        self._retiring = []
+        self.retired_serial = max(self.retired_serial, serial)
+
     def _unsubmitted(self, callbacks: list) -> None:
         """Completions of a window that was never submitted. They may free buffers that earlier batches still use, so
-        they wait for the last batch in flight; with none in flight they run now."""
-        if self._in_flight and self.ctx.lost is None:
-            self._in_flight[-1].callbacks.extend(callbacks)
-        else:
-            self._run(callbacks)
+        they wait for the last batch in flight where it signals a fence, else for a fence submitted alone; with
+        nothing submitted that is not retired (or a lost device) they run now."""
+        if self.ctx.lost is None:
+            if self._in_flight and self._in_flight[-1].fenced:
+                self._in_flight[-1].callbacks.extend(callbacks)
+                return
+            if self._awaits_fence() and self._fence_alone(callbacks):
+                return
+        self._run(callbacks)
+
+    def _fence_alone(self, callbacks: list) -> bool:
+        """Submit a fence alone (it covers every batch before it), tracked as a batch whose completion runs
+        ``callbacks``; False when it cannot be made or submitted."""
+        lib = self.ctx.lib
+        try:
+            batch = self._new_batch()
+        except BackendError:
+            return False
+        if lib.vkQueueSubmit(self.ctx.handles.queue, 0, self.ctx.ffi.NULL, batch.fence) != 0:
+            self._spare.append(batch)
+            return False
+        batch.fenced = True
+        self._express.unfenced = 0
+        self._track(batch, callbacks)
+        return True
 
     def _run(self, callbacks: list) -> None:
         for fn in callbacks:  # every one runs: a waiter whose ticket is skipped would wait out the deadline
@@ -487,10 +586,18 @@ class BatchSubmitter:
         is gone, or the worker met an error it cannot place. With ``wait_ns`` the GPU gets that long to finish them
         first, so that their completions (frees among them) release nothing it still uses."""
         deadline = time.monotonic_ns() + wait_ns
+        ffi = self.ctx.ffi
         for batch in self._in_flight if wait_ns else ():  # its result does not matter: each batch is given up anyway
-            self.ctx.lib.vkb_wait_fence(
-                self.ctx.device, batch.fence, max(0, deadline - time.monotonic_ns()), self.progress, 0
+            self.ctx.lib.vkb_wait_batch(
+                self.ctx.device,
+                batch.fence if batch.fenced else ffi.NULL,
+                batch.serial,
+                max(0, deadline - time.monotonic_ns()),
+                self.progress,
+                0,
             )
+        self._abandoned += self._retiring
+        self._retiring = []
         while self._in_flight:
             batch = self._in_flight.popleft()
             self._abandoned.append(batch)
@@ -505,7 +612,11 @@ class BatchSubmitter:
         """Complete every batch whose fence has signalled, without waiting."""
         lib, dev = self.ctx.lib, self.ctx.device
         while self._in_flight:
-            result = lib.vkGetFenceStatus(dev, self._in_flight[0].fence)
+            batch = self._in_flight[0]
+            if batch.fenced:
+                result = lib.vkGetFenceStatus(dev, batch.fence)
+            else:
+                result = 0 if lib.vkb_marker_reached(self.progress, batch.serial) else lib.VK_NOT_READY
             if result == 0:
                 self._complete(self._in_flight[0])
             elif result == lib.VK_NOT_READY:
@@ -521,19 +632,21 @@ class BatchSubmitter:
         hold_ns: int = 0,
         on_hold: Callable[[bool], None] | None = None,
     ) -> int:
-        """Wait up to ``timeout_ns`` for the oldest batch (GIL released); the wait's VkResult (0: it completed).
+        """Wait up to ``timeout_ns`` for the oldest batch, its fence or the marker (GIL released); the wait's VkResult
+        (0: it completed).
         With ``kicked`` it also ends (VK_NOT_READY) once something is queued for the worker (``progress.kick``) and
         a caller waits or the kick is ``progress.grace_ns`` old. ``hold_ns`` and ``on_hold``: see :meth:`_complete`.
 
         The wait polls in C (csrc/fence.c): a blocking vkWaitForFences can oversleep by milliseconds. It spins for
         longer while a caller waits at a sync point. The last batch in flight, when nothing runs on its completion,
-        is published from C as its fence signals (:meth:`_wait_last`)."""
+        is published from C as it completes (:meth:`_wait_last`)."""
         lib = self.ctx.lib
         batch = self._in_flight[0]
         if kicked and hold_ns and on_hold is not None and self._publishes_at_fence(batch):
             result = self._wait_last(batch, timeout_ns, hold_ns, on_hold)
         else:
-            result = lib.vkb_wait_fence(self.ctx.device, batch.fence, timeout_ns, self.progress, kicked)
+            fence = batch.fence if batch.fenced else self.ctx.ffi.NULL
+            result = lib.vkb_wait_batch(self.ctx.device, fence, batch.serial, timeout_ns, self.progress, kicked)
             if result == 0:
                 self._complete(batch, hold_ns, on_hold)
         if result == 0:
@@ -545,22 +658,23 @@ class BatchSubmitter:
     def _publishes_at_fence(self, batch: Batch) -> bool:
         """Whether ``batch`` is the last in flight, with nothing recorded after it and nothing to run or recycle on
         its completion (callbacks, descriptor pools, whose reset can fail), so that its serial can be published the
-        moment its fence signals. Not while tracing, whose events of the completion come from :meth:`_complete`."""
+        moment it completes. Not while tracing, whose events of the completion come from :meth:`_complete`."""
         if len(self._in_flight) != 1 or batch.callbacks or batch.descriptor_pools:
             return False
         return not (self._records or self._callbacks or trace.enabled)
 
     def _wait_last(self, batch: Batch, timeout_ns: int, hold_ns: int, on_hold: Callable[[bool], None]) -> int:
-        """The wait on the last batch, which nothing runs on completing: C publishes its serial as the fence signals
-        and holds there (``vkb_wait_last``), the express lane readied for the hold; the batch is recycled after.
+        """The wait on the last batch, which nothing runs on completing: C publishes its serial as it completes and
+        holds there (``vkb_wait_last``), the express lane readied for the hold; the batch is recycled after.
         ``on_hold(True)`` comes before the wait: the worker counts as idle throughout, so that a sync point waits for
         the fence itself and a launch wakes the worker."""
         self.ready_express(running=1)
         reset = self._reset_result
         reset[0] = 0
         on_hold(True)
+        fence = batch.fence if batch.fenced else self.ctx.ffi.NULL
         result = self.ctx.lib.vkb_wait_last(
-            self.ctx.device, batch.fence, batch.serial, timeout_ns, self.progress, hold_ns, reset
+            self.ctx.device, fence, batch.serial, timeout_ns, self.progress, hold_ns, reset
         )
         if result == 0:
             if reset[0] == 0:
@@ -571,10 +685,16 @@ class BatchSubmitter:
         return result
 
     def drain(self, timeout_ns: int, split: bool = True) -> None:
-        """Submit the window (see :meth:`submit` for ``split``) and wait for every batch; a batch that outlives the
-        deadline raises KernelSync."""
+        """Submit the window (see :meth:`submit` for ``split``) and wait for every batch, then retire them all (a
+        fence submitted after the last, where it had none); a batch that outlives the deadline raises KernelSync."""
         self.submit(split)
         deadline = time.monotonic_ns() + timeout_ns
+        self._wait_all(deadline, timeout_ns)
+        if self._awaits_fence() and self.ctx.lost is None:
+            self.submit(fence=True)
+            self._wait_all(deadline, timeout_ns)
+
+    def _wait_all(self, deadline: int, timeout_ns: int) -> None:
         while self._in_flight:
             left = deadline - time.monotonic_ns()
             # The wait gets the whole time left, so a VK_TIMEOUT from it means the deadline has passed.
@@ -642,18 +762,19 @@ class BatchSubmitter:
     def destroy(self) -> None:
         """Destroy every batch, pool and fence (the device is idle)."""
         ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
-        batches = self._spare + list(self._in_flight) + self._abandoned
+        batches = self._spare + list(self._in_flight) + self._retiring + self._abandoned
         batches += [batch for batch in self._express_batches if batch is not None]
         self._express_batches = [None] * len(self._express_batches)
         for batch in batches:
             lib.vkDestroyFence(dev, batch.fence, ffi.NULL)
         if self._descriptors is not None:
             self._descriptors.destroy([batch.descriptor_pools for batch in batches])
-        self._spare, self._abandoned = [], []
+        self._spare, self._retiring, self._abandoned = [], [], []
         self._in_flight.clear()
         lib.vkDestroyCommandPool(dev, self._command_pool, ffi.NULL)
         if self._query_pool != ffi.NULL:
             lib.vkDestroyQueryPool(dev, self._query_pool, ffi.NULL)
+        self._destroy_marker()
 
 
 def _record_error(lib, code: int) -> str:

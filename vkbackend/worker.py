@@ -1,7 +1,7 @@
-"""Worker: the per-device thread, the only code that records, submits and waits on fences for that device.
+"""Worker: the per-device thread, the only code that records, submits and waits for batches on that device.
 
 Callers append to a deque (thread-safe without a lock): launch records as ``bytes`` (the fast path), everything else
-as small tuples (``put``, which also ends the worker's wait on a fence). The worker moves launch records in bulk into
+as small tuples (``put``, which also ends the worker's wait on a batch). The worker moves launch records in bulk into
 the submitter's window and submits when the window is full, when a sync point or a copy someone waits on needs it,
 and whenever its queue runs dry while fewer than MAX_EARLY_IN_FLIGHT batches run, so a lone launch starts at once and
 the GPU finds the next batch queued. Every wait happens inside a C call or on a lock, with the GIL released.
@@ -65,7 +65,7 @@ _EXPRESS_ARMED = lib.VKB_EXPRESS_ARMED
 _EXPRESS_SERVING = (lib.VKB_EXPRESS_CLAIMED, lib.VKB_EXPRESS_FULL)  # a launcher claimed the lane; the park serves it
 _EXPRESS_TAKEN = (*_EXPRESS_SERVING, lib.VKB_EXPRESS_DONE)  # a launcher claimed this arming of the lane
 MAX_EARLY_IN_FLIGHT = 2  # while the GPU is busy, the worker queues at most this many batches behind it
-BUSY_POLL_NS = 200_000  # while the GPU runs and callers feed us: how long one fence wait may block
+BUSY_POLL_NS = 200_000  # while the GPU runs and callers feed us: how long one wait on a batch may block
 FREE_FLUSH_BYTES = 64 << 20  # released memory a window may hold back before it is submitted
 IDLE_WAIT_NS = 1_000_000  # nothing queued but batches in flight: the longest a new item waits for us
 IDLE_SPIN_NS = 1_000_000  # nothing queued or in flight: how long the worker polls for a new item before it sleeps
@@ -153,8 +153,10 @@ class Worker:
         if threading.current_thread() is not self.thread:
             self.ctx.lib.vkb_yield_gil(self.progress, YIELD_NS)
 
-    def quiet(self) -> bool:
-        """Nothing queued, recorded or running: everything queued so far has completed. The queue is read first: the
+    def quiet(self, retired: bool = False) -> bool:
+        """Nothing queued, recorded or running: everything queued so far has completed; with ``retired``, also known so
+        through a fence, so that the memory it used may be reused by the host's bookkeeping (submit.py: a batch
+        completed by the marker alone is not yet retired). The queue is read first: the
         worker sets idle before it looks at the queue one last time, so idle read first could be followed by an item
         the worker then takes and submits. An idle worker may still wait on its last batch (its serial published from
         C as it completes): the published serial tells. A queue of records the express lane has served has completed
@@ -162,7 +164,10 @@ class Worker:
         (csrc/express.c)."""
         queued = len(self.queue)
         if not queued:
-            return self.idle and self.progress.completed >= self._submitter.submitted
+            done = self.idle and self.progress.completed >= self._submitter.submitted
+            return done and (not retired or self._submitter.retired())
+        if retired:  # the lane's batches are the park's until the worker takes them
+            return False
         express = self._express
         state = express.state
         if state & 0xFF != _EXPRESS_ARMED or express.running or express.served != queued:
@@ -412,7 +417,7 @@ class Worker:
     def _run(self) -> None:
         q, sub, kick, progress = self.queue, self._submitter, self._kick, self.progress
         while True:
-            kick[0] = 0  # before the queue is looked at: a later put sets it again and ends the next fence wait
+            kick[0] = 0  # before the queue is looked at: a later put sets it again and ends the next wait on a batch
             progress.worker_turns = (progress.worker_turns + 1) & 0xFFFFFFFF  # a new round: a yielding launcher goes on
             self.parked = False
             if q:
@@ -437,7 +442,7 @@ class Worker:
                 if sub.pending:
                     # The queue has run dry: submit at once when the GPU is idle (a lone launch starts now), and while
                     # it is busy keep up to MAX_EARLY_IN_FLIGHT batches queued behind the running one, so the GPU never
-                    # waits for us to notice its fence and record the next window. Past that the window grows.
+                    # waits for us to see it finish and record the next window. Past that the window grows.
                     if sub.in_flight < MAX_EARLY_IN_FLIGHT:
                         sub.submit()
                     else:

@@ -65,6 +65,7 @@ enum {
     VKB_FN_vkCmdDispatch,
     VKB_FN_vkCmdPipelineBarrier,
     VKB_FN_vkCmdCopyBuffer,
+    VKB_FN_vkCmdFillBuffer,
     VKB_FN_vkQueueSubmit,
     VKB_FN_vkCreateFence,
     VKB_FN_vkDestroyFence,
@@ -143,6 +144,7 @@ static const struct { const char *name; unsigned char global, optional, result; 
     {"vkCmdDispatch", 0, 0, 0},
     {"vkCmdPipelineBarrier", 0, 0, 0},
     {"vkCmdCopyBuffer", 0, 0, 0},
+    {"vkCmdFillBuffer", 0, 0, 0},
     {"vkQueueSubmit", 0, 0, 1},
     {"vkCreateFence", 0, 0, 1},
     {"vkDestroyFence", 0, 0, 0},
@@ -598,6 +600,12 @@ static void vkCmdCopyBuffer(VkCommandBuffer commandBuffer, VkBuffer srcBuffer, V
     if (!vkb_fn_table[VKB_FN_vkCmdCopyBuffer]) return;
     ((PFN_vkCmdCopyBuffer)vkb_fn_table[VKB_FN_vkCmdCopyBuffer])(commandBuffer, srcBuffer, dstBuffer, regionCount, pRegions);
     vkb_count_success(VKB_FN_vkCmdCopyBuffer);
+}
+
+static void vkCmdFillBuffer(VkCommandBuffer commandBuffer, VkBuffer dstBuffer, VkDeviceSize dstOffset, VkDeviceSize size, uint32_t data) {
+    if (!vkb_fn_table[VKB_FN_vkCmdFillBuffer]) return;
+    ((PFN_vkCmdFillBuffer)vkb_fn_table[VKB_FN_vkCmdFillBuffer])(commandBuffer, dstBuffer, dstOffset, size, data);
+    vkb_count_success(VKB_FN_vkCmdFillBuffer);
 }
 
 static VkResult vkQueueSubmit(VkQueue queue, uint32_t submitCount, const VkSubmitInfo *pSubmits, VkFence fence) {

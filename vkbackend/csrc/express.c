@@ -1,10 +1,11 @@
 /* The express lane (decl/vkb.h): a lone launch that finds the worker parked is recorded and submitted from the park,
  * without the GIL, while the caller goes on to its sync point. The worker arms the lane as it enters a park
  * (vkb_wait_work, fence.c) and disarms it as it leaves. In between, a launcher may claim it; the park serves the
- * claim into one of two batches and arms again while the other is free, so that a read-back's copy can follow a
- * launch onto the GPU at once. It polls the oldest running batch's fence and, once it has signalled, resets it,
- * arms again if it had no free batch, and publishes the batch's serial: a caller that launches (and reads back) and
- * syncs in a loop never waits for the worker's Python. */
+ * claim into the next batch of its ring and arms again while the batch after it is free, so that a read-back's copy
+ * can follow a launch onto the GPU at once. It polls the oldest running batch (its fence, or the completion marker)
+ * and, once it has completed, publishes its serial; a fence that has signalled is reset and frees every batch before
+ * it, and the lane arms again if it had no free batch. A caller that launches (and reads back) and syncs in a loop
+ * never waits for the worker's Python, and only one launch in `fence_every` signals a fence. */
 #include <sched.h>
 #include <string.h>
 
@@ -20,35 +21,38 @@ static void vkb_express_arm_next(vkb_express *x) {
 /* Entering a park: arm the lane when the worker has readied its batches; 1 when armed. */
 static int vkb_express_arm(vkb_express *x) {
     if (!x || !x->ready) return 0;
-    x->served = x->running = x->next = 0;
+    x->served = x->running = x->next = x->oldest = 0;
+    x->retired = 0;
+    x->probed_ns = vkb_now_ns();
     for (int i = 0; i < VKB_EXPRESS_SLOTS; i++) {
         vkb_express_slot *slot = &x->slots[i];
-        slot->in_use = slot->running = 0;
+        slot->in_use = slot->running = slot->fenced = 0;
         slot->result = slot->fence_result = VK_SUCCESS;
     }
     vkb_express_arm_next(x);
     return 1;
 }
 
-/* The running batch the park polls first: the older of two, else the one. */
-static vkb_express_slot *vkb_express_oldest(vkb_express *x) {
-    return &x->slots[x->running == 2 ? x->next : x->next ^ 1];
-}
+static uint32_t vkb_express_after(uint32_t slot) { return (slot + 1) % VKB_EXPRESS_SLOTS; }
 
-/* Record and submit what a launcher handed over into the free batch (its epoch is the submitter's window's); in the
- * park (`rearm`), arm again while the other batch is free too. 1 when it went to the GPU whole. */
+/* Record and submit what a launcher handed over into the next batch (its epoch is the submitter's window's), with
+ * its fence when it takes the ring's last free batch or `fence_every` batches have gone without one; in the park
+ * (`rearm`), arm again while the batch after it is free too. 1 when it went to the GPU whole. */
 static int vkb_express_serve(vkb_express *x, vkb_progress *progress, int rearm) {
     uint64_t state = __atomic_load_n(&x->state, __ATOMIC_ACQUIRE);
     vkb_express_slot *slot = &x->slots[x->next];
     vkb_window *w = &slot->window, *main = x->main;
+    int fenced = x->slots[vkb_express_after(x->next)].in_use || x->unfenced + 1 >= x->fence_every;
     w->epoch = main->epoch;
     w->barrier_first = main->barrier_first;
     w->words = x->words;
     w->n_words = x->n_words;
-    slot->result = vkb_submit_counted(w, x->queue, slot->fence, progress);
+    w->marker_value = (uint32_t)x->serial;
+    slot->result = vkb_submit_counted(w, x->queue, fenced ? slot->fence : VK_NULL_HANDLE, progress);
     slot->serial = x->serial;
+    slot->fenced = fenced;
     x->served++;
-    x->next ^= 1;
+    x->next = vkb_express_after(x->next);
     main->epoch = w->epoch;
     main->barrier_first = w->barrier_first;
     x->submit_ns += w->submit_ns;  /* like the worker's windows: a failed submit's time counts, its work does not */
@@ -56,6 +60,7 @@ static int vkb_express_serve(vkb_express *x, vkb_progress *progress, int rearm) 
         __atomic_store_n(&x->state, vkb_express_as(state, VKB_EXPRESS_DONE), __ATOMIC_RELEASE);
         return 0;
     }
+    x->unfenced = fenced ? 0 : x->unfenced + 1;
     x->batches++;
     x->dispatches += w->n_dispatches;
     x->barriers += w->n_barriers;
@@ -73,27 +78,35 @@ static int vkb_express_serve(vkb_express *x, vkb_progress *progress, int rearm) 
 /* What the park does about the lane, each time it looks. */
 enum { VKB_LANE_QUIET, VKB_LANE_RUNNING, VKB_LANE_COMPLETED, VKB_LANE_NEEDS_PYTHON };
 
-/* In the park: poll the oldest running batch's fence, and once it has signalled reset it, arm again if the lane was
- * waiting for a free batch, and publish its serial (armed first, so that the caller it releases finds the lane armed
- * for its next launch); then serve a hand-over. A batch with skipped records, a failed submit, and a fence that cannot
- * be polled or reset end the lane's part in the park (VKB_LANE_NEEDS_PYTHON): the worker's Python reports the error
- * before anyone waiting for that batch is released. */
+/* In the park: poll the oldest running batch and once it has completed publish its serial; a fence it signalled is
+ * reset first, which frees every completed batch and arms the lane again if it was waiting for a free one (armed
+ * before the publish, so that the caller it releases finds the lane armed for its next launch); then serve a
+ * hand-over. A batch with skipped records, a failed submit, and a batch or fence that cannot be polled or reset end
+ * the lane's part in the park (VKB_LANE_NEEDS_PYTHON): the worker's Python reports the error before anyone waiting
+ * for that batch is released. */
 static int vkb_express_step(vkb_express *x, vkb_progress *progress) {
     int completed = 0;
     if (x->running) {
-        vkb_express_slot *old = vkb_express_oldest(x);
-        VkResult r = vkWaitForFences(old->window.device, 1, &old->fence, VK_TRUE, 0);
+        vkb_express_slot *old = &x->slots[x->oldest];
+        VkResult r = vkb_batch_status(old->window.device, old->fenced ? old->fence : VK_NULL_HANDLE, old->serial,
+                                       progress, &x->probed_ns);
         if (r != VK_TIMEOUT) {
             if (r != VK_SUCCESS) { old->fence_result = r; return VKB_LANE_NEEDS_PYTHON; }  /* still running */
             old->running = 0;
             x->running--;
-            if ((r = vkResetFences(old->window.device, 1, &old->fence)) != VK_SUCCESS) {
-                old->fence_result = r;  /* completed, its fence still signalled */
-                return VKB_LANE_NEEDS_PYTHON;
+            x->oldest = vkb_express_after(x->oldest);
+            if (old->fenced) {
+                if ((r = vkResetFences(old->window.device, 1, &old->fence)) != VK_SUCCESS) {
+                    old->fence_result = r;  /* completed, its fence still signalled */
+                    return VKB_LANE_NEEDS_PYTHON;
+                }
+                x->retired = old->serial;
+                for (int i = 0; i < VKB_EXPRESS_SLOTS; i++)
+                    if (!x->slots[i].running) x->slots[i].in_use = 0;
+                if ((__atomic_load_n(&x->state, __ATOMIC_ACQUIRE) & VKB_EXPRESS_KIND) == VKB_EXPRESS_DONE &&
+                    !x->slots[x->next].in_use)
+                    vkb_express_arm_next(x);
             }
-            old->in_use = 0;
-            if ((__atomic_load_n(&x->state, __ATOMIC_ACQUIRE) & VKB_EXPRESS_KIND) == VKB_EXPRESS_DONE)
-                vkb_express_arm_next(x);
             vkb_publish_completed(progress, old->serial, 0);
             completed = 1;
         }

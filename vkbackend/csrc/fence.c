@@ -1,5 +1,8 @@
 /* Waiting for the GPU without blocking in the driver, and handing its completion to a waiting caller.
  *
+ * A batch has completed once its fence has signalled or, submitted without one, once the completion marker has
+ * reached its serial (marker.c; decl/vkb.h says why most batches have no fence).
+ *
  * A blocking vkWaitForFences can oversleep by milliseconds on Linux with NVIDIA's driver (wgpu and llama.cpp
  * report ~10 ms stutters). So every wait polls: a status check with a zero timeout (which never sleeps in the
  * driver), yielding the core for the first microseconds of the wait and then sleeping in short slices, with the
@@ -17,7 +20,7 @@
  * A caller at a sync point waits here for the worker to publish that it has completed the batch the caller needs
  * (run its completions: frees, staging buffers given back). It spins on the published serial with the GIL
  * released, so the worker never waits for the GIL while it completes the batch and the caller is running when the
- * serial appears; while a caller waits, the worker's fence wait also spins for longer before it sleeps
+ * serial appears; while a caller waits, the worker's wait on its batch also spins for longer before it sleeps
  * (progress->spin_ns), since a slice can oversleep in a virtual machine.
  *
  * A caller that queues a batch of launches and then runs more Python before its sync point (a framework's JIT replay)
@@ -27,7 +30,7 @@
  * takes the GIL when it is free.
  *
  * The last batch in flight, when nothing runs on its completion (no frees, no staging buffers to give back), is
- * published from here the moment its fence is seen (vkb_wait_last): the waiting caller runs on while the worker holds,
+ * published from here the moment it completes (vkb_wait_last): the waiting caller runs on while the worker holds,
  * and the worker's Python recycles the batch afterwards. */
 #include <sched.h>
 #include <sys/prctl.h>
@@ -38,12 +41,6 @@ enum {
     VKB_HANDOFF_NS = 20000,         /* the longest a publish waits for the caller to leave */
     VKB_TIMER_SLACK_NS = 1000
 };
-
-static uint64_t vkb_now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* The worker's thread is ours: its slack stays lowered. */
 static void vkb_lower_timer_slack(void) {
@@ -92,12 +89,12 @@ static void vkb_in_c(vkb_progress *progress) { __atomic_store_n(&progress->worke
 /* The worker returns to Python, which needs the GIL: a launching caller yields it (vkb_yield_gil). */
 static void vkb_to_python(vkb_progress *progress) { __atomic_store_n(&progress->worker_python, 1, __ATOMIC_RELEASE); }
 
-static VkResult vkb_poll_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, const vkb_progress *progress,
-                               int kicked) {
+static VkResult vkb_poll_batch(VkDevice device, VkFence fence, uint64_t serial, uint64_t timeout_ns,
+                               const vkb_progress *progress, int kicked) {
     vkb_lower_timer_slack();
-    uint64_t start = vkb_now_ns(), kicked_at = 0;
+    uint64_t start = vkb_now_ns(), kicked_at = 0, probed = start;
     for (;;) {
-        VkResult r = vkWaitForFences(device, 1, &fence, VK_TRUE, 0);
+        VkResult r = vkb_batch_status(device, fence, serial, progress, &probed);
         if (r != VK_TIMEOUT) return r;
         if (kicked && vkb_kick_ready(progress, &kicked_at)) return VK_NOT_READY;
         int waited_on = __atomic_load_n(&progress->waiters, __ATOMIC_RELAXED) != 0;
@@ -105,9 +102,10 @@ static VkResult vkb_poll_fence(VkDevice device, VkFence fence, uint64_t timeout_
     }
 }
 
-VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, vkb_progress *progress, int kicked) {
+VkResult vkb_wait_batch(VkDevice device, VkFence fence, uint64_t serial, uint64_t timeout_ns, vkb_progress *progress,
+                        int kicked) {
     vkb_in_c(progress);
-    VkResult r = vkb_poll_fence(device, fence, timeout_ns, progress, kicked);
+    VkResult r = vkb_poll_batch(device, fence, serial, timeout_ns, progress, kicked);
     vkb_to_python(progress);
     return r;
 }
@@ -201,9 +199,10 @@ void vkb_publish_completed(vkb_progress *progress, uint64_t serial, uint64_t hol
 VkResult vkb_wait_last(VkDevice device, VkFence fence, uint64_t serial, uint64_t timeout_ns, vkb_progress *progress,
                        uint64_t hold_ns, VkResult *reset) {
     vkb_in_c(progress);
-    VkResult r = vkb_poll_fence(device, fence, timeout_ns, progress, 1);
+    VkResult r = vkb_poll_batch(device, fence, serial, timeout_ns, progress, 1);
     /* a fence that cannot be reset is an error its waiter must see: the worker's Python publishes after reporting it */
-    if (r == VK_SUCCESS && (*reset = vkResetFences(device, 1, &fence)) == VK_SUCCESS)
+    *reset = VK_SUCCESS;
+    if (r == VK_SUCCESS && (!fence || (*reset = vkResetFences(device, 1, &fence)) == VK_SUCCESS))
         vkb_publish_completed(progress, serial, hold_ns);
     vkb_to_python(progress);
     return r;

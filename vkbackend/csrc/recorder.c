@@ -155,6 +155,22 @@ static const uint32_t *vkb_record_records(vkb_window *w, const uint32_t *p, uint
     return p;
 }
 
+/* The end of a window: its writes visible to the host (read-backs through mapped memory), then, once they are done,
+ * the completion marker (decl/vkb.h). The marker's first barrier also orders its write after the previous batch's. */
+static void vkb_record_end(const vkb_window *w, VkCommandBuffer cmd) {
+    VkMemoryBarrier done = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VKB_WRITES, VK_ACCESS_HOST_READ_BIT};
+    if (!w->marker_buffer) {
+        vkCmdPipelineBarrier(cmd, VKB_STAGES, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &done, 0, NULL, 0, NULL);
+        return;
+    }
+    done.dstAccessMask |= VK_ACCESS_TRANSFER_WRITE_BIT;
+    vkCmdPipelineBarrier(cmd, VKB_STAGES, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &done, 0,
+                         NULL, 0, NULL);
+    vkCmdFillBuffer(cmd, w->marker_buffer, 0, 4, w->marker_value);
+    VkMemoryBarrier marker = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VK_ACCESS_TRANSFER_WRITE_BIT, VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &marker, 0, NULL, 0, NULL);
+}
+
 /* Begin, record, end and submit one command buffer: the records from *p on (see vkb_record_records). */
 static VkResult vkb_submit_records(vkb_window *w, VkCommandBuffer cmd, const uint32_t **p, uint32_t stop_at,
                                    uint32_t *set_index, VkQueue queue, VkFence fence) {
@@ -165,11 +181,7 @@ static VkResult vkb_submit_records(vkb_window *w, VkCommandBuffer cmd, const uin
     VkCommandBuffer window_cmd = w->cmd;
     w->cmd = cmd;  /* the recording helpers record into w->cmd */
     *p = vkb_record_records(w, *p, stop_at, set_index);
-    if (!stop_at) {
-        /* Make this window's writes visible to the host, for read-backs through mapped staging memory. */
-        VkMemoryBarrier to_host = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VKB_WRITES, VK_ACCESS_HOST_READ_BIT};
-        vkCmdPipelineBarrier(cmd, VKB_STAGES, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
-    }
+    if (!stop_at) vkb_record_end(w, cmd);
     w->cmd = window_cmd;
     r = vkEndCommandBuffer(cmd);
     if (r != VK_SUCCESS) return r;
@@ -194,6 +206,6 @@ VkResult vkb_submit_window(vkb_window *w, VkQueue queue, VkFence fence) {
     }
     VkResult r = vkb_submit_records(w, w->cmd, &p, 0, &set_index, queue, fence);
     /* a head already runs: the fence, submitted alone, still signals once it is done */
-    w->fence_submitted = r == VK_SUCCESS || (w->head_submitted && vkQueueSubmit(queue, 0, NULL, fence) == VK_SUCCESS);
+    w->fence_submitted = fence && (r == VK_SUCCESS || (w->head_submitted && vkQueueSubmit(queue, 0, NULL, fence) == VK_SUCCESS));
     return r;
 }

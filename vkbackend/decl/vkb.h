@@ -55,9 +55,13 @@ void vkb_spirv_message_free(char *message);
 /* copy.c: memcpy with the GIL released (cffi releases it around every call), split over threads when large. */
 void vkb_copy(void *dst, const void *src, size_t n, int threads);
 
-/* fence.c: waits that poll (a blocking vkWaitForFences can oversleep by milliseconds on some drivers). The worker
- * waits for its batches' fences, and publishes in a vkb_progress the serial of the last batch whose completions it has
- * run; a caller at a sync point waits for that to reach the serial the worker published for it in `target` (which
+/* fence.c: waits that poll (a blocking vkWaitForFences can oversleep by milliseconds on some drivers). Every batch
+ * ends by writing the low 32 bits of its serial into a host-mapped word (the completion marker, vkb_window), and only
+ * some batches signal a fence: on NVIDIA's driver each fence or semaphore a submission signals costs an interrupt,
+ * whose handling takes tens of microseconds from whichever thread runs on the CPU that takes it. A batch submitted
+ * without its fence has completed once the marker has reached its serial; its command buffer may be recorded again
+ * only once a later fence has signalled (submit.py). The worker waits for its batches (marker or fence), and publishes
+ * in a vkb_progress the serial of the last batch whose completions it has run; a caller at a sync point waits for that to reach the serial the worker published for it in `target` (which
  * stays VKB_SERIAL_UNPUBLISHED until the worker has submitted what the caller waits for). While a caller waits, the
  * worker's fence waits spin instead of sleeping. The worker goes back to Python (takes the GIL) when the GIL is free
  * or after a grace: see fence.c. */
@@ -67,6 +71,9 @@ enum { VKB_SPIN_NS = 50000 };
 typedef struct vkb_express vkb_express;   /* express.c, below */
 typedef struct {
     uint64_t completed;   /* the serial of the last batch completed by the worker */
+    const uint32_t *marker; /* the completion marker: the low 32 bits of the last serial the GPU has finished */
+    VkFence loss_probe;   /* a fence never submitted: a wait on the marker asks it now and then whether the device was
+                             lost, which the marker alone cannot tell */
     uint32_t waiters;     /* callers inside vkb_wait_completed */
     uint64_t wanted;      /* the target of the caller that began waiting last */
     uint64_t spin_ns;     /* how long a waited-on wait spins before it sleeps in slices */
@@ -79,9 +86,13 @@ typedef struct {
     uint32_t worker_turns;  /* rounds of the worker's loop (its Python counts them) */
     vkb_express *express; /* NULL: no express lane */
 } vkb_progress;
-/* With `kicked`, the fence wait also returns (VK_NOT_READY) once progress->kick is set (the worker has work queued)
- * and a caller waits or the kick is grace_ns old. */
-VkResult vkb_wait_fence(VkDevice device, VkFence fence, uint64_t timeout_ns, vkb_progress *progress, int kicked);
+/* marker.c: whether the completion marker has reached `serial`. */
+int vkb_marker_reached(const vkb_progress *progress, uint64_t serial);
+/* Wait for batch `serial`: its fence where it was submitted with one (`fence` not NULL), else the marker. With
+ * `kicked`, the wait also returns (VK_NOT_READY) once progress->kick is set (the worker has work queued) and a caller
+ * waits or the kick is grace_ns old. */
+VkResult vkb_wait_batch(VkDevice device, VkFence fence, uint64_t serial, uint64_t timeout_ns, vkb_progress *progress,
+                        int kicked);
 int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t timeout_ns);
 /* The worker with nothing to do: 1 once kicked and a caller waits or the kick is grace_ns old, or once the express
  * lane's batch needs the worker (an error to report); 0 when not kicked within `spin_ns` (the worker then sleeps on
@@ -92,10 +103,10 @@ void vkb_publish_target(uint64_t *target, uint64_t serial);
  * here (as vkb_wait_work does, up to hold_ns, the express lane armed before the publish) instead of taking the GIL
  * from the caller it just released. */
 void vkb_publish_completed(vkb_progress *progress, uint64_t serial, uint64_t hold_ns);
-/* The worker's wait on its last batch in flight (serial `serial`) when nothing runs on its completion: a fence wait
- * with `kicked` on; once the fence has signalled it is reset (the result in *reset) and, reset, its serial is
- * published at once (vkb_publish_completed, with `hold_ns`), before the worker's Python recycles the batch. Returns
- * the fence wait's VkResult. */
+/* The worker's wait on its last batch in flight (serial `serial`) when nothing runs on its completion: vkb_wait_batch
+ * with `kicked` on; once it has completed, a fence (not NULL) is reset (the result in *reset) and, reset, its serial
+ * is published at once (vkb_publish_completed, with `hold_ns`), before the worker's Python recycles the batch. Returns
+ * the wait's VkResult. */
 VkResult vkb_wait_last(VkDevice device, VkFence fence, uint64_t serial, uint64_t timeout_ns, vkb_progress *progress,
                        uint64_t hold_ns, VkResult *reset);
 /* A caller that queued work and goes on running Python lets the worker begin submitting it now: it waits, with the
@@ -170,6 +181,9 @@ typedef struct {
     VkCommandBuffer head_cmd; uint32_t head_dispatches;
     uint32_t head_submitted;       /* out: head_cmd was submitted (it runs even if the rest fails to submit) */
     uint32_t fence_submitted;      /* out: the fence was submitted: with cmd, or alone after a head whose rest failed */
+    /* in: cmd ends by writing marker_value into the first word of marker_buffer (host-mapped), after every write of
+     * the window is done and visible to the host */
+    VkBuffer marker_buffer; uint32_t marker_value;
     /* in and out: begin with a global barrier (and a new epoch), cleared once recorded. Set after a failed submit:
      * the hazard state then counts barriers that never ran */
     uint32_t barrier_first;
@@ -178,7 +192,8 @@ typedef struct {
  * (it writes at most `capacity`). A released program's dispatch (its pipeline NULL: a tombstone) takes no set, and
  * the walk stops where the recorder's does, at a record it cannot read. */
 uint32_t vkb_window_set_layouts(const vkb_window *window, VkDescriptorSetLayout *out, uint32_t capacity);
-/* Begin, record, end and submit; returns the first failing VkResult (skipped records are in window->n_errors). */
+/* Begin, record, end and submit, signalling `fence` unless it is NULL; returns the first failing VkResult (skipped
+ * records are in window->n_errors). */
 VkResult vkb_submit_window(vkb_window *window, VkQueue queue, VkFence fence);
 /* fence.c: a batch's submit, counted in progress->submits (what vkb_hand_over waits for) and timed (submit_ns); the
  * express lane's, from its park. */
@@ -191,21 +206,26 @@ VkResult vkb_submit_batch(vkb_window *window, VkQueue queue, VkFence fence, vkb_
  * after a sync point) arms it; a launch (or a read-back's copy) that then finds the queue holding the records the
  * park has served and its own record after them hands that record over (vkb_express_launch: one compare-and-swap on
  * `state`, then a copy), and the worker records and submits it from its park, without taking the GIL, while the
- * caller goes on to its sync point. The lane has two batches (slots): while one runs the lane stays armed into the
- * other. The park polls the oldest running batch's fence, and once it has signalled resets it, arms again if no batch
- * was free, and publishes the batch's serial. The served records stay at the head of the worker's queue: the worker
+ * caller goes on to its sync point. The lane has a ring of batches (slots), served in turn: while one runs the lane
+ * stays armed into the next. A serve signals its slot's fence only when it takes the ring's last free slot or
+ * `fence_every` batches have gone without one (`unfenced`, which counts the worker's own batches too); the park polls
+ * the oldest running batch (its fence, else the marker), publishes its serial once it has completed, and once a
+ * fence has signalled resets it and frees every slot (the fence covers every earlier batch), arming again if none was
+ * free. The served records stay at the head of the worker's queue: the worker
  * takes them off once back in Python (it alone takes from that queue), after setting the state to VKB_EXPRESS_OFF, so
  * a sync point that finds the queue holding only what the lane took can wait for the lane's serial without a word to
  * the worker. `state` is generation << 8 | VKB_EXPRESS_*: a new generation each time the lane arms, so a launcher
  * that read it before the lane moved on cannot claim a later arming. */
-enum { VKB_EXPRESS_WORDS = 256, VKB_EXPRESS_SLOTS = 2 };
+enum { VKB_EXPRESS_WORDS = 256, VKB_EXPRESS_SLOTS = 16 };
 enum { VKB_EXPRESS_OFF = 0, VKB_EXPRESS_ARMED = 1, VKB_EXPRESS_CLAIMED = 2, VKB_EXPRESS_FULL = 3, VKB_EXPRESS_DONE = 4 };
 typedef struct {
     vkb_window window;     /* its window (command buffer set by the worker); its epoch is the submitter's */
     VkFence fence;
     uint64_t serial;       /* the serial its last serve took */
-    uint32_t in_use;       /* that serve went to the GPU and its fence is not yet reset: the worker tracks it */
-    uint32_t running;      /* ... and the park has not seen its fence signal */
+    uint32_t in_use;       /* that serve went to the GPU and no fence since has been seen to signal and reset: the
+                              worker tracks it */
+    uint32_t running;      /* ... and the park has not seen it complete */
+    uint32_t fenced;       /* that serve signalled the slot's fence */
     VkResult result;       /* that serve's submit result */
     VkResult fence_result; /* a failure polling (running) or resetting (not running) its fence, else VK_SUCCESS */
 } vkb_express_slot;
@@ -218,7 +238,12 @@ struct vkb_express {
     uint64_t serial;       /* set with `ready`, then one more at each serve that reaches the GPU: the next serial */
     uint32_t served;       /* records served in this park, each in a batch of its own, one after the other */
     uint32_t next;         /* the slot the next serve uses */
+    uint32_t oldest;       /* the slot of the oldest batch running */
     uint32_t running;      /* slots whose batches run */
+    uint32_t fence_every;  /* set by the worker: at most this many batches in a row go without a fence */
+    uint32_t unfenced;     /* batches submitted since the last that signalled a fence, the worker's own included */
+    uint64_t retired;      /* the serial of the last fenced batch the park saw complete (0: none) */
+    uint64_t probed_ns;    /* when the park last asked whether the device was lost (progress->loss_probe) */
     uint64_t batches, dispatches, barriers, copies, submit_ns;  /* what the lane submitted, ever (Device.stats) */
     uint32_t n_words;
     uint32_t words[VKB_EXPRESS_WORDS];
