@@ -117,7 +117,6 @@ class BatchSubmitter:
         self._descriptors = None if info.push_descriptors else DescriptorSets(ctx)
         self.submitted = 0  # serial of the last submitted batch
         self.completed = 0  # serial of the last completed batch
-        self.retired_serial = 0  # serial of the last batch a signalled fence covers (what it used may be reused)
         self._window = self._init_window(ffi.new("vkb_window*"))
         self._window.epoch = 1
         self._fence_ptr = ffi.new("VkFence*")
@@ -198,11 +197,6 @@ class BatchSubmitter:
         """Whether retiring what was submitted so far takes a fence not yet submitted: the last batch in flight has
         none, or batches completed by the marker wait for one."""
         return bool(self._retiring) or bool(self._in_flight and not self._in_flight[-1].fenced)
-
-    def retired(self) -> bool:
-        """Whether every batch submitted so far is retired: completed, and known so through a fence, so that what it
-        used may be reused or destroyed. The worker's queue and the express lane are the caller's to check."""
-        return self.retired_serial >= self.submitted
 
     @property
     def in_flight(self) -> int:
@@ -423,7 +417,7 @@ class BatchSubmitter:
         x, batches = self._express, self._express_batches
         self.express_count += served
         if x.retired:  # a fence the park saw signal covers every batch before it, this thread's own among them
-            self._retire(x.retired)
+            self._retire()
             x.retired = 0
         tracked = sorted((i for i, slot in enumerate(x.slots) if slot.in_use), key=lambda i: x.slots[i].serial)
         failed = next((i for i, slot in enumerate(x.slots) if slot.result != 0), None)
@@ -512,7 +506,7 @@ class BatchSubmitter:
             if result != 0:
                 self.ctx.fail(vk_error(result, "vkResetFences", ErrorStatus.KernelSync))
             self._recycle_descriptor_pools(batch)
-            self._retire(batch.serial)
+            self._retire()
             # A fence that could not be reset is still signalled: submitting with it again is invalid (it crashes the
             # validation layer), so its batch is set aside and destroyed at close instead of reused.
             (self._spare if result == 0 else self._abandoned).append(batch)
@@ -528,12 +522,10 @@ class BatchSubmitter:
         else:
             lib.vkb_publish_completed(self.progress, batch.serial, 0)
 
-    def _retire(self, serial: int) -> None:
-        """A fence has signalled that covers batch ``serial`` and every one before it: those completed by the marker
-        are reused."""
+    def _retire(self) -> None:
+        """A fence has signalled, which covers every batch before it: those completed by the marker are reused."""
         self._spare += self._retiring
         self._retiring = []
-        self.retired_serial = max(self.retired_serial, serial)
 
     def _unsubmitted(self, callbacks: list) -> None:
         """Completions of a window that was never submitted. They may free buffers that earlier batches still use, so

@@ -153,10 +153,8 @@ class Worker:
         if threading.current_thread() is not self.thread:
             self.ctx.lib.vkb_yield_gil(self.progress, YIELD_NS)
 
-    def quiet(self, retired: bool = False) -> bool:
-        """Nothing queued, recorded or running: everything queued so far has completed; with ``retired``, also known so
-        through a fence, so that the memory it used may be reused by the host's bookkeeping (submit.py: a batch
-        completed by the marker alone is not yet retired). The queue is read first: the
+    def quiet(self) -> bool:
+        """Nothing queued, recorded or running: everything queued so far has completed. The queue is read first: the
         worker sets idle before it looks at the queue one last time, so idle read first could be followed by an item
         the worker then takes and submits. An idle worker may still wait on its last batch (its serial published from
         C as it completes): the published serial tells. A queue of records the express lane has served has completed
@@ -164,10 +162,7 @@ class Worker:
         (csrc/express.c)."""
         queued = len(self.queue)
         if not queued:
-            done = self.idle and self.progress.completed >= self._submitter.submitted
-            return done and (not retired or self._submitter.retired())
-        if retired:  # the lane's batches are the park's until the worker takes them
-            return False
+            return self.idle and self.progress.completed >= self._submitter.submitted
         express = self._express
         state = express.state
         if state & 0xFF != _EXPRESS_ARMED or express.running or express.served != queued:

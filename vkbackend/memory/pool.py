@@ -491,7 +491,7 @@ class MemoryPool:
                 self._dying += ((self._released, entry),)
             upto = self._released
             worker = self._worker
-            if worker.quiet(retired=True) and self._free_dying_here():
+            if worker.quiet() and self._free_dying_here():
                 return
             # A release should not cost a wake-up of the worker (a thread switch): frees wait for its next wake,
             # unless they hold back much memory or many buffers.
