@@ -283,7 +283,7 @@ class BatchSubmitter:
                     batch.head = self._new_command_buffer()
                 except BackendError:  # the window goes in one submission
                     pass
-            if batch.head is not None:
+            if batch.head is not None:  # a split batch signals its fence: should the rest fail, it covers the head
                 w.head_cmd, w.head_dispatches = batch.head, HEAD_DISPATCHES
         w.words = ffi.cast("const uint32_t*", ffi.from_buffer(words))
         w.n_words = len(words) // 4
@@ -297,7 +297,12 @@ class BatchSubmitter:
             if sets is not None:
                 w.sets, w.n_sets = sets, len(sets)
             batch.fenced = bool(
-                fence or callbacks or batch.descriptor_pools or x.unfenced + 1 >= FENCE_EVERY or trace.enabled
+                fence
+                or callbacks
+                or batch.descriptor_pools
+                or w.head_dispatches
+                or x.unfenced + 1 >= FENCE_EVERY
+                or trace.enabled
             )
             if trace.enabled:
                 trace.event("submit", serial)
@@ -346,8 +351,8 @@ class BatchSubmitter:
             self._express.unfenced = 0
             self._track(batch, callbacks)
             return
-        if w.head_submitted:  # its head runs with no fence: the completions wait for the next batch's
-            self._abandoned.append(batch)
+        if w.head_submitted:  # its head runs, and not even the fence alone reached the queue: the completions wait
+            self._abandoned.append(batch)  # for the next batch, which signals its fence (it has them)
             self._callbacks[:0] = callbacks
             return
         if self.ctx.lib.vkResetCommandBuffer(batch.cmd, 0) != 0:  # keep it out of reuse: it may hold the recording
@@ -412,8 +417,8 @@ class BatchSubmitter:
         freed (a fence it saw signal covered them) have completed and are retired, their serials published from C;
         those it saw complete by the marker wait for a fence (``_retiring``); the others are tracked, oldest first.
         A serve that never reached the GPU (the park's last) still takes its serial, which a caller may be waiting
-        for: the batch before it, still running, takes it over, or with none it is published at once; either way
-        after the error."""
+        for: the batch before it, still running, takes it over where it signals a fence, else a fence submitted
+        alone; with nothing running it is published at once; either way after the error."""
         x, batches = self._express, self._express_batches
         self.express_count += served
         if x.retired:  # a fence the park saw signal covers every batch before it, this thread's own among them
@@ -435,8 +440,8 @@ class BatchSubmitter:
                     self._retiring.append(batch)
                     self.completed = slot.serial
                 continue
-            if slot.running:  # polling its fence failed: the device may be lost
-                self._fence_failed(slot.fence_result, "vkWaitForFences")
+            if slot.running:  # polling it failed (its fence, or the loss probe): the device may be lost
+                self._fence_failed(slot.fence_result, "waiting for a batch (vkWaitForFences, vkGetFenceStatus)")
             else:  # completed, but its fence could not be reset
                 self._complete(batch, reset=slot.fence_result)
         if failed is not None:
@@ -445,15 +450,18 @@ class BatchSubmitter:
                 self._check_submitted(w, slot.result)
             except Exception as error:
                 self._submit_failed(error, batch, [], w)
-            self.submitted = slot.serial
-            if self._in_flight:
-                self._in_flight[-1].serial = slot.serial
-            else:  # nothing in flight: everything up to it has completed
-                self.completed = slot.serial
+            self.submitted = slot.serial - 1
+            if self._in_flight and self._in_flight[-1].fenced:  # its fence signals once everything before it is done
+                self.submitted = self._in_flight[-1].serial = slot.serial
+            elif not (self._in_flight and self._fence_alone([])):  # else a fence alone takes the serial
+                if self._in_flight:  # no fence could be submitted: wait for the batches by the marker
+                    self._settle()
+                self.submitted = self.completed = slot.serial  # everything up to it has completed, or failed
                 self.ctx.lib.vkb_publish_completed(self.progress, slot.serial, 0)
 
     def _track(self, batch: Batch, callbacks: list) -> None:
-        """A submitted batch: in flight until its fence signals, then ``callbacks`` run."""
+        """A submitted batch: in flight until it completes (its fence, or the marker), then ``callbacks`` run (a batch
+        with callbacks signals its fence)."""
         self.submitted += 1
         batch.serial = self.submitted
         batch.callbacks = callbacks
@@ -529,15 +537,38 @@ class BatchSubmitter:
 
     def _unsubmitted(self, callbacks: list) -> None:
         """Completions of a window that was never submitted. They may free buffers that earlier batches still use, so
-        they wait for the last batch in flight where it signals a fence, else for a fence submitted alone; with
-        nothing submitted that is not retired (or a lost device) they run now."""
+        they wait for the last batch in flight where it signals a fence, else for a fence submitted alone, else (no
+        fence could be submitted either) for the queue to go idle; with nothing submitted that is not retired (or a
+        lost device) they run now."""
         if self.ctx.lost is None:
             if self._in_flight and self._in_flight[-1].fenced:
                 self._in_flight[-1].callbacks.extend(callbacks)
                 return
-            if self._awaits_fence() and self._fence_alone(callbacks):
-                return
+            if self._awaits_fence():
+                if self._fence_alone(callbacks):
+                    return
+                if not self._settle():
+                    self._callbacks[:0] = callbacks  # the next batch signals its fence (it has them)
+                    return
         self._run(callbacks)
+
+    def _settle(self) -> bool:
+        """Without a fence to submit: wait, within the sync deadline, for every batch in flight (by the marker), then
+        for the queue to go idle, which it already is (``vkQueueWaitIdle``, which tells Vulkan that everything
+        submitted has completed); every batch is then retired. False when the deadline passed first (the error is
+        kept for the next sync point) or the wait failed."""
+        ctx = self.ctx
+        try:
+            self._wait_all(time.monotonic_ns() + ctx.sync_timeout_ns, ctx.sync_timeout_ns)
+        except BackendError as error:
+            ctx.fail(error)
+            return False
+        result = ctx.lib.vkQueueWaitIdle(ctx.handles.queue)
+        if result != 0:
+            ctx.fail(vk_error(result, "vkQueueWaitIdle", ErrorStatus.KernelSync))
+            return False
+        self._retire()
+        return True
 
     def _fence_alone(self, callbacks: list) -> bool:
         """Submit a fence alone (it covers every batch before it), tracked as a batch whose completion runs
@@ -578,16 +609,14 @@ class BatchSubmitter:
         is gone, or the worker met an error it cannot place. With ``wait_ns`` the GPU gets that long to finish them
         first, so that their completions (frees among them) release nothing it still uses."""
         deadline = time.monotonic_ns() + wait_ns
-        ffi = self.ctx.ffi
-        for batch in self._in_flight if wait_ns else ():  # its result does not matter: each batch is given up anyway
-            self.ctx.lib.vkb_wait_batch(
-                self.ctx.device,
-                batch.fence if batch.fenced else ffi.NULL,
-                batch.serial,
-                max(0, deadline - time.monotonic_ns()),
-                self.progress,
-                0,
-            )
+        ffi, lib = self.ctx.ffi, self.ctx.lib
+        finished = bool(wait_ns)
+        for batch in self._in_flight if wait_ns else ():  # each batch is given up anyway
+            fence = batch.fence if batch.fenced else ffi.NULL
+            left = max(0, deadline - time.monotonic_ns())
+            finished &= lib.vkb_wait_batch(self.ctx.device, fence, batch.serial, left, self.progress, 0) == 0
+        if finished:  # the queue is idle: this returns at once, and tells Vulkan that everything has completed
+            lib.vkQueueWaitIdle(self.ctx.handles.queue)  # its result does not matter: the batches are given up
         self._abandoned += self._retiring
         self._retiring = []
         while self._in_flight:
@@ -601,7 +630,7 @@ class BatchSubmitter:
         self.ctx.lib.vkb_publish_completed(self.progress, self.submitted, 0)  # release every waiting caller
 
     def reap(self) -> None:
-        """Complete every batch whose fence has signalled, without waiting."""
+        """Complete every batch that has completed (its fence, or the marker), without waiting."""
         lib, dev = self.ctx.lib, self.ctx.device
         while self._in_flight:
             batch = self._in_flight[0]
@@ -644,7 +673,7 @@ class BatchSubmitter:
         if result == 0:
             self.reap()
         elif result not in (lib.VK_TIMEOUT, lib.VK_NOT_READY):
-            self._fence_failed(result, "vkWaitForFences")
+            self._fence_failed(result, "waiting for a batch (vkWaitForFences, vkGetFenceStatus)")
         return result
 
     def _publishes_at_fence(self, batch: Batch) -> bool:

@@ -9,7 +9,7 @@ sync point down into where its time went. Off (the default), each traced place c
 Events, by thread: callers: ``sync``, ``sync_done``, ``readback``, ``readback_ready``, ``readback_done``,
 ``enqueue`` (a graph's records queued), ``wake_worker`` (a launch woke the sleeping worker); the worker: ``woke``,
 ``sleep``, ``submit`` and ``submitted`` (around recording and ``vkQueueSubmit``; their serial is the batch's),
-``publish`` (the serial a waiting caller waits for), ``complete`` (the worker saw the batch's fence); the GPU:
+``publish`` (the serial a waiting caller waits for), ``complete`` (the worker saw the batch complete); the GPU:
 ``gpu_start``, ``gpu_end``.
 """
 

@@ -72,6 +72,7 @@ enum {
     VKB_FN_vkResetFences,
     VKB_FN_vkWaitForFences,
     VKB_FN_vkGetFenceStatus,
+    VKB_FN_vkQueueWaitIdle,
     VKB_FN_vkCreateQueryPool,
     VKB_FN_vkDestroyQueryPool,
     VKB_FN_vkGetQueryPoolResults,
@@ -151,6 +152,7 @@ static const struct { const char *name; unsigned char global, optional, result; 
     {"vkResetFences", 0, 0, 1},
     {"vkWaitForFences", 0, 0, 1},
     {"vkGetFenceStatus", 0, 0, 1},
+    {"vkQueueWaitIdle", 0, 0, 1},
     {"vkCreateQueryPool", 0, 0, 1},
     {"vkDestroyQueryPool", 0, 0, 0},
     {"vkGetQueryPoolResults", 0, 0, 1},
@@ -656,6 +658,15 @@ static VkResult vkGetFenceStatus(VkDevice device, VkFence fence) {
     if (!vkb_fn_table[VKB_FN_vkGetFenceStatus]) return VK_ERROR_EXTENSION_NOT_PRESENT;
     r = ((PFN_vkGetFenceStatus)vkb_fn_table[VKB_FN_vkGetFenceStatus])(device, fence);
     if (r >= 0) vkb_count_success(VKB_FN_vkGetFenceStatus);
+    return r;
+}
+
+static VkResult vkQueueWaitIdle(VkQueue queue) {
+    VkResult r;
+    if (vkb_fault_fires(VKB_FN_vkQueueWaitIdle, &r)) return r;
+    if (!vkb_fn_table[VKB_FN_vkQueueWaitIdle]) return VK_ERROR_EXTENSION_NOT_PRESENT;
+    r = ((PFN_vkQueueWaitIdle)vkb_fn_table[VKB_FN_vkQueueWaitIdle])(queue);
+    if (r >= 0) vkb_count_success(VKB_FN_vkQueueWaitIdle);
     return r;
 }
 

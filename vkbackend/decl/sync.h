@@ -19,6 +19,7 @@ void vkDestroyFence(VkDevice device, VkFence fence, const VkAllocationCallbacks 
 VkResult vkResetFences(VkDevice device, uint32_t fenceCount, const VkFence *pFences);
 VkResult vkWaitForFences(VkDevice device, uint32_t fenceCount, const VkFence *pFences, VkBool32 waitAll, uint64_t timeout);
 VkResult vkGetFenceStatus(VkDevice device, VkFence fence);
+VkResult vkQueueWaitIdle(VkQueue queue);
 VkResult vkCreateQueryPool(VkDevice device, const VkQueryPoolCreateInfo *pCreateInfo, const VkAllocationCallbacks *pAllocator, VkQueryPool *pQueryPool);
 void vkDestroyQueryPool(VkDevice device, VkQueryPool queryPool, const VkAllocationCallbacks *pAllocator);
 VkResult vkGetQueryPoolResults(VkDevice device, VkQueryPool queryPool, uint32_t firstQuery, uint32_t queryCount, size_t dataSize, void *pData, VkDeviceSize stride, VkFlags flags);

@@ -56,15 +56,16 @@ void vkb_spirv_message_free(char *message);
 void vkb_copy(void *dst, const void *src, size_t n, int threads);
 
 /* fence.c: waits that poll (a blocking vkWaitForFences can oversleep by milliseconds on some drivers). Every batch
- * ends by writing the low 32 bits of its serial into a host-mapped word (the completion marker, vkb_window), and only
- * some batches signal a fence: on NVIDIA's driver each fence or semaphore a submission signals costs an interrupt,
- * whose handling takes tens of microseconds from whichever thread runs on the CPU that takes it. A batch submitted
- * without its fence has completed once the marker has reached its serial; its command buffer may be recorded again
- * only once a later fence has signalled (submit.py). The worker waits for its batches (marker or fence), and publishes
- * in a vkb_progress the serial of the last batch whose completions it has run; a caller at a sync point waits for that to reach the serial the worker published for it in `target` (which
- * stays VKB_SERIAL_UNPUBLISHED until the worker has submitted what the caller waits for). While a caller waits, the
- * worker's fence waits spin instead of sleeping. The worker goes back to Python (takes the GIL) when the GIL is free
- * or after a grace: see fence.c. */
+ * ends by writing the low 32 bits of its serial into a host-mapped word (the completion marker, vkb_window), and
+ * only some batches signal a fence: on NVIDIA's driver each fence or semaphore a submission signals costs an
+ * interrupt, whose handling takes tens of microseconds from whichever thread runs on the CPU that takes it. A batch
+ * submitted without its fence has completed once the marker has reached its serial; its command buffer may be
+ * recorded again only once a later fence has signalled (submit.py). The worker waits for its batches (marker or
+ * fence), and publishes in a vkb_progress the serial of the last batch whose completions it has run; a caller at a
+ * sync point waits for that to reach the serial the worker published for it in `target` (which stays
+ * VKB_SERIAL_UNPUBLISHED until the worker has submitted what the caller waits for). While a caller waits, the
+ * worker's waits for its batches spin instead of sleeping. The worker goes back to Python (takes the GIL) when the
+ * GIL is free or after a grace: see fence.c. */
 #define VKB_SERIAL_UNPUBLISHED 0xffffffffffffffff
 /* How long a wait spins before it sleeps in slices, unless progress->spin_ns says longer while a caller waits. */
 enum { VKB_SPIN_NS = 50000 };
