@@ -2,8 +2,8 @@
 """Round trips (one tiny launch, then a sync point) with the caller's thread pinned to each CPU named, its wait at
 the sync point spinning (the default) or sleeping in slices from the start, each in a fresh process; with the CPU
 the worker's thread ended on and the interrupts each pinned CPU took meanwhile (``/proc/interrupts``). It is for the
-hosts' slow mode (docs/performance.md): whole processes whose round trips cost about 35 us more, which follows the
-CPU the caller runs on.
+slow mode (docs/performance.md): a caller on the CPU that takes the GPU's interrupts loses the time each takes to
+handle, and a batch that signals a fence raises one.
 
     python3 scripts/caller-cpu.py --cpus 3 14            # 3,000 round trips per CPU and wait
     python3 scripts/caller-cpu.py --cpus 14 --waits sleep --trips 1000

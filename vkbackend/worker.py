@@ -117,6 +117,7 @@ class Worker:
         self.finished = False  # set by the thread as it ends: every batch completed (or the device was lost)
         self.thread = threading.Thread(target=self._run, name=f"vkbackend-worker:{ctx.info.name}", daemon=True)
         self.thread.start()
+        self._thread_id = self.thread.ident  # get_ident() against it: a cheaper test than current_thread()
 
     # ----- called from any thread ---------------------------------------------------------------------------------
     def put(self, item) -> None:
@@ -150,7 +151,7 @@ class Worker:
         otherwise keep the GIL from it for the interpreter's switch interval (5 ms by default), the GPU running dry
         meanwhile; the library leaves that interval alone. The worker's own thread (a completion that launches) has the
         GIL."""
-        if threading.current_thread() is not self.thread:
+        if threading.get_ident() != self._thread_id:
             self.ctx.lib.vkb_yield_gil(self.progress, YIELD_NS)
 
     def quiet(self) -> bool:
@@ -251,7 +252,7 @@ class Worker:
 
     def call(self, fn, *args):
         """Run ``fn(*args)`` on the worker and return its result (or raise its error) in the caller's thread."""
-        if threading.current_thread() is self.thread:
+        if threading.get_ident() == self._thread_id:
             return fn(*args)
         future = Future()
         self.put((_CALL, fn, args, future))
@@ -302,7 +303,7 @@ class Worker:
                 trace.event("sync_done")
             self.raise_errors()
             return
-        if threading.current_thread() is self.thread:  # a completion that syncs: nobody else would submit
+        if threading.get_ident() == self._thread_id:  # a completion that syncs: nobody else would submit
             self.drain()
         else:
             ffi, lib = self.ctx.ffi, self.ctx.lib
