@@ -347,6 +347,7 @@ static void memory_mode(const char *dir) {
     free(host);
 }
 
+#ifndef ROUND_TRIP_FLOOR_NO_MAIN /* scripts/interrupt-probe.c includes this file for its round trips */
 int main(int argc, char **argv) {
     if (argc < 4 || argc > 5 || (argc == 5 && strcmp(argv[4], "memory")))
         die("usage: round-trip-floor DIR DEVICE_NAME TRIPS [memory] (scripts/round-trip-floor.py runs it)");
@@ -370,3 +371,4 @@ int main(int argc, char **argv) {
         round_trips(argv[1], trips);
     return 0;
 }
+#endif

@@ -105,6 +105,15 @@ def show(lines: list[dict]) -> None:
             print(f"host read of {line['host_read']} bytes of mappable device memory: {line['median_us']} us median")
 
 
+def json_lines(proc: subprocess.CompletedProcess, keep: str | None) -> list[dict]:
+    """The program's JSON lines (its stderr passed on), also written to the file ``keep`` where one is named."""
+    sys.stderr.write(proc.stderr)
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if keep:
+        Path(keep).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trips", type=int, default=3000, help="timed round trips per variant (default 3000)")
@@ -118,11 +127,7 @@ def main() -> int:
         command = [str(program), tmp, args.device, str(args.trips), *(["memory"] if args.memory else [])]
         pin = None if args.cpu is None else (lambda: os.sched_setaffinity(0, {args.cpu}))
         proc = subprocess.run(command, capture_output=True, text=True, preexec_fn=pin, check=False)
-    sys.stderr.write(proc.stderr)
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    if args.json:
-        Path(args.json).write_text("".join(json.dumps(line) + "\n" for line in lines))
-    show(lines)
+    show(json_lines(proc, args.json))
     return proc.returncode
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -173,6 +174,34 @@ def test_records_from_a_program_that_died_early():
     records = vulkan_ref.records_from(result, TINY, np.ones(8, np.float32), np.ones(8, np.float32), None, log.append)
     assert [(r.value, r.correct) for r in records[1:]] == [(None, False)] * (len(vulkan_ref.CASE_NAMES) - 1)
     assert records[0].correct and "vulkan-c: vulkan_ref exited with 1: vulkan_ref: boom" in log
+
+
+def test_the_interrupt_probe_runs_every_mode_and_counts_what_each_cpu_took(tmp_path):
+    """scripts/interrupt-probe.py, built on round-trip-floor.c: every mode's round trips are timed with the sampler on
+    the other CPU or none, and `scan` puts the sampler on each CPU in turn; each line says what the CPUs took."""
+    require_c_reference()
+    if len(os.sched_getaffinity(0)) < 2 or os.cpu_count() != len(os.sched_getaffinity(0)):
+        pytest.skip("the probe pins its two threads to CPUs 0 and 1, and scans every CPU")
+    modes = ["fence_poll", "fence_block", "timeline_poll", "resubmit_timeline", "resubmit_memory_poll", "idle"]
+    plans = [f"{mode}:{i % 2}:{(i + 1) % 2}" for i, mode in enumerate(modes)] + ["fence_poll:-1:0", "scan"]
+    out = tmp_path / "probe.jsonl"
+    script = Path(__file__).resolve().parent.parent / "scripts" / "interrupt-probe.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--trips", "20", "--json", str(out), *plans],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines() if '"mode"' in line]
+    assert [(line["mode"], line["sampler_cpu"]) for line in lines[: len(plans) - 1]] == [
+        (plan.split(":")[0], int(plan.split(":")[1])) for plan in plans[:-1]
+    ]
+    assert sorted(line["sampler_cpu"] for line in lines[len(plans) - 1 :]) == list(range(os.cpu_count() or 0))
+    for line in lines:
+        assert 0 < line["min"] <= line["median"] <= line["p99"] <= line["max"], line
+        assert line["sampler_gap_us_per_trip"] >= 0 and isinstance(line["interrupts_per_trip"], dict)
 
 
 def test_the_round_trip_floor_runs_every_variant_and_checks_its_reads(tmp_path):

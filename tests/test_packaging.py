@@ -68,6 +68,7 @@ BUILD_ONLY = ("vkbackend/decl/", "vkbackend/csrc/")
 BENCH_FILES = [
     "vkbackend/bench/vulkan_ref.c",
     "scripts/round-trip-floor.c",
+    "scripts/interrupt-probe.c",
     "scripts/gpu-bench.sh",
     "scripts/cuda-interop-check.py",
     "scripts/fetch-vulkan-headers.sh",
