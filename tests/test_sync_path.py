@@ -280,7 +280,7 @@ def express(device, pool, monkeypatch):
 def test_a_lone_launch_takes_the_express_lane(device, pool, express):
     """A launch that finds the worker parked with nothing queued is submitted from the park (csrc/express.c), once,
     and so is the read-back's copy after it: each round's result is exact, and every launch and copy went by the
-    lane. A second launch queued behind the first before the sync goes by the lane's other batch and runs after the
+    lane. A second launch queued behind the first before the sync goes by the lane's next batch and runs after the
     first (the lane's barrier epoch is the submitter's)."""
     lane, prog, buf = express
     out = np.empty(256, np.uint32)
@@ -353,7 +353,7 @@ def words_to_the_worker(worker, monkeypatch) -> list:
 
 def test_launch_and_read_back_rounds_by_the_express_lane_run_inside_one_park(device, pool, express, monkeypatch):
     """Rounds of one launch and a read-back of its buffer, too large to read straight (DIRECT_READ_MAX): the park
-    serves the launch and, into its other batch while the launch runs, the read-back's copy; each read-back waits for
+    serves the launch and, into its next batch while the launch runs, the read-back's copy; each read-back waits for
     its copy's serial by itself (no word to the worker) and brings the count so far."""
     lane, prog, buf = express
     worker = device._worker
@@ -384,7 +384,7 @@ def spin(device, pool):
 
 
 def test_a_failed_read_back_copy_behind_a_running_launch_by_the_lane(device, pool, spin, express):
-    """A read-back whose copy the lane fails to submit while the launch before it still runs on the lane's other
+    """A read-back whose copy the lane fails to submit while the launch before it still runs on the lane's previous
     batch raises the submit's error, once the launch has completed; the lane goes on."""
     slow, grid, big = spin
     lane, prog, buf = express
