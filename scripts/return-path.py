@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where a sync point's time goes between the caller and the GPU, without tracing: the C calls of the worker and
-the caller (the worker's waits for work, recording and submitting a window, the fence wait, the fence reset,
-publishing the completed serial, the caller's wait) are stamped with ``time.perf_counter_ns`` in one process, for two
+the caller (the worker's waits for work, recording and submitting a window, its wait for the batch (the completion
+marker, or the fence of a batch that signalled one), that fence's reset, publishing the completed serial, the
+caller's wait) are stamped with ``time.perf_counter_ns`` in one process, for two
 kinds of sync point:
 
 - the synchronised MLP step of ``bench --tinygrad`` (tinygrad's ``TinyJit`` step, then ``Device.synchronize``);
@@ -26,27 +27,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 STAMPED = (
-    "vkb_wait_fence",
+    "vkb_wait_batch",
     "vkResetFences",
     "vkb_publish_completed",
     "vkb_wait_completed",
     "vkb_submit_batch",
     "vkb_wait_work",
 )
-WORKER_WAITS = ("vkb_wait_fence", "vkb_publish_completed", "vkb_wait_work")  # where the worker waits for work
+WORKER_WAITS = ("vkb_wait_batch", "vkb_publish_completed", "vkb_wait_work")  # where the worker waits for work
 ROWS = (
     ("launch() before the sync", "launch"),
     ("sync() -> the caller waits in C", "caller_waits"),
     ("caller waits -> worker out of its wait", "worker_out"),
     ("worker out -> recording begins", "to_submit"),
     ("recording and vkQueueSubmit", "submit"),
-    ("submitted -> fence seen (GPU, poll)", "gpu"),
-    ("fence seen -> reset begins", "fence_reset"),
-    ("vkResetFences", "reset"),
-    ("reset -> publish begins", "reset_publish"),
+    ("submitted -> seen complete (GPU, poll)", "gpu"),
+    ("seen complete -> publish begins", "to_publish"),
+    ("vkResetFences (a batch with a fence)", "reset"),
     ("published -> caller out", "publish_out"),
     ("caller out -> sync returned", "out_end"),
-    ("fence seen -> sync returned", "fence_end"),
+    ("seen complete -> sync returned", "seen_end"),
     ("sync() called -> returned", "total"),
 )
 
@@ -85,22 +85,23 @@ def phases(log: list, start: int, end: int) -> dict[str, int] | None:
         found = [e for e in log if e[0] == name and start <= e[1] <= end and (done is None or done(e[3]))]
         return found[-1] if found else None
 
-    fence, reset = last("vkb_wait_fence", lambda r: r == 0), last("vkResetFences")
+    seen, reset = last("vkb_wait_batch", lambda r: r == 0), last("vkResetFences")
     publish, wait, submit = last("vkb_publish_completed"), last("vkb_wait_completed", bool), last("vkb_submit_batch")
-    if not (fence and reset and publish and wait and submit):
+    if not (seen and publish and wait and submit):
         return None
     out = {
         "caller_waits": wait[1] - start,
         "submit": submit[2] - submit[1],
-        "gpu": fence[2] - submit[2],
-        "fence_reset": reset[1] - fence[2],
-        "reset": reset[2] - reset[1],
-        "reset_publish": publish[1] - reset[2],
+        "gpu": seen[2] - submit[2],
         "publish_out": wait[2] - publish[1],
         "out_end": end - wait[2],
-        "fence_end": end - fence[2],
+        "seen_end": end - seen[2],
         "total": end - start,
     }
+    if publish[1] >= seen[2]:  # else the last publish was C's own, at the wait (vkb_wait_last), not stamped here
+        out["to_publish"] = publish[1] - seen[2]
+    if reset and seen[2] <= reset[1] <= publish[1]:
+        out["reset"] = reset[2] - reset[1]
     woke = [e[2] for e in log if e[0] in WORKER_WAITS and e[1] <= wait[1] <= e[2] <= submit[1]]
     if woke:
         out["worker_out"] = min(woke) - wait[1]

@@ -721,3 +721,21 @@ def test_caller_cpu_times_round_trips_with_the_caller_pinned():
     lines = proc.stdout.strip().splitlines()
     assert [line.split(":")[0] for line in lines] == [f"CPU {cpu:3d}, spin ", f"CPU {cpu:3d}, sleep"], lines
     assert not any("WRONG" in line for line in lines), lines
+
+
+def test_return_path_stamps_both_kinds_of_sync_point():
+    """scripts/return-path.py (docs/performance.md): the native functions it stamps exist, and both reports find sync
+    points whose phases it can place, the GPU's part among them."""
+    pytest.importorskip("tinygrad")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "scripts", "return-path.py"), "--quick", "--steps", "5", "--trips", "20"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    reports = re.findall(r"^(synced MLP step|launch_sync): (\d+) of (\d+) sync points", proc.stdout, re.M)
+    assert [name for name, _, _ in reports] == ["synced MLP step", "launch_sync"], proc.stdout
+    assert all(int(found) > 0 for _, found, _ in reports), proc.stdout
+    assert "submitted -> seen complete" in proc.stdout, proc.stdout
