@@ -22,14 +22,8 @@ class CompletionMarker:
     """The word, its buffer and memory; ``word`` is a ``uint32_t*`` to it, which starts at 0."""
 
     def __init__(self, ctx: DeviceContext) -> None:
-        lib = ctx.lib
         self._memory = memory = DeviceMemory(ctx)
-        type_index = memory.pick_type(
-            required=lib.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | lib.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-            preferred=lib.VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
-            avoid=lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
-        )
-        self.vk_memory, self.buffer, _ = memory.create(MARKER_BYTES, type_index, "completion marker")
+        self.vk_memory, self.buffer, _ = memory.create(MARKER_BYTES, memory.host_type(), "completion marker")
         try:
             mapped = memory.map(self.vk_memory, MARKER_BYTES, "completion marker")
         except BackendError:

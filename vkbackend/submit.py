@@ -39,6 +39,8 @@ HEAD_MIN_BYTES = (2 * HEAD_DISPATCHES + 1) * 20  # the shortest window that can 
 TRACE_QUERY_PAIRS = 256  # tracing: batches whose GPU start and end are kept at once (a batch completes long before)
 FENCE_EVERY = 16  # at least one batch in this many signals its fence (the others' command buffers wait for one)
 
+WAIT_CALLS = "waiting for a batch (vkWaitForFences, vkGetFenceStatus)"  # what a failed wait on a batch called
+
 # why the recorder skipped a record (vkb_window.error_code, decl/vkb.h), by the name of its code there
 _RECORD_ERRORS = {
     "VKB_ERROR_GRID": "its grid is outside 1..maxComputeWorkGroupCount per axis",
@@ -308,8 +310,7 @@ class BatchSubmitter:
                 trace.event("submit", serial)
             # handed over by a caller who runs on: linger until it waits, so that the GIL is free then (fence.c)
             linger_ns = self.progress.grace_ns if self.progress.handing else 0
-            signal = batch.fence if batch.fenced else ffi.NULL
-            result = lib.vkb_submit_batch(w, ctx.handles.queue, signal, self.progress, linger_ns)
+            result = lib.vkb_submit_batch(w, ctx.handles.queue, self._signal(batch), self.progress, linger_ns)
             self._stats["submit_ns"] += w.submit_ns  # the express lane's are counted in C
             if trace.enabled:
                 trace.event("submitted", serial)
@@ -441,7 +442,7 @@ class BatchSubmitter:
                     self.completed = slot.serial
                 continue
             if slot.running:  # polling it failed (its fence, or the loss probe): the device may be lost
-                self._fence_failed(slot.fence_result, "waiting for a batch (vkWaitForFences, vkGetFenceStatus)")
+                self._fence_failed(slot.fence_result, WAIT_CALLS)
             else:  # completed, but its fence could not be reset
                 self._complete(batch, reset=slot.fence_result)
         if failed is not None:
@@ -530,6 +531,10 @@ class BatchSubmitter:
         else:
             lib.vkb_publish_completed(self.progress, batch.serial, 0)
 
+    def _signal(self, batch: Batch):
+        """The fence ``batch`` signals (what its submit passes and a wait for it polls), or NULL: the marker's."""
+        return batch.fence if batch.fenced else self.ctx.ffi.NULL
+
     def _retire(self) -> None:
         """A fence has signalled, which covers every batch before it: those completed by the marker are reused."""
         self._spare += self._retiring
@@ -609,12 +614,13 @@ class BatchSubmitter:
         is gone, or the worker met an error it cannot place. With ``wait_ns`` the GPU gets that long to finish them
         first, so that their completions (frees among them) release nothing it still uses."""
         deadline = time.monotonic_ns() + wait_ns
-        ffi, lib = self.ctx.ffi, self.ctx.lib
+        lib = self.ctx.lib
         finished = bool(wait_ns)
         for batch in self._in_flight if wait_ns else ():  # each batch is given up anyway
-            fence = batch.fence if batch.fenced else ffi.NULL
             left = max(0, deadline - time.monotonic_ns())
-            finished &= lib.vkb_wait_batch(self.ctx.device, fence, batch.serial, left, self.progress, 0) == 0
+            finished &= (
+                lib.vkb_wait_batch(self.ctx.device, self._signal(batch), batch.serial, left, self.progress, 0) == 0
+            )
         if finished:  # the queue is idle: this returns at once, and tells Vulkan that everything has completed
             lib.vkQueueWaitIdle(self.ctx.handles.queue)  # its result does not matter: the batches are given up
         self._abandoned += self._retiring
@@ -666,14 +672,15 @@ class BatchSubmitter:
         if kicked and hold_ns and on_hold is not None and self._publishes_at_fence(batch):
             result = self._wait_last(batch, timeout_ns, hold_ns, on_hold)
         else:
-            fence = batch.fence if batch.fenced else self.ctx.ffi.NULL
-            result = lib.vkb_wait_batch(self.ctx.device, fence, batch.serial, timeout_ns, self.progress, kicked)
+            result = lib.vkb_wait_batch(
+                self.ctx.device, self._signal(batch), batch.serial, timeout_ns, self.progress, kicked
+            )
             if result == 0:
                 self._complete(batch, hold_ns, on_hold)
         if result == 0:
             self.reap()
         elif result not in (lib.VK_TIMEOUT, lib.VK_NOT_READY):
-            self._fence_failed(result, "waiting for a batch (vkWaitForFences, vkGetFenceStatus)")
+            self._fence_failed(result, WAIT_CALLS)
         return result
 
     def _publishes_at_fence(self, batch: Batch) -> bool:
@@ -693,9 +700,8 @@ class BatchSubmitter:
         reset = self._reset_result
         reset[0] = 0
         on_hold(True)
-        fence = batch.fence if batch.fenced else self.ctx.ffi.NULL
         result = self.ctx.lib.vkb_wait_last(
-            self.ctx.device, fence, batch.serial, timeout_ns, self.progress, hold_ns, reset
+            self.ctx.device, self._signal(batch), batch.serial, timeout_ns, self.progress, hold_ns, reset
         )
         if result == 0:
             if reset[0] == 0:

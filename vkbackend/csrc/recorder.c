@@ -156,17 +156,12 @@ static const uint32_t *vkb_record_records(vkb_window *w, const uint32_t *p, uint
 }
 
 /* The end of a window: its writes visible to the host (read-backs through mapped memory), then, once they are done,
- * the completion marker (decl/vkb.h). With the marker, that first barrier also orders everything later on the queue
- * after the whole window (its second scope is every later command, in this submission and the next), and so the
- * marker's write after the previous batch's: memory a batch used may be reused as soon as the marker says it has
- * completed, before a fence has told the host so (submit.py). */
+ * the completion marker (decl/vkb.h). That first barrier also orders everything later on the queue after the whole
+ * window (its second scope is every later command, in this submission and the next), and so the marker's write after
+ * the previous batch's: memory a batch used may be reused as soon as the marker says it has completed, before a fence
+ * has told the host so (submit.py). */
 static void vkb_record_end(const vkb_window *w, VkCommandBuffer cmd) {
-    VkMemoryBarrier done = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VKB_WRITES, VK_ACCESS_HOST_READ_BIT};
-    if (!w->marker_buffer) {
-        vkCmdPipelineBarrier(cmd, VKB_STAGES, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &done, 0, NULL, 0, NULL);
-        return;
-    }
-    done.dstAccessMask |= VKB_ACCESSES;
+    VkMemoryBarrier done = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VKB_WRITES, VK_ACCESS_HOST_READ_BIT | VKB_ACCESSES};
     vkCmdPipelineBarrier(cmd, VKB_STAGES, VK_PIPELINE_STAGE_HOST_BIT | VKB_STAGES, 0, 1, &done, 0, NULL, 0, NULL);
     vkCmdFillBuffer(cmd, w->marker_buffer, 0, 4, w->marker_value);
     VkMemoryBarrier marker = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VK_ACCESS_TRANSFER_WRITE_BIT, VK_ACCESS_HOST_READ_BIT};

@@ -72,6 +72,16 @@ class DeviceMemory:
             )
         return best
 
+    def host_type(self) -> int:
+        """The type of memory the GPU writes and the host reads (staging, the completion marker):
+        HOST_VISIBLE|HOST_COHERENT, HOST_CACHED where offered, DEVICE_LOCAL where nothing else is."""
+        lib = self.ctx.lib
+        return self.pick_type(
+            required=lib.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | lib.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+            preferred=lib.VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+            avoid=lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+        )
+
     def _mappable_local_type(self) -> int | None:
         """A DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT type in the heap of ``device_type`` (``device_type`` itself where
         it is one); None where the host reaches device memory only through a smaller window, or not at all."""

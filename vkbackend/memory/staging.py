@@ -23,17 +23,10 @@ class StagingRing:
     """``count`` staging buffers of ``buffer_bytes`` each, in one host-visible allocation."""
 
     def __init__(self, ctx, memory: DeviceMemory, new_slot: Callable, buffer_bytes: int, count: int) -> None:
-        lib = ctx.lib
         self.ctx, self._memory = ctx, memory
         self.buffer_bytes = buffer_bytes
         self.count = count
-        props = lib.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | lib.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
-        type_index = memory.pick_type(
-            required=props,
-            preferred=lib.VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
-            avoid=lib.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
-        )
-        self.vk_memory, self.vk_buffer, _ = memory.create(buffer_bytes * count, type_index, "staging ring")
+        self.vk_memory, self.vk_buffer, _ = memory.create(buffer_bytes * count, memory.host_type(), "staging ring")
         try:
             mapped = memory.map(self.vk_memory, buffer_bytes * count, "staging ring")
         except BackendError:
