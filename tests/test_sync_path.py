@@ -724,8 +724,9 @@ def test_caller_cpu_times_round_trips_with_the_caller_pinned():
 
 
 def test_return_path_stamps_both_kinds_of_sync_point():
-    """scripts/return-path.py (docs/performance.md): the native functions it stamps exist, and both reports find sync
-    points whose phases it can place, the GPU's part among them."""
+    """scripts/return-path.py (docs/performance.md): the native functions it stamps exist, and both reports come; the
+    MLP step's sync points, whose graphs go by the worker's Python, have phases it can place, the GPU's part among them
+    (a lone launch the express lane takes, where polling pays, is submitted inside the park, which it cannot see)."""
     pytest.importorskip("tinygrad")
     proc = subprocess.run(
         [sys.executable, os.path.join(REPO, "scripts", "return-path.py"), "--quick", "--steps", "5", "--trips", "20"],
@@ -737,5 +738,5 @@ def test_return_path_stamps_both_kinds_of_sync_point():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     reports = re.findall(r"^(synced MLP step|launch_sync): (\d+) of (\d+) sync points", proc.stdout, re.M)
     assert [name for name, _, _ in reports] == ["synced MLP step", "launch_sync"], proc.stdout
-    assert all(int(found) > 0 for _, found, _ in reports), proc.stdout
+    assert int(reports[0][1]) > 0, proc.stdout
     assert "submitted -> seen complete" in proc.stdout, proc.stdout
