@@ -102,19 +102,25 @@ def test_address_members_take_live_buffers_in_order(device, pool, addressed):
 
 
 def test_accesses_by_address_are_ordered_like_bound_ones(device, pool, addressed):
-    """The recorder orders buffers reached by address from the launch's buffer list: a barrier before a launch that
-    depends on an earlier one, none between independent ones."""
+    """The recorder orders buffers reached by address from the launch's buffer list: in one window (a graph), a
+    barrier before a launch that depends on an earlier one, none between independent ones."""
     bufs = [pool.allocate(4096) for _ in range(4)]
     for b in bufs:
         pool.host_to_pool(np.ones(1024, dtype=np.float32), b)
     x1, y1, x2, y2 = bufs
-    device.sync()
+    device.sync()  # the uploads' window ends: its end orders the launches after it
     before = device.stats()["barriers"]
-    device.launch(addressed, [x1, y1], [1.0, 0, 1024], (4, 1, 1))  # after the uploads: one barrier
-    device.launch(addressed, [x2, y2], [1.0, 0, 1024], (4, 1, 1))  # independent of the first: none
-    device.launch(addressed, [x1, y1], [1.0, 0, 1024], (4, 1, 1))  # writes what the first wrote: one
+    graph = device.graph(
+        [
+            (addressed, [x1, y1], [1.0, 0, 1024], (4, 1, 1)),
+            (addressed, [x2, y2], [1.0, 0, 1024], (4, 1, 1)),  # independent of the first: none
+            (addressed, [x1, y1], [1.0, 0, 1024], (4, 1, 1)),  # writes what the first wrote: one
+        ]
+    )
+    graph.launch()
     device.sync()
-    assert device.stats()["barriers"] - before == 2
+    graph.close()
+    assert device.stats()["barriers"] - before == 1
     out = np.empty(1024, dtype=np.float32)
     pool.pool_to_host(y1, out)
     assert (out == 3).all()

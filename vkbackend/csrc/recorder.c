@@ -178,7 +178,10 @@ static VkResult vkb_submit_records(vkb_window *w, VkCommandBuffer cmd, const uin
     VkCommandBuffer window_cmd = w->cmd;
     w->cmd = cmd;  /* the recording helpers record into w->cmd */
     *p = vkb_record_records(w, *p, stop_at, set_index);
-    if (!stop_at) vkb_record_end(w, cmd);
+    if (!stop_at) {
+        vkb_record_end(w, cmd);
+        w->epoch++;  /* the end's first barrier orders every later command after the window: no hazard carries over */
+    }
     w->cmd = window_cmd;
     r = vkEndCommandBuffer(cmd);
     if (r != VK_SUCCESS) return r;
