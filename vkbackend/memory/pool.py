@@ -769,11 +769,17 @@ class MemoryPool:
     # ----- teardown and accounting --------------------------------------------------------------------------------
     def trim(self) -> int:
         """Give back to the driver the device memory the pool keeps for reuse: freed blocks held for quick reuse, and
-        chunks no live buffer uses. Buffers released but still waiting for the GPU are not touched (a sync first makes
-        them count). Returns the bytes given back. The pool never does this on its own: after a peak it keeps what
-        the peak needed, like a caching allocator; call this to return it."""
+        chunks no live buffer uses. It first waits, within the sync deadline, for the work queued so far (earlier
+        asynchronous errors are left to the next sync point), so buffers released before the call count too. Returns
+        the bytes given back. The pool never does this on its own: after a peak it keeps what the peak needed, like a
+        caching allocator; call this to return it."""
         freed = 0
         self._release_orphans()
+        ctx = self.ctx
+        if not (ctx.closed or ctx.forked or ctx.lost is not None):  # also while busy (a compile on the worker)
+            # A freed block's last user may have completed by the completion marker with no fence since, and Vulkan
+            # counts its chunk's buffer as in use until the host has seen one: the drain ends with a fence.
+            self._worker.drain()
         with self._lock:
             self._trim_recent()
             for chunk in [c for c in self._chunks if c.used == 0]:  # every block was freed after the GPU was done
