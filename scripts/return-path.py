@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Where a sync point's time goes between the caller and the GPU, without tracing: the C calls of the worker and
 the caller (the worker's waits for work, recording and submitting a window, its wait for the batch (the completion
-marker, or the fence of a batch that signalled one), that fence's reset, publishing the completed serial, the
-caller's wait) are stamped with ``time.perf_counter_ns`` in one process, for two
-kinds of sync point:
+marker, or the fence of a batch that signalled one), that fence's reset, publishing the completed serial (from
+Python, or from C as the last batch completes: ``vkb_wait_last``), the caller's wait) are stamped with
+``time.perf_counter_ns`` in one process, for two kinds of sync point:
 
 - the synchronised MLP step of ``bench --tinygrad`` (tinygrad's ``TinyJit`` step, then ``Device.synchronize``);
 - ``launch_sync`` (one tiny launch, then ``Device.sync``).
@@ -28,13 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 STAMPED = (
     "vkb_wait_batch",
+    "vkb_wait_last",
     "vkResetFences",
     "vkb_publish_completed",
     "vkb_wait_completed",
     "vkb_submit_batch",
     "vkb_wait_work",
 )
-WORKER_WAITS = ("vkb_wait_batch", "vkb_publish_completed", "vkb_wait_work")  # where the worker waits for work
+WORKER_WAITS = ("vkb_wait_batch", "vkb_wait_last", "vkb_publish_completed", "vkb_wait_work")  # waits for work
 ROWS = (
     ("launch() before the sync", "launch"),
     ("sync() -> the caller waits in C", "caller_waits"),
@@ -76,18 +77,28 @@ class Stamped:
         return getattr(self._lib, name)
 
 
-def phases(log: list, start: int, end: int) -> dict[str, int] | None:
-    """The phases of the sync point that ran from ``start`` to ``end`` (ns), from the stamps inside it. The worker is
-    "out of its wait" when the first of its waits that was running as the caller began to wait returned (absent
-    where the worker was already running Python then)."""
+def phases(log: list, since: int, start: int, end: int) -> dict[str, int] | None:
+    """The phases of the sync point that ran from ``start`` to ``end`` (ns), the last before it having ended at
+    ``since``: the waits and publishes that ended inside it, and the last submit since ``since`` (a graph is submitted
+    while the step runs, before its sync point). A last batch whose serial C published as it completed
+    (``vkb_wait_last``, which may hold the worker there past the sync point's end) counts as seen and published when
+    the caller's wait ended. The worker is "out of its wait" when the first of its waits that was running as the
+    caller began to wait returned (absent where the worker was already running Python then)."""
 
-    def last(name: str, done=None):
-        found = [e for e in log if e[0] == name and start <= e[1] <= end and (done is None or done(e[3]))]
+    def last(names: tuple[str, ...], done=None, after: int = start):
+        found = [e for e in log if e[0] in names and after <= e[2] <= end and (done is None or done(e[3]))]
         return found[-1] if found else None
 
-    seen, reset = last("vkb_wait_batch", lambda r: r == 0), last("vkResetFences")
-    publish, wait, submit = last("vkb_publish_completed"), last("vkb_wait_completed", bool), last("vkb_submit_batch")
-    if not (seen and publish and wait and submit):
+    wait, submit = last(("vkb_wait_completed",), bool), last(("vkb_submit_batch",), after=since)
+    if not (wait and submit):
+        return None
+    reset, publish = last(("vkResetFences",)), last(("vkb_publish_completed",))
+    seen = last(("vkb_wait_batch",), lambda r: r == 0)
+    in_c = [e for e in log if e[0] == "vkb_wait_last" and e[3] == 0 and e[1] <= wait[2] and e[2] >= start]
+    if in_c and (seen is None or in_c[-1][1] > seen[1]):
+        seen = ("vkb_wait_last", in_c[-1][1], min(in_c[-1][2], wait[2]), 0)
+        publish = ("vkb_wait_last", seen[2], seen[2], 0)
+    if not (seen and publish):
         return None
     out = {
         "caller_waits": wait[1] - start,
@@ -98,7 +109,7 @@ def phases(log: list, start: int, end: int) -> dict[str, int] | None:
         "seen_end": end - seen[2],
         "total": end - start,
     }
-    if publish[1] >= seen[2]:  # else the last publish was C's own, at the wait (vkb_wait_last), not stamped here
+    if publish[0] == "vkb_publish_completed" and publish[1] >= seen[2]:
         out["to_publish"] = publish[1] - seen[2]
     if reset and seen[2] <= reset[1] <= publish[1]:
         out["reset"] = reset[2] - reset[1]
@@ -112,7 +123,7 @@ def phases(log: list, start: int, end: int) -> dict[str, int] | None:
 def report(label: str, log: list, syncs: list[tuple[int, int]], launches: list[int] | None = None) -> None:
     found = []
     for i, (a, b) in enumerate(syncs):
-        p = phases(log, a, b)
+        p = phases(log, syncs[i - 1][1] if i else 0, a, b)
         if p is not None:
             if launches:
                 p["launch"] = launches[i]
