@@ -8,6 +8,11 @@
  *     with); that dispatch and a read-back of its first float through a host-visible staging buffer, by
  *     vkCmdCopyBuffer, by a copy kernel, by the dispatch writing it there itself, or straight from device memory the
  *     host maps (DEVICE_LOCAL|HOST_VISIBLE, where the device has it);
+ *   - the end of the command buffer (with one tiny dispatch): no barrier, a barrier to the host, or vkbackend's
+ *     completion marker (that barrier reaching every later command too, then the trip's number written into a word of
+ *     host memory by vkCmdFillBuffer, by vkCmdUpdateBuffer or by a one-invocation kernel, then a barrier to the
+ *     host), polled in memory with no fence at all (marker_poll) or with the fence as well; or an event set after the
+ *     barrier to the host, polled with vkGetEventStatus (event_poll);
  *   - with VK_EXT_calibrated_timestamps, where the time goes: the GPU's timestamps at the start and end of the
  *     command buffer, placed on the host's clock;
  *   - `memory` mode: `c = a + b` on buffers of plain device memory against host-mappable device memory, and the
@@ -31,6 +36,11 @@ static PFN_vkCreateSemaphore vkCreateSemaphore;
 static PFN_vkGetSemaphoreCounterValue vkGetSemaphoreCounterValue;
 static PFN_vkWaitSemaphores vkWaitSemaphores;
 static PFN_vkGetFenceStatus vkGetFenceStatus;
+static PFN_vkCmdUpdateBuffer vkCmdUpdateBuffer;
+static PFN_vkCreateEvent vkCreateEvent;
+static PFN_vkCmdSetEvent vkCmdSetEvent;
+static PFN_vkGetEventStatus vkGetEventStatus;
+static PFN_vkResetEvent vkResetEvent;
 static PFN_vkGetCalibratedTimestampsEXT vkGetCalibratedTimestampsEXT; /* NULL without the extension */
 
 static uint64_t now_ns(void) {
@@ -62,6 +72,7 @@ static void open_probe_device(const char *name) {
     open_device(16);
 #define LOAD(name) name = (PFN_##name)required(vkGetDeviceProcAddr(gpu.device, #name), #name);
     LOAD(vkCreateSemaphore) LOAD(vkGetSemaphoreCounterValue) LOAD(vkWaitSemaphores) LOAD(vkGetFenceStatus)
+    LOAD(vkCmdUpdateBuffer) LOAD(vkCreateEvent) LOAD(vkCmdSetEvent) LOAD(vkGetEventStatus) LOAD(vkResetEvent)
     if (has_calibrated) LOAD(vkGetCalibratedTimestampsEXT)
 #undef LOAD
 }
@@ -95,15 +106,23 @@ static Buffer buffer_of_type(VkDeviceSize size, uint32_t type, int map) {
 
 /* ----- round trips ------------------------------------------------------------------------------------------- */
 typedef enum { EMPTY, LAUNCH, READ_COPY, READ_KERNEL, READ_FUSED, READ_MAPPED } Work;
-typedef enum { FENCE_POLL, FENCE_STATUS, FENCE_BLOCK, TIMELINE_POLL, TIMELINE_BLOCK } Wait;
+typedef enum { FENCE_POLL, FENCE_STATUS, FENCE_BLOCK, TIMELINE_POLL, TIMELINE_BLOCK, MARKER_POLL, EVENT_POLL } Wait;
+typedef enum { END_NONE, END_HOST, END_FILL, END_UPDATE, END_KERNEL, END_EVENT } End; /* after the command buffer's work */
 static const char *const work_names[] = {"empty", "launch", "read_copy", "read_kernel", "read_fused", "read_mapped"};
 static const char *const wait_names[] = {"fence_poll", "fence_status", "fence_block", "timeline_poll",
-                                         "timeline_block"};
+                                         "timeline_block", "marker_poll", "event_poll"};
+static const char *const end_names[] = {"none", "host_barrier", "marker_fill", "marker_update", "marker_kernel",
+                                        "event"};
 
 typedef struct {
     const Kernel *inc, *copy, *fused;
     VkDescriptorSet inc_set, copy_set, fused_set, mapped_set;
     const Buffer *buffer, *staging, *mapped; /* mapped: NULL where the device has no host-mappable device memory */
+    const Buffer *marker;                    /* a word of host memory the marker endings write the trip's number into */
+    uint32_t marker_value;                   /* (the kernel's: a float it adds 1 to) */
+    VkDescriptorSet marker_set;              /* the increment kernel on the marker */
+    VkEvent event;
+    End end;
     VkQueryPool queries;
     VkSemaphore timeline;
     uint64_t timeline_value;
@@ -160,6 +179,27 @@ static void record(const Probe *p, Work work, int opening_barrier, int stamps) {
     }
     if (work == READ_KERNEL || work == READ_FUSED || work == READ_MAPPED)
         barrier(COMPUTE, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    if (p->end == END_HOST || p->end == END_EVENT) {
+        barrier(COMPUTE | TRANSFER, VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                VK_ACCESS_HOST_READ_BIT);
+    } else if (p->end == END_FILL || p->end == END_UPDATE) { /* as vkbackend's csrc/recorder.c ends a window */
+        barrier(COMPUTE | TRANSFER, VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                VK_PIPELINE_STAGE_HOST_BIT | COMPUTE | TRANSFER,
+                VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                    VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+        if (p->end == END_FILL)
+            vkCmdFillBuffer(gpu.cmd, p->marker->buffer, 0, sizeof(uint32_t), p->marker_value);
+        else
+            vkCmdUpdateBuffer(gpu.cmd, p->marker->buffer, 0, sizeof(uint32_t), &p->marker_value);
+        barrier(TRANSFER, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    } else if (p->end == END_KERNEL) {
+        barrier(COMPUTE | TRANSFER, VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, COMPUTE,
+                VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+        kernel_use(p->inc, p->marker_set, 1);
+        vkCmdDispatch(gpu.cmd, 1, 1, 1);
+        barrier(COMPUTE, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    }
+    if (p->end == END_EVENT) vkCmdSetEvent(gpu.cmd, p->event, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
     if (stamps) vkCmdWriteTimestamp(gpu.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, p->queries, 1);
     CHECK(vkEndCommandBuffer(gpu.cmd));
 }
@@ -167,6 +207,7 @@ static void record(const Probe *p, Work work, int opening_barrier, int stamps) {
 /* One round trip; returns the float it read back (0 for the work that reads nothing). */
 static float one_trip(Probe *p, Work work, Wait wait, int opening_barrier, int stamps, Phases *out) {
     uint64_t t0 = now_ns();
+    p->marker_value++;
     record(p, work, opening_barrier, stamps);
     uint64_t t1 = now_ns();
     int timeline = wait == TIMELINE_POLL || wait == TIMELINE_BLOCK;
@@ -176,7 +217,8 @@ static float one_trip(Probe *p, Work work, Wait wait, int opening_barrier, int s
     VkSubmitInfo submit = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = timeline ? &values : NULL,
                            .commandBufferCount = 1, .pCommandBuffers = &gpu.cmd,
                            .signalSemaphoreCount = timeline ? 1 : 0, .pSignalSemaphores = &p->timeline};
-    CHECK(vkQueueSubmit(gpu.queue, 1, &submit, timeline ? VK_NULL_HANDLE : gpu.fence));
+    int fenced = !timeline && wait != MARKER_POLL && wait != EVENT_POLL;
+    CHECK(vkQueueSubmit(gpu.queue, 1, &submit, fenced ? gpu.fence : VK_NULL_HANDLE));
     if (timeline) p->timeline_value = target;
     uint64_t t2 = now_ns();
     VkResult r;
@@ -190,15 +232,27 @@ static float one_trip(Probe *p, Work work, Wait wait, int opening_barrier, int s
     case TIMELINE_POLL:
         while ((r = vkGetSemaphoreCounterValue(gpu.device, p->timeline, &value)) == VK_SUCCESS && value < target) {}
         break;
+    case MARKER_POLL:
+        if (p->end == END_KERNEL)
+            while (*(volatile const float *)p->marker->mapped != (float)p->marker_value) {}
+        else
+            while (__atomic_load_n((const uint32_t *)p->marker->mapped, __ATOMIC_ACQUIRE) != p->marker_value) {}
+        r = VK_SUCCESS;
+        break;
+    case EVENT_POLL: while ((r = vkGetEventStatus(gpu.device, p->event)) == VK_EVENT_RESET) {} break;
     default: r = vkWaitSemaphores(gpu.device, &wait_info, FENCE_TIMEOUT_NS); break;
     }
+    if (r == VK_EVENT_SET) r = VK_SUCCESS;
     CHECK(r);
     uint64_t t3 = now_ns();
     float read = 0;
     if (work == READ_COPY || work == READ_KERNEL || work == READ_FUSED) memcpy(&read, p->staging->mapped, sizeof read);
     if (work == READ_MAPPED) memcpy(&read, p->mapped->mapped, sizeof read);
     uint64_t t4 = now_ns();
-    if (!timeline) CHECK(vkResetFences(gpu.device, 1, &gpu.fence));
+    if (fenced) CHECK(vkResetFences(gpu.device, 1, &gpu.fence));
+    if (wait == MARKER_POLL || wait == EVENT_POLL) CHECK(vkQueueWaitIdle(gpu.queue)); /* untimed: tells Vulkan the
+                                                                                         command buffer is done */
+    if (wait == EVENT_POLL) CHECK(vkResetEvent(gpu.device, p->event));
     *out = (Phases){(t4 - t0) * 1e-3, (t1 - t0) * 1e-3, (t2 - t1) * 1e-3, (t3 - t2) * 1e-3, 0, 0, 0};
     if (stamps) {
         uint64_t ticks[2];
@@ -228,6 +282,10 @@ static void variant(Probe *p, Work work, Wait wait, int opening_barrier, int sta
     Phases *all = malloc(trips * sizeof *all);
     if (!all) die("out of host memory for %ld samples", trips);
     if (stamps) calibrate(p);
+    if (p->end == END_KERNEL) { /* the kernel adds 1 to a float: count from 0 (a host write before the submit) */
+        memset(p->marker->mapped, 0, sizeof(float));
+        p->marker_value = 0;
+    }
     int reads = work != EMPTY && work != LAUNCH, correct = 1;
     float last = -1;
     for (long i = -WARMUP_TRIPS; i < trips; i++) {
@@ -238,9 +296,10 @@ static void variant(Probe *p, Work work, Wait wait, int opening_barrier, int sta
         if (i >= 0) all[i] = phases;
     }
     double min, p99, max, median = phase_median(all, trips, offsetof(Phases, total), &min, &p99, &max);
-    printf("{\"work\": \"%s\", \"wait\": \"%s\", \"opening_barrier\": %d, \"timestamps\": %d, \"min\": %.2f, "
-           "\"median\": %.2f, \"p99\": %.2f, \"max\": %.2f, \"record\": %.2f, \"submit\": %.2f, \"wait_us\": %.2f",
-           work_names[work], wait_names[wait], opening_barrier, stamps, min, median, p99, max,
+    printf("{\"work\": \"%s\", \"wait\": \"%s\", \"end\": \"%s\", \"opening_barrier\": %d, \"timestamps\": %d, "
+           "\"min\": %.2f, \"median\": %.2f, \"p99\": %.2f, \"max\": %.2f, \"record\": %.2f, \"submit\": %.2f, "
+           "\"wait_us\": %.2f",
+           work_names[work], wait_names[wait], end_names[p->end], opening_barrier, stamps, min, median, p99, max,
            phase_median(all, trips, offsetof(Phases, record), 0, 0, 0),
            phase_median(all, trips, offsetof(Phases, submit), 0, 0, 0),
            phase_median(all, trips, offsetof(Phases, wait), 0, 0, 0));
@@ -266,10 +325,15 @@ static void round_trips(const char *dir, long trips) {
     Buffer buffer = buffer_new(FLOATS * sizeof(float), DEVICE_LOCAL), staging = buffer_new(FLOATS * sizeof(float), STAGING);
     uint32_t mappable = memory_type_with(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                                              VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, 0);
-    Buffer mapped = {0};
+    Buffer mapped = {0}, marker = buffer_new(64, STAGING);
+    memset(marker.mapped, 0, 64);
     zero(&buffer, 1);
     Buffer *one[1] = {&buffer}, *two[2] = {&buffer, &staging};
-    p.inc = &inc, p.copy = &copy, p.fused = &fused, p.buffer = &buffer, p.staging = &staging;
+    p.inc = &inc, p.copy = &copy, p.fused = &fused, p.buffer = &buffer, p.staging = &staging, p.marker = &marker;
+    Buffer *marked[1] = {&marker};
+    p.marker_set = kernel_bind(&inc, marked, 1);
+    VkEventCreateInfo event = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+    CHECK(vkCreateEvent(gpu.device, &event, NULL, &p.event));
     p.inc_set = kernel_bind(&inc, one, 1), p.copy_set = kernel_bind(&copy, two, 2);
     p.fused_set = kernel_bind(&fused, two, 2);
     if (mappable != UINT32_MAX) {
@@ -288,11 +352,23 @@ static void round_trips(const char *dir, long trips) {
     for (int work = READ_COPY; work <= READ_MAPPED; work++)
         if (work != READ_MAPPED || p.mapped)
             for (int w = FENCE_POLL; w <= TIMELINE_POLL; w += TIMELINE_POLL - FENCE_POLL) variant(&p, work, w, 1, 0, trips);
+    for (End end = END_HOST; end <= END_EVENT; end++) { /* how vkbackend's batches end, and the alternatives */
+        p.end = end;
+        variant(&p, LAUNCH, FENCE_POLL, 1, 0, trips);
+        if (end != END_HOST) variant(&p, LAUNCH, end == END_EVENT ? EVENT_POLL : MARKER_POLL, 1, 0, trips);
+        if (end != END_HOST) variant(&p, LAUNCH, end == END_EVENT ? EVENT_POLL : MARKER_POLL, 0, 0, trips);
+    }
+    p.end = END_NONE;
     if (vkGetCalibratedTimestampsEXT && gpu.timestamp_bits) {
         variant(&p, EMPTY, FENCE_POLL, 0, 1, trips);
         for (int w = FENCE_POLL; w <= TIMELINE_POLL; w += TIMELINE_POLL - FENCE_POLL) variant(&p, LAUNCH, w, 1, 1, trips);
         variant(&p, READ_COPY, FENCE_POLL, 1, 1, trips);
         variant(&p, READ_KERNEL, FENCE_POLL, 1, 1, trips);
+        for (End end = END_HOST; end <= END_FILL; end++) {
+            p.end = end;
+            variant(&p, LAUNCH, end == END_HOST ? FENCE_POLL : MARKER_POLL, 1, 1, trips);
+        }
+        p.end = END_NONE;
     }
 }
 

@@ -78,7 +78,7 @@ def build(folder: Path) -> Path:
 
 
 def show(lines: list[dict]) -> None:
-    header = f"{'variant':52s} {'min':>7s} {'median':>7s} {'p99':>7s} {'max':>8s}   medians of the phases (us)"
+    header = f"{'variant':64s} {'min':>7s} {'median':>7s} {'p99':>7s} {'max':>8s}   medians of the phases (us)"
     for line in lines:
         if "info" in line:
             print(line["info"])
@@ -87,6 +87,7 @@ def show(lines: list[dict]) -> None:
                 print(header)
                 header = ""
             name = f"{line['work']}, {line['wait']}" + ("" if line["opening_barrier"] else ", no opening barrier")
+            name += "" if line["end"] == "none" else f", ends: {line['end']}"
             name += ", timestamps" if line["timestamps"] else ""
             phases = f"record {line['record']:.2f}  submit {line['submit']:.2f}  wait {line['wait_us']:.2f}"
             if line["timestamps"]:
@@ -95,7 +96,7 @@ def show(lines: list[dict]) -> None:
                     f"  GPU end->seen {line['gpu_end_to_seen']:.2f}"
                 )
             spread = f"{line['min']:7.2f} {line['median']:7.2f} {line['p99']:7.2f} {line['max']:8.2f}"
-            print(f"{name:52s} {spread}   {phases}{'' if line['correct'] else '  WRONG'}")
+            print(f"{name:64s} {spread}   {phases}{'' if line['correct'] else '  WRONG'}")
         elif "add" in line:
             print(
                 f"add on {line['add'] >> 20} MiB arrays in memory type {line['memory_type']}: "
