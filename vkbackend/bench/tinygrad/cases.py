@@ -86,15 +86,18 @@ class TinygradWorkloads(Workloads):
         """Teacher-forced: the seeded tokens go in one at a time (the position is a bound symbolic variable, so one
         captured JIT serves every position) and each step's [argmax, max logit] comes back to the host, as a real
         decoder reads every token back."""
+        token, tokens = self.gpt2_decoder()
+        return lambda: sum(token(i, t) for i, t in enumerate(tokens))
+
+    def gpt2_decoder(self) -> tuple[Callable[[int, int], float], list[int]]:
+        """:meth:`gpt2_decode`'s parts: one token's step (position, token -> its max logit) and the seeded tokens."""
         s = self.s
         tokens = seeded_inputs("gpt2", s)["tokens"].tolist()
         model = GPT2Decoder(s.gpt2_layers, s.gpt2_dim, s.gpt2_heads, s.gpt2_vocab, s.gpt2_positions, s.gpt2_tokens)
         load_seeded(model, SEED)
         step = TinyJit(lambda tok, pos: model(tok, pos).realize())
         pos = UOp.variable("pos", 0, s.gpt2_tokens - 1)
-        return lambda: sum(
-            step(Tensor([[t]], dtype=dtypes.int32), pos.bind(i)).tolist()[1] for i, t in enumerate(tokens)
-        )
+        return lambda i, t: step(Tensor([[t]], dtype=dtypes.int32), pos.bind(i)).tolist()[1], tokens
 
     def resnet_forward(self) -> Callable[[], Tensor]:
         s = self.s
