@@ -134,6 +134,20 @@ def groups(n: int, local: int = 64) -> tuple[int, int, int]:
     return (max(1, (n + local - 1) // local), 1, 1)
 
 
+def in_one_window(device, launches) -> None:
+    """Run ``launches`` (``(program, buffers, scalars, grid)`` each) in one window, and wait for them: a graph,
+    launched once. Launches queued one by one may be split between windows as the worker picks them up, and a window's
+    end orders everything after it, so the barriers counted would depend on the split."""
+    graph = device.graph(launches)
+    batches = device.stats()["batches"]
+    try:
+        graph.launch()
+        device.sync()
+    finally:
+        graph.close()
+    assert device.stats()["batches"] - batches == 1
+
+
 SCRIPTS = os.path.join(REPO, "tests", "scripts")
 
 

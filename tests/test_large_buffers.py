@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 import pytest
-from _reliability import run_isolated
+from _reliability import in_one_window, run_isolated
 
 from vkbackend import ErrorStatus
 from vkbackend.errors import BackendError
@@ -110,16 +110,12 @@ def test_accesses_by_address_are_ordered_like_bound_ones(device, pool, addressed
     x1, y1, x2, y2 = bufs
     device.sync()  # the uploads' window ends: its end orders the launches after it
     before = device.stats()["barriers"]
-    graph = device.graph(
-        [
-            (addressed, [x1, y1], [1.0, 0, 1024], (4, 1, 1)),
-            (addressed, [x2, y2], [1.0, 0, 1024], (4, 1, 1)),  # independent of the first: none
-            (addressed, [x1, y1], [1.0, 0, 1024], (4, 1, 1)),  # writes what the first wrote: one
-        ]
-    )
-    graph.launch()
-    device.sync()
-    graph.close()
+    launches = [
+        (addressed, [x1, y1], [1.0, 0, 1024], (4, 1, 1)),
+        (addressed, [x2, y2], [1.0, 0, 1024], (4, 1, 1)),  # independent of the first: none
+        (addressed, [x1, y1], [1.0, 0, 1024], (4, 1, 1)),  # writes what the first wrote: one
+    ]
+    in_one_window(device, launches)
     assert device.stats()["barriers"] - before == 1
     out = np.empty(1024, dtype=np.float32)
     pool.pool_to_host(y1, out)

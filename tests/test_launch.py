@@ -15,7 +15,7 @@ import threading
 import numpy as np
 import pytest
 from _buffers import download, upload
-from _reliability import groups, run_script
+from _reliability import groups, in_one_window, run_script
 
 import vkbackend
 from vkbackend import GridArg, ids
@@ -43,20 +43,6 @@ def settle(device) -> int:
     the sync ends the window, and a window's end orders everything after it, so no earlier access is a hazard."""
     device.sync()
     return barriers(device)
-
-
-def in_one_window(device, launches) -> None:
-    """Run ``launches`` (``(program, buffers, scalars, grid)`` each) in one window, and wait for them: a graph,
-    launched once. Launches queued one by one may be split between windows as the worker picks them up, and a window's
-    end orders everything after it, so the barriers counted would depend on the split."""
-    graph = device.graph(launches)
-    batches = device.stats()["batches"]
-    try:
-        graph.launch()
-        device.sync()
-    finally:
-        graph.close()
-    assert device.stats()["batches"] - batches == 1
 
 
 def expect_invalid(fn, *args, **kwargs) -> BackendError:
