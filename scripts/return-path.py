@@ -10,6 +10,10 @@ Python, or from C as the last batch completes: ``vkb_wait_last``), the caller's 
 
     python3 scripts/return-path.py            # the bench's full-size MLP
     python3 scripts/return-path.py --quick    # the --quick MLP (lavapipe)
+    python3 scripts/return-path.py --no-lane  # the express lane off: every sync point's work by the worker's Python
+
+Where polling pays (a GPU), the express lane submits lone launches and graph replays from the worker's park in C, which
+the stamps cannot see: such sync points are not placed, and ``--no-lane`` shows the path they take without it.
 
 Each row is min / median / p90 / p99 / max microseconds over the sync points, and how many had the phase. Run it from
 a checkout (tinygrad 0.14.0 installed).
@@ -146,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the small MLP of bench --tinygrad --quick")
     parser.add_argument("--steps", type=int, default=60, help="synced MLP steps stamped")
     parser.add_argument("--trips", type=int, default=500, help="launch_sync round trips stamped")
+    parser.add_argument("--no-lane", action="store_true", help="the express lane off (csrc/express.c)")
     args = parser.parse_args(argv)
     os.environ["DEV"] = "VK"
     import numpy as np
@@ -162,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         step()
         work.sync()
     dev = Device["VK"].vk
+    if args.no_lane:
+        dev._worker._submitter.express = False  # read as the worker parks: the next park leaves the lane unarmed
     ctx = dev._worker.ctx  # the device's context: its ``lib`` is what the worker and the caller call through
     log: list = []
     native, ctx.lib = ctx.lib, Stamped(ctx.lib, log)

@@ -162,8 +162,8 @@ def set_express_lane(dev, grace_ns: int, idle_spin_ns: int, on: bool) -> tuple[i
 
 
 def lane_served(dev) -> int:
-    """Records the express lane has submitted so far: those of ended parks, and the current park's (while the test
-    lets it run, nothing moves the one count into the other)."""
+    """Queue items (launches, graph replays, copies) the express lane has submitted so far: those of ended parks, and
+    the current park's (while the test lets it run, nothing moves the one count into the other)."""
     sub = dev._worker._submitter
     return sub.express_count + sub.progress.express.served
 

@@ -451,6 +451,72 @@ def test_launch_and_sync_rounds_by_the_express_lane_run_inside_one_park(device, 
     assert taken == 20, taken
 
 
+def test_graph_replays_take_the_express_lane(device, pool, express, monkeypatch):
+    """A graph's replay that finds the worker parked is submitted from the park, all its launches in one batch, in
+    order (each launch reads what the one before it wrote): rounds of a replay and a sync point need no word to the
+    worker, and each round's result is exact. A replay queued behind another goes by the lane's next batch."""
+    lane, prog, buf = express
+    worker = device._worker
+    with device.graph([(prog, [buf], [256, 2, 1], groups(256)), (prog, [buf], [256, 3, 0], groups(256))]) as graph:
+        lane.wait_armed()
+        before = lane_served(device)
+        words = words_to_the_worker(worker, monkeypatch)
+        expected = 0
+        for _ in range(10):
+            graph.launch()
+            device.sync()
+            expected = (expected * 2 + 1) * 3
+        assert not words, words
+        assert lane_served(device) - before == 10
+        lane.wait_armed()
+        before = lane_served(device)
+        for _ in range(3):
+            lane.wait_armed()
+            graph.launch()
+            graph.launch()  # behind the first, in the lane's next batch
+            device.sync()
+            expected = (((expected * 2 + 1) * 3) * 2 + 1) * 3
+        assert lane_served(device) - before == 6
+    out = np.empty(256, np.uint32)
+    pool.pool_to_host(buf, out)
+    assert (out == expected % 2**32).all(), (out[:4], expected % 2**32)
+
+
+def test_long_replays_and_replays_past_a_full_lane_go_by_the_worker(device, pool, spin, express):
+    """A replay of more launches than the lane takes (LANE_REPLAY_LAUNCHES: the worker submits a longer one onto an
+    idle GPU in two parts, its head first) goes by the worker's own windows; replays queued behind a kernel that keeps
+    the GPU busy find the lane with no room once MAX_EARLY_IN_FLIGHT of its batches run, and go by the worker too;
+    all run once, in order."""
+    slow, grid, big = spin
+    lane, prog, buf = express
+    x = device._worker._express
+    one = (prog, [buf], [256, 1, 1], groups(256))
+    long = device.graph([one] * (vkbackend.worker.LANE_REPLAY_LAUNCHES + 1))
+    short = device.graph([one] * vkbackend.worker.LANE_REPLAY_LAUNCHES)
+    try:
+        lane.wait_armed()
+        before = lane_served(device)
+        long.launch()
+        device.sync()
+        assert lane_served(device) == before
+        lane.wait_armed()
+        device.launch(slow, [big], [SPIN_INNER], grid)  # by the lane: the replays queue behind it
+        most_running = 0
+        for _ in range(50):
+            short.launch()
+            most_running = max(most_running, x.running)
+        device.sync()
+        assert lane_served(device) > before  # the first went by the lane at least
+        assert most_running <= x.max_running == vkbackend.submit.MAX_EARLY_IN_FLIGHT, most_running
+    finally:
+        long.close()
+        short.close()
+    out = np.empty(256, np.uint32)
+    pool.pool_to_host(buf, out)
+    expected = vkbackend.worker.LANE_REPLAY_LAUNCHES * 51 + 1
+    assert (out == expected).all(), (out[:4], expected)
+
+
 @pytest.mark.parametrize("failure", ["skipped", "submit"])
 def test_a_failed_express_launch_is_reported_and_the_lane_goes_on(device, pool, express, failure):
     """A launch by the lane that the recorder skips (a grid scalar of 0) or whose submit fails raises at the next
@@ -744,12 +810,13 @@ def test_caller_cpu_times_round_trips_with_the_caller_pinned():
 
 
 def test_return_path_stamps_both_kinds_of_sync_point():
-    """scripts/return-path.py (docs/performance.md): the native functions it stamps exist, and both reports come; the
-    MLP step's sync points, whose graphs go by the worker's Python, have phases it can place, the GPU's part among them
-    (a lone launch the express lane takes, where polling pays, is submitted inside the park, which it cannot see)."""
+    """scripts/return-path.py (docs/performance.md): the native functions it stamps exist, and both reports come;
+    with the express lane off (which submits inside the worker's park, where the stamps cannot see), the sync points
+    of both kinds have phases it can place, the GPU's part among them."""
     pytest.importorskip("tinygrad")
+    script = os.path.join(REPO, "scripts", "return-path.py")
     proc = subprocess.run(
-        [sys.executable, os.path.join(REPO, "scripts", "return-path.py"), "--quick", "--steps", "5", "--trips", "20"],
+        [sys.executable, script, "--quick", "--steps", "5", "--trips", "20", "--no-lane"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -758,5 +825,5 @@ def test_return_path_stamps_both_kinds_of_sync_point():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     reports = re.findall(r"^(synced MLP step|launch_sync): (\d+) of (\d+) sync points", proc.stdout, re.M)
     assert [name for name, _, _ in reports] == ["synced MLP step", "launch_sync"], proc.stdout
-    assert int(reports[0][1]) > 0, proc.stdout
+    assert int(reports[0][1]) > 0 and int(reports[1][1]) > 0, proc.stdout
     assert "submitted -> seen complete" in proc.stdout, proc.stdout

@@ -40,6 +40,7 @@ class LaunchGraph:
         # The joined records and where each starts: an update of the same length is written in place.
         self._blob: bytearray | None = None
         self._starts: list[int] = []
+        self._launches = 0  # launches the blob holds (placeholders queue none)
         try:
             for launch in launches:
                 record, held = self._pack(launch)
@@ -117,6 +118,7 @@ class LaunchGraph:
             raise BackendError(ErrorStatus.InvalidArgument, "launch of a closed LaunchGraph")
         if self._blob is None:
             self._blob = bytearray(b"".join(self._records))
+            self._launches = sum(1 for record in self._records if record)
             self._starts, start = [], 0
             for record in self._records:
                 self._starts.append(start)
@@ -127,7 +129,7 @@ class LaunchGraph:
         """Queue every launch of the graph, in order; returns at once (errors surface at the next sync point)."""
         records = self._joined()
         if records:  # a graph of placeholders only queues nothing (an empty item would submit an empty batch)
-            self._launcher.enqueue(records)
+            self._launcher.enqueue(records, self._launches)
 
     def launch_timed(self) -> int:
         """Run the graph alone and return its GPU time in nanoseconds (a sync point)."""

@@ -92,14 +92,14 @@ class Launcher:
         except _UNUSUAL:
             return self._pack(prog, buffers, scalars, grid)
 
-    def enqueue(self, window: bytes) -> None:
-        """Queue packed records (a batch of launches) for the worker and let it begin submitting them while the caller
-        goes on (:meth:`Worker.hand_over`); returns once it has, or at once where it need not."""
+    def enqueue(self, window: bytes, launches: int) -> None:
+        """Queue packed records (a batch of ``launches`` launches) for the worker and let it begin submitting them while
+        the caller goes on (:meth:`Worker.hand_over`); returns once it has, or at once where it need not."""
         if not self._ctx.usable:  # closed, lost, forked, or the worker far behind: explain, or wait for room
             self._worker.admit()
         if trace.enabled:
             trace.event("enqueue")
-        self._worker.hand_over(window)
+        self._worker.hand_over(window, launches)
 
     def launch_timed(
         self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar] = (), grid: Grid = (1, 1, 1)

@@ -37,6 +37,7 @@ KICK_GRACE_NS = 100_000  # a kicked worker waits this long for a caller to relea
 HEAD_DISPATCHES = 4  # onto an idle GPU, a window of more than twice this many submits its first this many at once
 HEAD_MIN_BYTES = (2 * HEAD_DISPATCHES + 1) * 20  # the shortest window that can be split (a dispatch is 5 words or more)
 TRACE_QUERY_PAIRS = 256  # tracing: batches whose GPU start and end are kept at once (a batch completes long before)
+MAX_EARLY_IN_FLIGHT = 2  # while the GPU is busy, the worker (and the express lane) queue at most this many batches
 FENCE_EVERY = 16  # at least one batch in this many signals its fence (the others' command buffers wait for one)
 
 WAIT_CALLS = "waiting for a batch (vkWaitForFences, vkGetFenceStatus)"  # what a failed wait on a batch called
@@ -137,10 +138,11 @@ class BatchSubmitter:
         x = self._express
         x.main, x.queue = self._window, ctx.handles.queue
         x.fence_every = FENCE_EVERY  # x.unfenced counts the batches since the last fence, the worker's and the lane's
+        x.max_running = MAX_EARLY_IN_FLIGHT  # the lane queues no more batches on the GPU than the worker does
         # the slots' windows, whose epoch is the main window's
         self._express_windows = [self._init_window(ffi.addressof(slot, "window")) for slot in x.slots]
         self._express_batches: list[Batch | None] = [None] * len(x.slots)  # the batches the lane submits into
-        self.express_count = 0  # launches the lane has submitted
+        self.express_count = 0  # queue items (launches, graph replays, copies) the lane has submitted
         self.express = ctx.polling_pays and info.push_descriptors and not trace.enabled
         self.progress.express = x
 

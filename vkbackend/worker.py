@@ -14,15 +14,15 @@ once a caller waits for it (with the GIL released) or the kick is a grace old, a
 a waiting caller waits for its next work without taking the GIL (the hold, counted as idle): taking the GIL while a
 caller holds it would cost a thread wake-up each way (csrc/fence.c).
 
-A lone launch that finds the worker parked in C with nothing else to do takes the express lane (csrc/express.c):
-the worker submits it from the park, without the GIL, while the caller goes on to its sync point; back in Python the
-worker drops the record, still at the head of its queue, and tracks the batch.
+A lone launch or short graph replay that finds the worker parked in C with nothing else to do takes the express lane
+(csrc/express.c): the worker submits it from the park, without the GIL, while the caller goes on to its sync point;
+back in Python the worker drops the records, still at the head of its queue, and tracks the batch.
 
 A caller that queues a batch of launches and runs more Python before its sync point (a framework's JIT replay) hands
-them over (``hand_over``): when the worker is parked in C (idle, or waiting on the GPU with room for another batch),
-the caller waits, with the GIL released, until the worker has begun to submit them, so the GPU runs them while the
-caller goes on; the worker then lingers in C until the caller waits (csrc/fence.c). Only where polling pays, like the
-poll itself.
+them over (``hand_over``): to the express lane where it is armed, else, when the worker is parked in C (idle, or
+waiting on the GPU with room for another batch), the caller waits, with the GIL released, until the worker has begun
+to submit them, so the GPU runs them while the caller goes on; the worker then lingers in C until the caller waits
+(csrc/fence.c). Only where polling pays, like the poll itself.
 
 The library leaves the interpreter's switch interval alone, so a worker back from a wait in C could wait up to that
 interval (5 ms by default) for the GIL while the caller runs Python. The worker's C waits and submits say as they
@@ -53,7 +53,7 @@ from ._ffi import lib
 from .config import validation_enabled
 from .context import DeviceContext
 from .errors import BackendError, ErrorStatus
-from .submit import BatchSubmitter
+from .submit import HEAD_DISPATCHES, MAX_EARLY_IN_FLIGHT, BatchSubmitter
 from .wakeup import WAKE_S, Signal
 
 log = logging.getLogger("vkbackend")
@@ -64,13 +64,13 @@ _COPY, _DEFER, _CALL, _MARK, _STOP = range(5)
 _EXPRESS_ARMED = lib.VKB_EXPRESS_ARMED
 _EXPRESS_SERVING = (lib.VKB_EXPRESS_CLAIMED, lib.VKB_EXPRESS_FULL)  # a launcher claimed the lane; the park serves it
 _EXPRESS_TAKEN = (*_EXPRESS_SERVING, lib.VKB_EXPRESS_DONE)  # a launcher claimed this arming of the lane
-MAX_EARLY_IN_FLIGHT = 2  # while the GPU is busy, the worker queues at most this many batches behind it
 BUSY_POLL_NS = 200_000  # while the GPU runs and callers feed us: how long one wait on a batch may block
 FREE_FLUSH_BYTES = 64 << 20  # released memory a window may hold back before it is submitted
 IDLE_WAIT_NS = 1_000_000  # nothing queued but batches in flight: the longest a new item waits for us
 IDLE_SPIN_NS = 1_000_000  # nothing queued or in flight: how long the worker polls for a new item before it sleeps
 HAND_OVER_NS = 200_000  # the longest a caller handing work over waits for the worker to begin submitting it
 YIELD_NS = 200_000  # the longest a caller yielding the GIL waits for the worker to have had its turn with it
+LANE_REPLAY_LAUNCHES = 2 * HEAD_DISPATCHES  # the longest replay the express lane takes: one the worker would not split
 LANE_SETTLE_NS = 100_000  # the longest a launch waits for the park to serve the express lane's last claim
 STOP_GRACE_S = 10.0  # stop(): how much longer than the deadline the thread may take to end
 MAX_IN_FLIGHT = 4
@@ -127,13 +127,22 @@ class Worker:
         if self.idle:  # the waker clears idle, so a burst of callers sets the signal once
             self.wake_up()
 
-    def hand_over(self, item) -> None:
-        """Queue an item of launch records and, when the worker is parked with room for another batch on the GPU,
-        wait (GIL released, at most ``hand_over_ns``) until it has begun its next submit, which holds them unless
-        something queued before them went first: the GPU starts on them while this thread goes on."""
+    def hand_over(self, item: bytes, launches: int) -> None:
+        """Queue the records of ``launches`` launches (a graph's replay) for the GPU to start on while this thread goes
+        on: through the express lane where the worker is parked with it armed and the worker would submit them whole
+        (at most LANE_REPLAY_LAUNCHES: the park submits them, no GIL changes hands), else, when the worker is parked
+        with room for another batch on the GPU, by waiting (GIL released, at most ``hand_over_ns``) until it has begun
+        its next submit, which holds them unless something queued before them went first (onto an idle GPU, a long
+        replay's first HEAD_DISPATCHES launches go on their own, so the GPU starts while the rest is recorded)."""
         progress = self._submitter.progress
         seen = progress.submits
-        self.put(item)
+        if self.idle and launches <= LANE_REPLAY_LAUNCHES:
+            self.queue.append(item)  # put's kick would end the park, and the lane with it
+            if self._hand_to_lane() is not None:
+                return
+            self.wake_up()
+        else:
+            self.put(item)
         if self.hand_over_ns and self.parked and self._submitter.in_flight < MAX_EARLY_IN_FLIGHT:
             if trace.enabled:
                 trace.event("hand_over")

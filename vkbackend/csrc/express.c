@@ -1,11 +1,12 @@
-/* The express lane (decl/vkb.h): a lone launch that finds the worker parked is recorded and submitted from the park,
- * without the GIL, while the caller goes on to its sync point. The worker arms the lane as it enters a park
- * (vkb_wait_work, fence.c) and disarms it as it leaves. In between, a launcher may claim it; the park serves the
- * claim into the next batch of its ring and arms again while the batch after it is free, so that a read-back's copy
- * can follow a launch onto the GPU at once. It polls the oldest running batch (its fence, or the completion marker)
- * and, once it has completed, publishes its serial; a fence that has signalled is reset and frees every batch before
- * it, and the lane arms again if it had no free batch. A caller that launches (and reads back) and syncs in a loop
- * never waits for the worker's Python, and only one launch in `fence_every` signals a fence. */
+/* The express lane (decl/vkb.h): a lone launch or short graph replay that finds the worker parked is recorded and
+ * submitted from the park, without the GIL, while the caller goes on to its sync point. The worker arms the lane as it
+ * enters a park (vkb_wait_work, fence.c) and disarms it as it leaves. In between, a launcher may claim it; the park
+ * serves the claim into the next batch of its ring and arms again while that has room (the batch after it is free,
+ * and fewer than `max_running` of the lane's batches run), so that a read-back's copy can follow a launch onto the
+ * GPU at once. It polls the oldest running batch (its fence, or the completion marker) and, once it has completed,
+ * publishes its serial; a fence that has signalled is reset and frees every batch before it, and the lane arms again
+ * once it has room. A caller that launches or replays a graph (and reads back)
+ * and syncs in a loop never waits for the worker's Python, and only one batch in `fence_every` signals a fence. */
 #include <sched.h>
 #include <string.h>
 
@@ -34,6 +35,12 @@ static int vkb_express_arm(vkb_express *x) {
 }
 
 static uint32_t vkb_express_after(uint32_t slot) { return (slot + 1) % VKB_EXPRESS_SLOTS; }
+
+/* Room for another serve: its batch is free, and fewer than max_running batches of the lane run (the worker keeps as
+ * few queued on the GPU, which bounds the driver's command memory). */
+static int vkb_express_has_room(const vkb_express *x) {
+    return !x->slots[x->next].in_use && x->running < x->max_running;
+}
 
 /* Record and submit what a launcher handed over into the next batch (its epoch is the submitter's window's), with
  * its fence when it takes the ring's last free batch or `fence_every` batches have gone without one; in the park
@@ -68,7 +75,7 @@ static int vkb_express_serve(vkb_express *x, vkb_progress *progress, int rearm) 
     x->serial++;
     slot->in_use = slot->running = 1;
     x->running++;
-    if (rearm && !w->n_errors && !x->slots[x->next].in_use)
+    if (rearm && !w->n_errors && vkb_express_has_room(x))
         vkb_express_arm_next(x);
     else
         __atomic_store_n(&x->state, vkb_express_as(state, VKB_EXPRESS_DONE), __ATOMIC_RELEASE);
@@ -103,10 +110,11 @@ static int vkb_express_step(vkb_express *x, vkb_progress *progress) {
                 x->retired = old->serial;
                 for (int i = 0; i < VKB_EXPRESS_SLOTS; i++)
                     if (!x->slots[i].running) x->slots[i].in_use = 0;
-                if ((__atomic_load_n(&x->state, __ATOMIC_ACQUIRE) & VKB_EXPRESS_KIND) == VKB_EXPRESS_DONE &&
-                    !x->slots[x->next].in_use)
-                    vkb_express_arm_next(x);
             }
+            /* served with no room after it (a failed serve ends the park instead): arm again now there is */
+            if ((__atomic_load_n(&x->state, __ATOMIC_ACQUIRE) & VKB_EXPRESS_KIND) == VKB_EXPRESS_DONE &&
+                vkb_express_has_room(x))
+                vkb_express_arm_next(x);
             vkb_publish_completed(progress, old->serial, 0);
             completed = 1;
         }

@@ -204,20 +204,21 @@ VkResult vkb_submit_counted(vkb_window *window, VkQueue queue, VkFence fence, vk
 VkResult vkb_submit_batch(vkb_window *window, VkQueue queue, VkFence fence, vkb_progress *progress, uint64_t linger_ns);
 
 /* express.c: the express lane. A worker parked with nothing queued, recorded or running (polling for work, or holding
- * after a sync point) arms it; a launch (or a read-back's copy) that then finds the queue holding the records the
- * park has served and its own record after them hands that record over (vkb_express_launch: one compare-and-swap on
- * `state`, then a copy), and the worker records and submits it from its park, without taking the GIL, while the
- * caller goes on to its sync point. The lane has a ring of batches (slots), served in turn: while one runs the lane
- * stays armed into the next. A serve signals its slot's fence only when it takes the ring's last free slot or
- * `fence_every` batches have gone without one (`unfenced`, which counts the worker's own batches too); the park polls
- * the oldest running batch (its fence, else the marker), publishes its serial once it has completed, and once a
- * fence has signalled resets it and frees every slot (the fence covers every earlier batch), arming again if none was
- * free. The served records stay at the head of the worker's queue: the worker
- * takes them off once back in Python (it alone takes from that queue), after setting the state to VKB_EXPRESS_OFF, so
- * a sync point that finds the queue holding only what the lane took can wait for the lane's serial without a word to
- * the worker. `state` is generation << 8 | VKB_EXPRESS_*: a new generation each time the lane arms, so a launcher
- * that read it before the lane moved on cannot claim a later arming. */
-enum { VKB_EXPRESS_WORDS = 256, VKB_EXPRESS_SLOTS = 16 };
+ * after a sync point) arms it; a launch, a short graph replay (up to VKB_EXPRESS_WORDS words of records; a longer one
+ * waits for the worker) or a read-back's copy that then finds the queue holding the records the park has served and
+ * its own records after them hands them over (vkb_express_launch: one compare-and-swap on `state`, then a copy), and
+ * the worker records and submits them from its park, without taking the GIL, while the caller goes on to its sync
+ * point. The lane has a ring of batches (slots), served in turn: while one runs the lane stays armed into the next,
+ * while fewer than `max_running` of its batches run. A serve signals its slot's fence only when it takes the ring's
+ * last free slot or `fence_every` batches have gone without one (`unfenced`, which counts the worker's own batches
+ * too); the park polls the oldest running batch (its fence, else the marker), publishes its serial once it has
+ * completed, and once a fence has signalled resets it and frees every slot (the fence covers every earlier batch),
+ * arming again once it has room. The served records stay at the head of the worker's queue: the worker takes them off
+ * once back in Python (it alone takes from that queue), after setting the state to VKB_EXPRESS_OFF, so a sync point
+ * that finds the queue holding only what the lane took can wait for the lane's serial without a word to the worker.
+ * `state` is generation << 8 | VKB_EXPRESS_*: a new generation each time the lane arms, so a launcher that read it
+ * before the lane moved on cannot claim a later arming. */
+enum { VKB_EXPRESS_WORDS = 2048, VKB_EXPRESS_SLOTS = 16 };
 enum { VKB_EXPRESS_OFF = 0, VKB_EXPRESS_ARMED = 1, VKB_EXPRESS_CLAIMED = 2, VKB_EXPRESS_FULL = 3, VKB_EXPRESS_DONE = 4 };
 typedef struct {
     vkb_window window;     /* its window (command buffer set by the worker); its epoch is the submitter's */
@@ -237,11 +238,12 @@ struct vkb_express {
     vkb_window *main;      /* the submitter's window */
     VkQueue queue;
     uint64_t serial;       /* set with `ready`, then one more at each serve that reaches the GPU: the next serial */
-    uint32_t served;       /* records served in this park, each in a batch of its own, one after the other */
+    uint32_t served;       /* queue items served in this park, each in a batch of its own, one after the other */
     uint32_t next;         /* the slot the next serve uses */
     uint32_t oldest;       /* the slot of the oldest batch running */
     uint32_t running;      /* slots whose batches run */
     uint32_t fence_every;  /* set by the worker: at most this many batches in a row go without a fence */
+    uint32_t max_running;  /* set by the worker: the lane arms for a next batch only while fewer than this run */
     uint32_t unfenced;     /* batches submitted since the last that signalled a fence, the worker's own included */
     uint64_t retired;      /* the serial of the last fenced batch the park saw complete (0: none) */
     uint64_t probed_ns;    /* when the park last asked whether the device was lost (progress->loss_probe) */
