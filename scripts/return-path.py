@@ -169,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     dev = Device["VK"].vk
     if args.no_lane:
         dev._worker._submitter.express = False  # read as the worker parks: the next park leaves the lane unarmed
+        dev._worker.wake_up()  # ends the park it may be in, whose lane may be armed
+        work.sync()
     ctx = dev._worker.ctx  # the device's context: its ``lib`` is what the worker and the caller call through
     log: list = []
     native, ctx.lib = ctx.lib, Stamped(ctx.lib, log)

@@ -138,9 +138,8 @@ class Worker:
         seen = progress.submits
         if self.idle and launches <= LANE_REPLAY_LAUNCHES:
             self.queue.append(item)  # put's kick would end the park, and the lane with it
-            if self._hand_to_lane() is not None:
+            if self.wake_up_to_launch():
                 return
-            self.wake_up()
         else:
             self.put(item)
         if self.hand_over_ns and self.parked and self._submitter.in_flight < MAX_EARLY_IN_FLIGHT:
@@ -188,12 +187,15 @@ class Worker:
         if trace.enabled:
             trace.event("wake_worker")
 
-    def wake_up_to_launch(self) -> None:
-        """:meth:`wake_up` after queueing a launch record, unless the express lane takes it (:meth:`_hand_to_lane`):
-        the park then submits it and publishes its serial once it has run, and needs no wake-up. A launch interrupted
-        before the hand-over is left queued, to be taken at the next sync point or when the park ends."""
+    def wake_up_to_launch(self) -> bool:
+        """:meth:`wake_up` after queueing launch records, unless the express lane takes them (:meth:`_hand_to_lane`):
+        the park then submits them and publishes their serial once they have run, and needs no wake-up; True then. A
+        launch interrupted before the hand-over is left queued, to be taken at the next sync point or when the park
+        ends."""
         if self._hand_to_lane() is None:
             self.wake_up()
+            return False
+        return True
 
     def _hand_to_lane(self) -> int | None:
         """Hand the queue's last item to the worker's express lane (csrc/express.c) when the worker is parked in C

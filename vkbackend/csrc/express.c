@@ -5,8 +5,8 @@
  * and fewer than `max_running` of the lane's batches run), so that a read-back's copy can follow a launch onto the
  * GPU at once. It polls the oldest running batch (its fence, or the completion marker) and, once it has completed,
  * publishes its serial; a fence that has signalled is reset and frees every batch before it, and the lane arms again
- * once it has room. A caller that launches or replays a graph (and reads back)
- * and syncs in a loop never waits for the worker's Python, and only one batch in `fence_every` signals a fence. */
+ * once it has room. A caller that launches or replays a graph (and reads back) and syncs in a loop never waits for
+ * the worker's Python, and only one batch in `fence_every` signals a fence. */
 #include <sched.h>
 #include <string.h>
 
@@ -44,7 +44,7 @@ static int vkb_express_has_room(const vkb_express *x) {
 
 /* Record and submit what a launcher handed over into the next batch (its epoch is the submitter's window's), with
  * its fence when it takes the ring's last free batch or `fence_every` batches have gone without one; in the park
- * (`rearm`), arm again while the batch after it is free too. 1 when it went to the GPU whole. */
+ * (`rearm`), arm again while the lane has room. 1 when it went to the GPU whole. */
 static int vkb_express_serve(vkb_express *x, vkb_progress *progress, int rearm) {
     uint64_t state = __atomic_load_n(&x->state, __ATOMIC_ACQUIRE);
     vkb_express_slot *slot = &x->slots[x->next];
