@@ -132,7 +132,11 @@ def report(label: str, log: list, syncs: list[tuple[int, int]], launches: list[i
             if launches:
                 p["launch"] = launches[i]
             found.append(p)
-    print(f"{label}: {len(found)} of {len(syncs)} sync points; us min / median / p90 / p99 / max (count)")
+    waited = sum(1 for a, b in syncs if any(e[0] == "vkb_wait_completed" and e[3] and a <= e[2] <= b for e in log))
+    print(
+        f"{label}: {len(found)} of {len(syncs)} sync points ({waited} waited for the GPU); "
+        "us min / median / p90 / p99 / max (count)"
+    )
     for title, key in ROWS:
         values = sorted(p[key] for p in found if key in p)
         if values:

@@ -41,6 +41,7 @@ static PFN_vkCreateEvent vkCreateEvent;
 static PFN_vkCmdSetEvent vkCmdSetEvent;
 static PFN_vkGetEventStatus vkGetEventStatus;
 static PFN_vkResetEvent vkResetEvent;
+static PFN_vkFreeCommandBuffers vkFreeCommandBuffers;
 static PFN_vkGetCalibratedTimestampsEXT vkGetCalibratedTimestampsEXT; /* NULL without the extension */
 
 static uint64_t now_ns(void) {
@@ -73,6 +74,7 @@ static void open_probe_device(const char *name) {
 #define LOAD(name) name = (PFN_##name)required(vkGetDeviceProcAddr(gpu.device, #name), #name);
     LOAD(vkCreateSemaphore) LOAD(vkGetSemaphoreCounterValue) LOAD(vkWaitSemaphores) LOAD(vkGetFenceStatus)
     LOAD(vkCmdUpdateBuffer) LOAD(vkCreateEvent) LOAD(vkCmdSetEvent) LOAD(vkGetEventStatus) LOAD(vkResetEvent)
+    LOAD(vkFreeCommandBuffers)
     if (has_calibrated) LOAD(vkGetCalibratedTimestampsEXT)
 #undef LOAD
 }
@@ -423,10 +425,167 @@ static void memory_mode(const char *dir) {
     free(host);
 }
 
+/* ----- gaps mode --------------------------------------------------------------------------------------------- */
+/* GAP_BATCHES batches of one `c = a + b` each, back to back: the GPU's idle time from one batch's end (its last
+ * timestamp) to the next one's start (its first), by the way the batches reach the queue, and by how they end (no
+ * end, each opening with a barrier instead; or vkbackend's completion marker). */
+#define GAP_BATCHES 24
+#define GAP_ROUNDS 6
+typedef enum { GAP_ONE_CB, GAP_SUBMITS, GAP_SUBMITS_FENCED, GAP_SUBMITS_PACED, GAP_ONE_SUBMIT_CBS } GapWay;
+static const char *const gap_way_names[] = {"one_command_buffer", "submits", "submits_each_fenced", "submits_paced",
+                                            "one_submit_many_command_buffers"};
+
+/* One batch's commands into gpu.cmd (begun): timestamps 2i and 2i+1 around the dispatch and its end. */
+static void gap_batch(const Kernel *add, VkDescriptorSet set, uint32_t n4, VkQueryPool queries, uint32_t i,
+                      End end, const Buffer *marker) {
+    uint32_t gx, gy;
+    add_grid(n4, &gx, &gy);
+    if (end == END_NONE) /* the dispatch before wrote c, and no marker's barrier ordered it: as vulkan_ref.c's begin() */
+        barrier(COMPUTE | TRANSFER, VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, COMPUTE | TRANSFER,
+                VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                    VK_ACCESS_TRANSFER_WRITE_BIT);
+    vkCmdWriteTimestamp(gpu.cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, 2 * i);
+    kernel_use(add, set, n4);
+    vkCmdDispatch(gpu.cmd, gx, gy, 1);
+    if (end == END_FILL) { /* as csrc/recorder.c ends a window */
+        barrier(COMPUTE | TRANSFER, VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                VK_PIPELINE_STAGE_HOST_BIT | COMPUTE | TRANSFER,
+                VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                    VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+        vkCmdFillBuffer(gpu.cmd, marker->buffer, 0, sizeof(uint32_t), i + 1);
+        barrier(TRANSFER, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    }
+    vkCmdWriteTimestamp(gpu.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, 2 * i + 1);
+}
+
+static double gap_variant(const Kernel *add, VkDescriptorSet set, uint32_t n4, GapWay way, End end, Buffer *c,
+                        const Buffer *marker, double pace_us) {
+    VkQueryPoolCreateInfo info = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                  .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = 2 * GAP_BATCHES};
+    VkQueryPool queries;
+    CHECK(vkCreateQueryPool(gpu.device, &info, NULL, &queries));
+    VkCommandBuffer cmds[GAP_BATCHES], own = gpu.cmd;
+    VkFence fences[GAP_BATCHES];
+    VkCommandBufferAllocateInfo alloc = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                         .commandPool = gpu.command_pool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                         .commandBufferCount = GAP_BATCHES};
+    CHECK(vkAllocateCommandBuffers(gpu.device, &alloc, cmds));
+    VkFenceCreateInfo fence_info = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    for (int i = 0; i < GAP_BATCHES; i++) CHECK(vkCreateFence(gpu.device, &fence_info, NULL, &fences[i]));
+    double gaps[GAP_ROUNDS * (GAP_BATCHES - 1)], batches[GAP_ROUNDS * GAP_BATCHES], submits[GAP_ROUNDS * GAP_BATCHES];
+    long n_gaps = 0, n_batches = 0, n_submits = 0;
+    int correct = 1;
+    VkCommandBufferBeginInfo begin_info = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                           .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    for (int round = 0; round < GAP_ROUNDS; round++) {
+        begin(); /* the query pool's reset, and c cleared, in a submission of their own */
+        vkCmdResetQueryPool(gpu.cmd, queries, 0, 2 * GAP_BATCHES);
+        vkCmdFillBuffer(gpu.cmd, c->buffer, 0, VK_WHOLE_SIZE, 0);
+        submit_and_wait();
+        memset(marker->mapped, 0, sizeof(uint32_t));
+        int in_one = way == GAP_ONE_CB;
+        for (int i = 0; i < (in_one ? 1 : GAP_BATCHES); i++) {
+            gpu.cmd = cmds[i];
+            CHECK(vkBeginCommandBuffer(gpu.cmd, &begin_info));
+            for (int j = in_one ? 0 : i; j < (in_one ? GAP_BATCHES : i + 1); j++)
+                gap_batch(add, set, n4, queries, (uint32_t)j, end, marker);
+            CHECK(vkEndCommandBuffer(gpu.cmd));
+        }
+        gpu.cmd = own;
+        if (in_one || way == GAP_ONE_SUBMIT_CBS) {
+            VkSubmitInfo submit = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                                   .commandBufferCount = in_one ? 1 : GAP_BATCHES, .pCommandBuffers = cmds};
+            uint64_t t = now_ns();
+            CHECK(vkQueueSubmit(gpu.queue, 1, &submit, gpu.fence));
+            submits[n_submits++] = (now_ns() - t) * 1e-3;
+        } else {
+            uint64_t next = now_ns();
+            for (int i = 0; i < GAP_BATCHES; i++) {
+                if (way == GAP_SUBMITS_PACED) { /* a host that submits each batch while the one before runs */
+                    while (now_ns() < next) {}
+                    next += (uint64_t)(pace_us * 1e3);
+                }
+                VkSubmitInfo submit = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                                       .pCommandBuffers = &cmds[i]};
+                VkFence fence = way == GAP_SUBMITS_FENCED ? fences[i] : i == GAP_BATCHES - 1 ? gpu.fence : VK_NULL_HANDLE;
+                uint64_t t = now_ns();
+                CHECK(vkQueueSubmit(gpu.queue, 1, &submit, fence));
+                submits[n_submits++] = (now_ns() - t) * 1e-3;
+            }
+        }
+        if (way == GAP_SUBMITS_FENCED) {
+            CHECK(vkWaitForFences(gpu.device, GAP_BATCHES, fences, VK_TRUE, FENCE_TIMEOUT_NS));
+            CHECK(vkResetFences(gpu.device, GAP_BATCHES, fences));
+        } else {
+            CHECK(vkWaitForFences(gpu.device, 1, &gpu.fence, VK_TRUE, FENCE_TIMEOUT_NS));
+            CHECK(vkResetFences(gpu.device, 1, &gpu.fence));
+        }
+        if (end == END_FILL && *(volatile uint32_t *)marker->mapped != GAP_BATCHES) correct = 0;
+        uint64_t ticks[2 * GAP_BATCHES];
+        CHECK(vkGetQueryPoolResults(gpu.device, queries, 0, 2 * GAP_BATCHES, sizeof ticks, ticks, sizeof ticks[0],
+                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+        uint64_t mask = gpu.timestamp_bits >= 64 ? ~0ull : (1ull << gpu.timestamp_bits) - 1;
+        double period = gpu.properties.limits.timestampPeriod * 1e-3;
+        for (int i = 0; i < GAP_BATCHES; i++) {
+            batches[n_batches++] = (double)((ticks[2 * i + 1] - ticks[2 * i]) & mask) * period;
+            if (i) { /* negative where the driver began the next batch before the last one's end */
+                uint64_t d = (ticks[2 * i] - ticks[2 * i - 1]) & mask;
+                gaps[n_gaps++] = (d > mask / 2 ? -(double)((ticks[2 * i - 1] - ticks[2 * i]) & mask) : (double)d) * period;
+            }
+        }
+        CHECK(vkResetCommandBuffer(cmds[0], 0));
+        for (int i = 1; i < GAP_BATCHES; i++) CHECK(vkResetCommandBuffer(cmds[i], 0));
+    }
+    float first[4];
+    Buffer staging = buffer_new(sizeof first, STAGING);
+    download(&staging, c, first, sizeof first);
+    for (int k = 0; k < 4; k++) correct &= first[k] == 3.0f; /* a = 1, b = 2 */
+    buffer_free(&staging);
+    qsort(gaps, n_gaps, sizeof gaps[0], by_value);
+    qsort(batches, n_batches, sizeof batches[0], by_value);
+    qsort(submits, n_submits, sizeof submits[0], by_value);
+    printf("{\"gaps\": \"%s\", \"end\": \"%s\", \"floats\": %u, \"batches\": %d, \"gap_min\": %.2f, "
+           "\"gap_median\": %.2f, \"gap_p90\": %.2f, \"gap_max\": %.2f, \"batch_gpu_median\": %.2f, "
+           "\"submit_call_median\": %.2f, \"pace_us\": %.1f, \"correct\": %s}\n",
+           gap_way_names[way], end_names[end], 4 * n4, GAP_BATCHES, gaps[0], percentile(gaps, n_gaps, 50),
+           percentile(gaps, n_gaps, 90), gaps[n_gaps - 1], percentile(batches, n_batches, 50),
+           percentile(submits, n_submits, 50), way == GAP_SUBMITS_PACED ? pace_us : 0.0, correct ? "true" : "false");
+    fflush(stdout);
+    vkFreeCommandBuffers(gpu.device, gpu.command_pool, GAP_BATCHES, cmds);
+    for (int i = 0; i < GAP_BATCHES; i++) vkDestroyFence(gpu.device, fences[i], NULL);
+    vkDestroyQueryPool(gpu.device, queries, NULL);
+    return percentile(batches, n_batches, 50);
+}
+
+static void gaps_mode(const char *dir, long floats) {
+    if (!gpu.timestamp_bits) die("%s's queue has no timestamps", gpu.properties.deviceName);
+    Kernel add = kernel_new(dir, "add.spv", 3);
+    warm_up(&add, WARM_FLOATS, 1.0);
+    Buffer a = buffer_new(floats * 4, DEVICE_LOCAL), b = buffer_new(floats * 4, DEVICE_LOCAL),
+           c = buffer_new(floats * 4, DEVICE_LOCAL), marker = buffer_new(64, STAGING);
+    begin();
+    vkCmdFillBuffer(gpu.cmd, a.buffer, 0, VK_WHOLE_SIZE, 0x3f800000); /* 1.0f */
+    vkCmdFillBuffer(gpu.cmd, b.buffer, 0, VK_WHOLE_SIZE, 0x40000000); /* 2.0f */
+    submit_and_wait();
+    Buffer *bound[3] = {&a, &b, &c};
+    VkDescriptorSet set = kernel_bind(&add, bound, 3);
+    uint32_t n4 = (uint32_t)(floats / 4);
+    double kernel_us = 0;
+    for (End end = END_NONE; end <= END_FILL; end += END_FILL - END_NONE) {
+        for (GapWay way = GAP_ONE_CB; way <= GAP_ONE_SUBMIT_CBS; way++) {
+            if (way == GAP_ONE_CB && end == END_FILL) continue; /* one command buffer has one end */
+            double batch_us = gap_variant(&add, set, n4, way, end, &c, &marker, 0.7 * kernel_us);
+            if (way == GAP_ONE_CB) kernel_us = batch_us;
+        }
+    }
+    buffer_free(&a), buffer_free(&b), buffer_free(&c), buffer_free(&marker);
+}
+
 #ifndef ROUND_TRIP_FLOOR_NO_MAIN /* scripts/interrupt-probe.c includes this file for its round trips */
 int main(int argc, char **argv) {
-    if (argc < 4 || argc > 5 || (argc == 5 && strcmp(argv[4], "memory")))
-        die("usage: round-trip-floor DIR DEVICE_NAME TRIPS [memory] (scripts/round-trip-floor.py runs it)");
+    if (argc < 4 || argc > 6 || (argc >= 5 && strcmp(argv[4], "memory") && strcmp(argv[4], "gaps")))
+        die("usage: round-trip-floor DIR DEVICE_NAME TRIPS [memory | gaps FLOATS] (scripts/round-trip-floor.py runs "
+            "it)");
     long trips = strtol(argv[3], NULL, 10);
     if (trips <= 0) die("TRIPS must be a positive integer, not '%s'", argv[3]);
     open_loader();
@@ -441,7 +600,9 @@ int main(int argc, char **argv) {
                gpu.memory.memoryTypes[i].propertyFlags, heap,
                (unsigned long long)gpu.memory.memoryHeaps[heap].size);
     }
-    if (argc == 5)
+    if (argc >= 5 && !strcmp(argv[4], "gaps"))
+        gaps_mode(argv[1], argc == 6 ? strtol(argv[5], NULL, 10) : 16L << 20);
+    else if (argc == 5)
         memory_mode(argv[1]);
     else
         round_trips(argv[1], trips);

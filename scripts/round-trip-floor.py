@@ -6,6 +6,7 @@ wait and read back (scripts/round-trip-floor.c says which): the floor under `ben
     python3 scripts/round-trip-floor.py                 # 3,000 round trips per variant, on the first device
     python3 scripts/round-trip-floor.py --cpu 14        # the program pinned to CPU 14
     python3 scripts/round-trip-floor.py --memory        # kernels on plain vs host-mappable device memory; host reads
+    python3 scripts/round-trip-floor.py --gaps 16777216  # the GPU's idle time between back-to-back batches
 
 It builds the program with the bench's C reference (vkbackend/bench/vulkan_ref.c, which it includes), compiles its
 kernels with glslang and prints a table: us per round trip, min / median / p99 / max, and the medians of its phases
@@ -102,6 +103,14 @@ def show(lines: list[dict]) -> None:
                 f"add on {line['add'] >> 20} MiB arrays in memory type {line['memory_type']}: "
                 f"{line['best_gbs']} GB/s best, {line['median_gbs']} median"
             )
+        elif "gaps" in line:
+            pace = f" every {line['pace_us']:.0f} us" if line["pace_us"] else ""
+            print(
+                f"{line['batches']} batches of c = a + b on {line['floats']} floats, {line['gaps']}{pace}, ends: "
+                f"{line['end']}: GPU idle between batches us min {line['gap_min']:.2f} median {line['gap_median']:.2f}"
+                f" p90 {line['gap_p90']:.2f} max {line['gap_max']:.2f}; a batch {line['batch_gpu_median']:.1f} us;"
+                f" vkQueueSubmit {line['submit_call_median']:.1f} us{'' if line['correct'] else '  WRONG'}"
+            )
         elif "host_read" in line:
             print(f"host read of {line['host_read']} bytes of mappable device memory: {line['median_us']} us median")
 
@@ -121,11 +130,15 @@ def main() -> int:
     parser.add_argument("--device", default="", help="the device's name (default: the first)")
     parser.add_argument("--cpu", type=int, help="pin the program to this CPU")
     parser.add_argument("--memory", action="store_true", help="memory types and host reads instead of round trips")
+    parser.add_argument(
+        "--gaps", type=int, metavar="FLOATS", help="the GPU's idle time between back-to-back batches of c = a + b"
+    )
     parser.add_argument("--json", metavar="FILE", help="write the program's JSON lines to FILE")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkbackend-round-trip-floor-") as tmp:
         program = build(Path(tmp))
-        command = [str(program), tmp, args.device, str(args.trips), *(["memory"] if args.memory else [])]
+        mode = ["memory"] if args.memory else ["gaps", str(args.gaps)] if args.gaps else []
+        command = [str(program), tmp, args.device, str(args.trips), *mode]
         pin = None if args.cpu is None else (lambda: os.sched_setaffinity(0, {args.cpu}))
         proc = subprocess.run(command, capture_output=True, text=True, preexec_fn=pin, check=False)
     show(json_lines(proc, args.json))

@@ -204,24 +204,52 @@ def test_the_interrupt_probe_runs_every_mode_and_counts_what_each_cpu_took(tmp_p
         assert line["sampler_gap_us_per_trip"] >= 0 and isinstance(line["interrupts_per_trip"], dict)
 
 
-def test_the_round_trip_floor_runs_every_variant_and_checks_its_reads(tmp_path):
-    """scripts/round-trip-floor.py, built on vulkan_ref.c: every variant runs, each read-back brought one more than
-    the one before, and the validation layer (which the program inherits from the suite) says nothing but what the
-    driver's own stack says in any program (``discovery.KNOWN_DRIVER_MESSAGES``, as the bench's C reference)."""
+def _round_trip_floor(tmp_path, *args: str) -> list[dict]:
+    """scripts/round-trip-floor.py with ``args``: the JSON lines of its program, after it exited cleanly."""
     require_c_reference()
     out = tmp_path / "floor.jsonl"
     script = Path(__file__).resolve().parent.parent / "scripts" / "round-trip-floor.py"
     proc = subprocess.run(
-        [sys.executable, str(script), "--trips", "5", "--json", str(out)],
+        [sys.executable, str(script), *args, "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_the_round_trip_floor_runs_every_variant_and_checks_its_reads(tmp_path):
+    """scripts/round-trip-floor.py, built on vulkan_ref.c: every variant runs, each read-back brought one more than
+    the one before, and the validation layer (which the program inherits from the suite) says nothing but what the
+    driver's own stack says in any program (``discovery.KNOWN_DRIVER_MESSAGES``, as the bench's C reference)."""
+    lines = _round_trip_floor(tmp_path, "--trips", "5")
     variants = [line for line in lines if "work" in line]
     assert {"empty", "launch", "read_copy", "read_kernel", "read_fused"} <= {line["work"] for line in variants}
     assert all(line["correct"] for line in variants), variants
+    messages = [line["validation"] for line in lines if "validation" in line]
+    assert [m for m in messages if not is_known_driver_message(m)] == []
+
+
+def test_the_round_trip_floor_times_the_gaps_between_batches(tmp_path):
+    """scripts/round-trip-floor.py --gaps: every way of queueing back-to-back batches runs, each batch's sum and the
+    completion marker's last value are right, the gaps' figures are ordered, and the validation layer (synchronization
+    validation included) says nothing but the driver stack's own messages."""
+    lines = _round_trip_floor(tmp_path, "--gaps", "4096")
+    variants = [line for line in lines if "gaps" in line]
+    ways = {(line["gaps"], line["end"]) for line in variants}
+    assert len(ways) == len(variants) == 9, ways
+    assert {way for way, _ in ways} == {
+        "one_command_buffer",
+        "submits",
+        "submits_each_fenced",
+        "submits_paced",
+        "one_submit_many_command_buffers",
+    }
+    for line in variants:
+        assert line["correct"], line
+        assert line["gap_min"] <= line["gap_median"] <= line["gap_p90"] <= line["gap_max"], line
+        assert line["batch_gpu_median"] > 0 and line["floats"] == 4096, line
     messages = [line["validation"] for line in lines if "validation" in line]
     assert [m for m in messages if not is_known_driver_message(m)] == []

@@ -46,7 +46,9 @@ def _instruction(opcode: int, operands: list[int]) -> list[int]:
 
 
 def reference_retype(spirv: bytes) -> bytes:
-    """float16 A/B cooperative-matrix types given a new bfloat16 OpTypeFloat; capabilities and extension added."""
+    """float16 A/B cooperative-matrix types given a new bfloat16 OpTypeFloat, and a pointer type to it per storage
+    class their components are written through; those writes' access chains take it, and the bitcasts they store
+    become bfloat16; capabilities and extension added."""
     words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
     instructions: list[list[int]] = []
     pos = 5
@@ -58,16 +60,34 @@ def reference_retype(spirv: bytes) -> bytes:
         pos += count
     half = {ins[1] for ins in instructions if ins[0] & 0xFFFF == 22 and ins[2:] == [16]}  # OpTypeFloat 16
     constants = {ins[2]: ins[3] for ins in instructions if ins[0] & 0xFFFF == 43 and len(ins) == 4}  # OpConstant
+    # OpTypeCooperativeMatrixKHR of float16, MatrixAKHR (0) or MatrixBKHR (1)
+    matrices = {
+        ins[1] for ins in instructions if ins[0] & 0xFFFF == 4456 and ins[2] in half and constants.get(ins[6]) in (0, 1)
+    }
+    pointer_class = {ins[1]: ins[2] for ins in instructions if ins[0] & 0xFFFF == 32}  # OpTypePointer
+    to_matrix = {ins[1] for ins in instructions if ins[0] & 0xFFFF == 32 and ins[3] in matrices}
+    variables = {ins[2] for ins in instructions if ins[0] & 0xFFFF == 59 and ins[1] in to_matrix}  # OpVariable
+    chains = {ins[2]: ins[1] for ins in instructions if ins[0] & 0xFFFF in (65, 66) and ins[3] in variables}
+    stored = {ins[2] for ins in instructions if ins[0] & 0xFFFF == 62 and ins[1] in chains}  # OpStore pointer, object
+    if stored - {ins[2] for ins in instructions if ins[0] & 0xFFFF == 124 and ins[1] in half}:  # OpBitcast to float16
+        raise ValueError("a bfloat16 matrix component is written with a value that is not a 16-bit pattern's bitcast")
     bf16 = words[3]
+    classes = sorted({pointer_class[t] for t in chains.values()})
+    new_pointer = {c: bf16 + 1 + i for i, c in enumerate(classes)}
     out: list[list[int]] = []
     retyped = 0
     for ins in instructions:
-        # OpTypeCooperativeMatrixKHR of float16, MatrixAKHR (0) or MatrixBKHR (1)
-        if ins[0] & 0xFFFF == 4456 and ins[2] in half and constants.get(ins[6]) in (0, 1):
+        op = ins[0] & 0xFFFF
+        if op == 4456 and ins[1] in matrices:
             if not retyped:
                 out.append(_instruction(22, [bf16, 16, 0]))  # OpTypeFloat 16 BFloat16KHR
+                out += [_instruction(32, [new_pointer[c], c, bf16]) for c in classes]
             ins = [ins[0], ins[1], bf16, *ins[3:]]
             retyped += 1
+        elif op in (65, 66) and ins[2] in chains:
+            ins = [ins[0], new_pointer[pointer_class[ins[1]]], *ins[2:]]
+        elif op == 124 and ins[2] in stored:  # OpBitcast
+            ins = [ins[0], bf16, *ins[2:]]
         out.append(ins)
     if not retyped:
         raise ValueError("the module has no float16 A or B cooperative-matrix type to make bfloat16")
@@ -78,7 +98,7 @@ def reference_retype(spirv: bytes) -> bytes:
         _instruction(17, [5118]),
         _instruction(10, extension),
     ]
-    header = [*words[:3], bf16 + 1, words[4]]
+    header = [*words[:3], bf16 + 1 + len(classes), words[4]]
     body = [w for ins in out for w in ins]
     return struct.pack(f"<{len(header) + len(body)}I", *header, *body)
 
@@ -170,17 +190,18 @@ def _before_retyping(lib) -> list[bytes]:
     ]
 
 
+@pytest.mark.parametrize("layout", ["chunk", "nv"])  # staged; straight from registers (bfloat16 components written)
 @pytest.mark.parametrize(
     "shape",
     [TCShape(16, 16, 16, "bf16", "f32"), TCShape(16, 8, 16, "bf16", "f32"), TCShape(16, 8, 8, "f16", "f16"), F16_F32],
     ids=TCShape.token,
 )
-def test_retyping_matches_the_reference_on_tensor_core_kernels(glslang, shape):
+def test_retyping_matches_the_reference_on_tensor_core_kernels(glslang, shape, layout):
     from vkbackend import glsl
 
     if glsl._find_compiler((13, 0)) is None:
         pytest.skip("no glslangValidator 13 or newer (pip install 'vkbackend[glsl]')")
-    lib = _render_matmul(_tc_arch(shape), 32, 48, 32, shape.dtype_in, shape.dtype_out)
+    lib = _render_matmul(_tc_arch(shape, layout=layout), 32, 48, 32, shape.dtype_in, shape.dtype_out)
     for spirv in _before_retyping(lib):
         _same(retype_cooperative_matrices, reference_retype, spirv)
     if shape.dtype_in == "bf16":

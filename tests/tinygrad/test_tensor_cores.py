@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import pickle
+import re
 import struct
 import subprocess
 import tempfile
@@ -32,6 +33,7 @@ from tinygrad.helpers import Context, Target
 from vkbackend import CooperativeMatrixShape
 from vkbackend.spirv import reflect
 from vkbackend.tinygrad.compiler.bf16_spirv import retype_cooperative_matrices
+from vkbackend.tinygrad.renderer import tensor_cores as tensor_cores_module
 from vkbackend.tinygrad.renderer.caps import DeviceCaps, TCShape, make_arch, parse_arch
 from vkbackend.tinygrad.renderer.renderer import VKRenderer
 from vkbackend.tinygrad.renderer.tensor_cores import (
@@ -213,7 +215,7 @@ def test_the_layout_probe_tells_the_families_apart():
 
 
 def test_the_probe_runs_only_for_a_vendor_whose_layout_is_known():
-    """Nothing is compiled or run on a device whose vendor has no family, nor without float16 shapes of 32 lanes."""
+    """Nothing is compiled or run on a device whose vendor has no family, nor without shapes of 32 lanes."""
     caps = dataclasses.replace(FULL, tc_threads=32, tc_shapes=(F16_F32,))
 
     class Untouchable:
@@ -225,8 +227,24 @@ def test_the_probe_runs_only_for_a_vendor_whose_layout_is_known():
 
     assert coopmat_layout.probe_layout(Untouchable(0x8086), caps) == "chunk"  # Intel: no family known
     assert coopmat_layout.probe_layout(Untouchable(0x10DE), DeviceCaps()) == "chunk"  # nothing to probe
-    bf16_only = dataclasses.replace(caps, tc_shapes=(TCShape(16, 16, 16, "bf16", "f32"),))
-    assert coopmat_layout.probe_layout(Untouchable(0x10DE), bf16_only) == "chunk"
+    warps_of_64 = dataclasses.replace(caps, tc_threads=64)
+    assert coopmat_layout.probe_layout(Untouchable(0x10DE), warps_of_64) == "chunk"
+
+
+def test_the_probe_reads_bfloat16_components_as_their_bits():
+    """A bfloat16 probe writes its A and B components as their bits (the element's place i as bfloat16, exact up to
+    256): turned back into values, they tell the layout as a float16 probe's do; C is float32 either way."""
+    shape = TCShape(16, 8, 16, "bf16", "f32")
+    h200 = _nv_expected(16, 8, 16)
+    values = _probe_words(shape, lambda use: h200[use])
+    bits = values.copy()
+    ab = slice(coopmat_layout._base(0), coopmat_layout._base(2))
+    bits[ab] = values[ab].astype(np.float32).view(np.uint32) >> 16
+    assert not np.array_equal(bits, values)
+    assert np.array_equal(coopmat_layout._as_values(bits, shape), values)
+    assert coopmat_layout.mismatch(register_layout(shape, 32, "nv"), coopmat_layout._as_values(bits, shape)) is None
+    f16 = dataclasses.replace(shape, dtype_in="f16")
+    assert coopmat_layout._as_values(values, f16) is values
 
 
 def test_a_vk_device_probes_once_and_keeps_no_failed_probe(monkeypatch):
@@ -263,12 +281,15 @@ def test_a_vk_device_probes_once_and_keeps_no_failed_probe(monkeypatch):
         ops_vk._tc_layout(device, FULL)
 
 
-@pytest.mark.parametrize("shape", [F16_F32, TCShape(16, 8, 8, "f16", "f16")], ids=TCShape.token)
+@pytest.mark.parametrize(
+    "shape",
+    [F16_F32, TCShape(16, 8, 8, "f16", "f16"), TCShape(16, 16, 16, "bf16", "f32"), TCShape(16, 8, 16, "bf16", "f32")],
+    ids=TCShape.token,
+)
 def test_the_layout_probe_compiles(glslang13, shape):
-    import vkbackend
-
-    spirv = vkbackend.compile_glsl(coopmat_layout._source(shape), target_env="vulkan1.3")
+    spirv = coopmat_layout._probe_spirv(shape)
     _spirv_val(spirv, "vulkan1.3")
+    assert _bfloat16_matrix_components(spirv) == (2 if shape.dtype_in == "bf16" else 0)
 
 
 def test_shapes_tinygrad_cannot_describe_get_no_tensor_core():
@@ -361,19 +382,19 @@ def test_device_shapes_follow_the_switch_and_the_device(monkeypatch):
 
 
 def test_tensor_cores_by_default_only_where_registers_go_straight_to_the_matrices():
-    """By default (the switch unset) tinygrad gets the float16 shapes of a device whose layout the probe knows, whose
-    registers become the matrices' components, and nothing where it would stage (no faster than scalar code); on,
-    every shape in the probed layout (staged where unknown); off, nothing."""
+    """By default (the switch unset) tinygrad gets the shapes (float16 and bfloat16 inputs) of a device whose layout
+    the probe knows, whose registers become the matrices' components, and nothing where it would stage (no faster
+    than scalar code); on, every shape in the probed layout (staged where unknown); off, nothing."""
     bf16 = TCShape(16, 16, 16, "bf16", "f32")
     caps = dataclasses.replace(FULL, tc_threads=32, tc_shapes=(F16_F32, bf16))
     auto_nv = coopmat_layout.with_tensor_cores(caps, "nv", "auto")
-    assert auto_nv.tc_shapes == (F16_F32,) and auto_nv.tc_layout == "nv" and auto_nv.tc_threads == 32
+    assert auto_nv.tc_shapes == (F16_F32, bf16) and auto_nv.tc_layout == "nv" and auto_nv.tc_threads == 32
     assert coopmat_layout.with_tensor_cores(caps, "chunk", "auto").tc_shapes == ()
     assert coopmat_layout.with_tensor_cores(caps, "chunk", "auto").tc_threads == 0
     assert coopmat_layout.with_tensor_cores(caps, "chunk", "on") == caps
     assert coopmat_layout.with_tensor_cores(caps, "nv", "on") == dataclasses.replace(caps, tc_layout="nv")
     assert coopmat_layout.with_tensor_cores(caps, "nv", "off").tc_shapes == ()
-    only_bf16 = coopmat_layout.with_tensor_cores(dataclasses.replace(caps, tc_shapes=(bf16,)), "nv", "auto")
+    only_bf16 = coopmat_layout.with_tensor_cores(dataclasses.replace(caps, tc_shapes=(bf16,)), "chunk", "auto")
     assert only_bf16.tc_shapes == () and "w32" not in make_arch(only_bf16).split(",")
 
 
@@ -470,18 +491,35 @@ def test_an_nv_tensor_core_kernel_hands_its_registers_to_cooperative_matrices(gl
     _spirv_val(lib.spirv, "vulkan1.3")
 
 
-def test_an_nv_bfloat16_tensor_core_kernel_stages_in_the_nv_layout(glslang13):
-    """bfloat16 inputs still stage (their matrices are retyped after glslang, which has no bfloat16 element), each
-    element written where the nv layout places it."""
+def test_an_nv_bfloat16_tensor_core_kernel_hands_its_bits_to_bfloat16_matrices(glslang13):
+    """bfloat16 inputs go straight from registers too: each component is the bitcast of its 16-bit pattern to the
+    float16 the matrix is declared with in GLSL, and after glslang the matrices, the pointers the components are
+    written through and those bitcasts are bfloat16 (compiler/bf16_spirv.py); no staging, no barrier."""
     lib = _render_matmul(_tc_arch(TCShape(16, 16, 16, "bf16", "f32"), layout="nv"), 64, 64, 64, "bf16", "f32")
     src = lib.source
-    assert "barrier();" in src and "coopMatLoad(ma," in src and "ma[i] = a[i];" not in src
-    # A's index: element bit 0, lane bits 0 and 1, element bit 1 (the columns), lane bits 2-4, element bit 2 (the rows)
-    assert (
-        "_place_a(uint lane, uint i) { return (((i >> 0u) & 1u) << 0u) | (((lane >> 0u) & 1u) << 1u) | "
-        "(((lane >> 1u) & 1u) << 2u) | (((i >> 1u) & 1u) << 3u) | (((lane >> 2u) & 1u) << 4u) |"
-    ) in src
+    assert "ma[i] = uint16BitsToFloat16(a[i]);" in src and "mb[i] = uint16BitsToFloat16(b[i]);" in src
+    assert "barrier();" not in src and "coopMatLoad" not in src and lib.meta["bf16_coopmat"]
     _spirv_val(lib.spirv, "vulkan1.3")
+    assert _bfloat16_matrix_components(lib.spirv) == 2
+    dis = subprocess.run(["spirv-dis", "-"], input=lib.spirv, capture_output=True, check=True).stdout.decode()
+    assert len(re.findall(r"= OpBitcast %bfloat16 ", dis)) == 2, dis  # one per matrix: the loops' bodies
+    assert len(re.findall(r"= OpAccessChain %_ptr_Function_bfloat16 %m[ab] ", dis)) == 2, dis
+    assert "OpAccessChain %_ptr_Function_half" not in dis
+
+
+def test_the_nv_layout_places_staged_elements_as_the_matrices_hold_them():
+    """Where the warp is not the work group's whole x size, an nv-layout kernel stages: each element goes where the
+    nv layout places it in its warp's row-major tile (A's index: element bit 0, lane bits 0 and 1, element bit 1 (the
+    columns), lane bits 2-4, element bit 2 (the rows))."""
+    shape = TCShape(16, 16, 16, "bf16", "f32")
+    w = tensor_cores_module._Wmma(
+        "w", 16, 16, 16, dtypes.bfloat16, dtypes.float, 32, (8, 8, 8), 2, register_layout(shape, 32, "nv"), False
+    )
+    assert tensor_cores_module._place(w, 0) == [
+        "uint w_place_a(uint lane, uint i) { return (((i >> 0u) & 1u) << 0u) | (((lane >> 0u) & 1u) << 1u) | "
+        "(((lane >> 1u) & 1u) << 2u) | (((i >> 1u) & 1u) << 3u) | (((lane >> 2u) & 1u) << 4u) | "
+        "(((lane >> 3u) & 1u) << 5u) | (((lane >> 4u) & 1u) << 6u) | (((i >> 2u) & 1u) << 7u); }"
+    ]
 
 
 def _bfloat16_matrix_components(spirv: bytes) -> int:
@@ -619,8 +657,8 @@ NVIDIA = 0x10DE
 
 
 def test_nvidias_cooperative_matrices_take_registers_by_default(vk_device, glslang13, monkeypatch):
-    """On NVIDIA's cooperative matrices the probe finds the nv layout, and tinygrad's VK device has register tensor
-    cores by default (float16 shapes, ``tcnv`` in its arch)."""
+    """On NVIDIA's cooperative matrices the probe finds the nv layout (its bfloat16 shapes' too), and tinygrad's VK
+    device has register tensor cores by default (every shape the renderer can use, ``tcnv`` in its arch)."""
     info = vk_device.vk.info
     if "VK_KHR_cooperative_matrix" not in info.extensions:
         pytest.skip(NO_COOPMAT)
@@ -630,7 +668,7 @@ def test_nvidias_cooperative_matrices_take_registers_by_default(vk_device, glsla
     assert coopmat_layout.probe_layout(vk_device.vk, caps_from_info(info)) == "nv"
     monkeypatch.delenv(SWITCH)
     caps = parse_arch(vk_device.arch)
-    assert caps.tc_layout == "nv" and caps.tc_shapes and all(s.dtype_in == "f16" for s in caps.tc_shapes)
+    assert caps.tc_layout == "nv" and caps.tc_shapes == caps_from_info(info).tc_shapes
 
 
 @pytest.mark.parametrize("din,dout", [("f16", "f32"), ("f16", "f16"), ("bf16", "f32")])
@@ -642,10 +680,13 @@ def test_cooperative_matrix_tensor_cores_against_numpy(cooperative_caps, glslang
     if not shapes:
         pytest.skip(f"the device has no {din} -> {dout} cooperative-matrix shape")
     # straight from registers in the nv layout (the warp is the work group's x size in tinygrad's kernels), else staged
-    registers = cooperative_caps.tc_layout == "nv" and din == "f16"
+    registers = cooperative_caps.tc_layout == "nv"
+    marker = (
+        ("ma[i] = uint16BitsToFloat16(a[i]);" if din == "bf16" else "ma[i] = a[i];") if registers else "coopMatLoad(ma"
+    )
     for shape in shapes:
         arch = make_arch(dataclasses.replace(cooperative_caps, tc_shapes=(shape,)))
-        _matmul_against_numpy(arch, *mnk, din, dout, kernel_sources, "ma[i] = a[i];" if registers else "coopMatLoad(ma")
+        _matmul_against_numpy(arch, *mnk, din, dout, kernel_sources, marker)
 
 
 def test_cooperative_matrix_tensor_cores_under_beam(cooperative_caps, glslang13, kernel_sources):

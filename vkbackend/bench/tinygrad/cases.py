@@ -7,6 +7,7 @@ and the MLP step's per-kernel GPU times (``kernels``).
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 
 import numpy as np
@@ -15,7 +16,7 @@ from tinygrad.nn.optim import Adam, AdamW, Optimizer
 
 from vkbackend.bench.tinygrad.kernels import kernel_times
 from vkbackend.bench.tinygrad.models import MLP, GPT2Decoder, ResNet, TransformerStack, load_seeded
-from vkbackend.bench.tinygrad.protocol import SEED, Workloads, seeded_inputs
+from vkbackend.bench.tinygrad.protocol import SEED, Skip, Workloads, seeded_inputs
 from vkbackend.bench.tinygrad.spec import KERNEL_CASE, TgRecord, TgSizes
 
 
@@ -35,7 +36,13 @@ class TinygradWorkloads(Workloads):
         return Tensor(array).realize()
 
     def numpy(self, tensor: Tensor) -> np.ndarray:
-        return tensor.numpy()
+        return (tensor.float() if tensor.dtype == dtypes.bfloat16 else tensor).numpy()
+
+    def bfloat16(self, tensor: Tensor) -> Tensor:
+        try:
+            return tensor.cast(dtypes.bfloat16).realize()
+        except subprocess.CalledProcessError as error:  # tinygrad's CPU device: a clang without __bf16 (before 17)
+            raise Skip(f"tinygrad's {self.impl} device cannot compile bfloat16 here ({error.cmd[0]} failed)") from error
 
     def jit(self, fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
         return TinyJit(lambda *args: fn(*args).realize())

@@ -32,7 +32,8 @@ def probe(impl: str, quick: bool) -> None:
     if impl == "torch":
         import torch
 
-        from vkbackend.bench.tinygrad.torch_twins import Skip, torch_device
+        from vkbackend.bench.tinygrad.protocol import Skip
+        from vkbackend.bench.tinygrad.torch_twins import torch_device
 
         try:
             device = torch_device(quick)
@@ -52,18 +53,20 @@ def probe(impl: str, quick: bool) -> None:
 
 def run_workload(impl: str, workload: str, sizes: TgSizes, quick: bool) -> None:
     """Emit the records of ``workload`` on ``impl`` (``skip`` where the implementation cannot run it)."""
-    if impl == "torch":
-        from vkbackend.bench.tinygrad.torch_twins import Skip, TorchWorkloads, torch_device
+    from vkbackend.bench.tinygrad.protocol import Skip
 
-        try:
+    try:
+        if impl == "torch":
+            from vkbackend.bench.tinygrad.torch_twins import TorchWorkloads, torch_device
+
             records = TorchWorkloads(torch_device(quick), sizes).run(workload)
-        except Skip as reason:
-            emit(skip=str(reason))
-            return
-    else:
-        from vkbackend.bench.tinygrad.cases import TinygradWorkloads
+        else:
+            from vkbackend.bench.tinygrad.cases import TinygradWorkloads
 
-        records = TinygradWorkloads(impl, sizes).run(workload)
+            records = TinygradWorkloads(impl, sizes).run(workload)
+    except Skip as reason:
+        emit(skip=str(reason))
+        return
     for record in records:
         emit(**record.to_json())
 

@@ -39,6 +39,10 @@ def seeded_array(name: str, shape: tuple[int, ...], seed: int = SEED) -> np.ndar
     return (rng.standard_normal(shape) / math.sqrt(math.prod(shape[1:]))).astype(np.float32)
 
 
+class Skip(Exception):
+    """An implementation cannot run a workload here; the message says why (a skip, not a failure)."""
+
+
 def seeded_state(shapes: dict[str, tuple[int, ...]], seed: int = SEED) -> dict[str, np.ndarray]:
     """``seeded_array`` for every name in ``shapes``."""
     return {name: seeded_array(name, tuple(shape), seed) for name, shape in shapes.items()}
@@ -62,8 +66,9 @@ def seeded_inputs(workload: str, s: TgSizes) -> dict[str, np.ndarray]:
             "x": rng_for("tf.x").standard_normal(shape, np.float32),
             "y": rng_for("tf.y").standard_normal(shape, np.float32),
         }
-    if workload in ("matmul_f32", "matmul_f16"):
-        dtype = np.float16 if workload.endswith("16") else np.float32
+    if workload in ("matmul_f32", "matmul_f16", "matmul_bf16"):
+        # bfloat16 (which numpy lacks) is made from float32 on the device (Workloads.bfloat16)
+        dtype = np.float16 if workload == "matmul_f16" else np.float32
         return {k: rng_for(f"matmul.{k}").random((s.matmul_n, s.matmul_n), np.float32).astype(dtype) for k in "ab"}
     if workload in ("add", "sum"):
         return {k: rng_for(f"elementwise.{k}").random(s.elems, np.float32) for k in "ab"}
@@ -80,6 +85,7 @@ def work_per_run(case: str, s: TgSizes) -> float:
     return {
         "matmul_f32": 2 * s.matmul_n**3 / 1e12,
         "matmul_f16": 2 * s.matmul_n**3 / 1e12,
+        "matmul_bf16": 2 * s.matmul_n**3 / 1e12,
         "add": 3 * 4 * s.elems / 1e9,
         "sum": 4 * s.elems / 1e9,
         "gpt2_decode": s.gpt2_tokens,
@@ -121,6 +127,10 @@ class Workloads:
 
     def numpy(self, tensor: Any) -> np.ndarray:
         """A device tensor's values on the host."""
+        raise NotImplementedError
+
+    def bfloat16(self, tensor: Any) -> Any:
+        """A device tensor rounded to bfloat16, on the device."""
         raise NotImplementedError
 
     def jit(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -180,9 +190,12 @@ class Workloads:
     def _transformer(self) -> list[TgRecord]:
         return [self._train("transformer_step", self.transformer_step())[0]]
 
-    def _op(self, case: str, fn: Callable[..., Any], *arrays: np.ndarray) -> list[TgRecord]:
-        """``fn`` on ``arrays`` (on the device), ``repeat`` calls per timed run."""
+    def _op(self, case: str, fn: Callable[..., Any], *arrays: np.ndarray, bfloat16: bool = False) -> list[TgRecord]:
+        """``fn`` on ``arrays`` (on the device; rounded to bfloat16 there with ``bfloat16``), ``repeat`` calls per
+        timed run."""
         inputs, call = [self.tensor(a) for a in arrays], self.jit(fn)
+        if bfloat16:
+            inputs = [self.bfloat16(t) for t in inputs]
         for _ in range(3):
             out = call(*inputs)
         check = checksum(self.numpy(out))
@@ -195,6 +208,10 @@ class Workloads:
 
     def _matmul_f16(self) -> list[TgRecord]:
         return self._op("matmul_f16", lambda a, b: a @ b, *seeded_inputs("matmul_f16", self.s).values())
+
+    def _matmul_bf16(self) -> list[TgRecord]:
+        arrays = seeded_inputs("matmul_bf16", self.s).values()
+        return self._op("matmul_bf16", lambda a, b: a @ b, *arrays, bfloat16=True)
 
     def _add(self) -> list[TgRecord]:
         return self._op("add", lambda a, b: a + b, *seeded_inputs("add", self.s).values())

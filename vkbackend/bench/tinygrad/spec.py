@@ -34,6 +34,9 @@ CASES: tuple[TgCase, ...] = (
     ),
     TgCase("matmul_f32", "TFLOP/s", True, "float32 N x N matmul (TinyJit)", "matmul_f32", 1e-4),
     TgCase("matmul_f16", "TFLOP/s", True, "float16 N x N matmul (TinyJit)", "matmul_f16", 1e-2),
+    TgCase(
+        "matmul_bf16", "TFLOP/s", True, "bfloat16 N x N matmul, float32 accumulation (TinyJit)", "matmul_bf16", 1e-2
+    ),
     TgCase("add", "GB/s", True, "c = a + b on float32, counting 3 arrays (TinyJit)", "add", 1e-6),
     TgCase("sum", "GB/s", True, "a.sum() on float32, counting 1 array (TinyJit)", "sum", 1e-4),
     TgCase(

@@ -16,12 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vkbackend.bench.tinygrad.protocol import SEED, Workloads, seeded_inputs, seeded_state
+from vkbackend.bench.tinygrad.protocol import SEED, Skip, Workloads, seeded_inputs, seeded_state
 from vkbackend.bench.tinygrad.spec import TgRecord, TgSizes
-
-
-class Skip(Exception):
-    """The twin cannot run here; the message says why."""
 
 
 def load_seeded(model: nn.Module, seed: int = SEED) -> nn.Module:
@@ -131,6 +127,9 @@ class TorchWorkloads(Workloads):
 
     def numpy(self, tensor: torch.Tensor) -> np.ndarray:
         return tensor.detach().float().cpu().numpy()
+
+    def bfloat16(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.to(torch.bfloat16)
 
     @staticmethod
     def _train_step(

@@ -1,10 +1,15 @@
 """bfloat16 cooperative matrices in SPIR-V, which GLSL cannot spell with glslang 13 (it has no bfloat16 type).
 
-The tensor-core renderer stages bfloat16 inputs as their 16-bit patterns and loads them into float16 ``A``/``B``
-matrices (``coopMatLoad`` reinterprets memory as the matrix's component type, whatever the array's element type).
-:func:`retype_cooperative_matrices` then gives those matrix types a bfloat16 component (``OpTypeFloat 16
-BFloat16KHR``, SPV_KHR_bfloat16), so the loads read the staged bits as bfloat16 and ``OpCooperativeMatrixMulAddKHR``
-multiplies bfloat16. Nothing else in the module changes: no other value has those types.
+GLSL declares bfloat16 ``A``/``B`` matrices as float16 ones and fills them with bfloat16 bits: the staged tensor
+cores by ``coopMatLoad`` (which reinterprets memory as the matrix's component type, whatever the array's element
+type), the ones straight from registers component by component, each the bitcast of a 16-bit pattern to float16
+(``uint16BitsToFloat16``). :func:`retype_cooperative_matrices` then gives those matrix types a bfloat16 component
+(``OpTypeFloat 16 BFloat16KHR``, SPV_KHR_bfloat16): the pointers components are reached through become pointers to
+bfloat16, a bitcast written to a component yields bfloat16, and so does a component read one by one (the layout
+probe bitcasts it back to its bits: runtime/coopmat_layout.py). So the same bits are bfloat16 and
+``OpCooperativeMatrixMulAddKHR`` multiplies bfloat16. Nothing else changes. A component written with anything but
+such a bitcast is refused, and any other use of a retyped value as float16 fails validation, which every kernel
+passes.
 """
 
 from __future__ import annotations
@@ -17,11 +22,18 @@ from vkbackend.spirv import (
     FP_ENCODING_BFLOAT16_KHR,
     MATRIX_USE_A_KHR,
     MATRIX_USE_B_KHR,
+    OP_ACCESS_CHAIN,
+    OP_BITCAST,
     OP_CAPABILITY,
     OP_CONSTANT,
     OP_EXTENSION,
+    OP_IN_BOUNDS_ACCESS_CHAIN,
+    OP_LOAD,
+    OP_STORE,
     OP_TYPE_COOPERATIVE_MATRIX_KHR,
     OP_TYPE_FLOAT,
+    OP_TYPE_POINTER,
+    OP_VARIABLE,
     instructions,
     module_words,
 )
@@ -40,8 +52,9 @@ def _string(text: str) -> list[int]:
 
 
 def retype_cooperative_matrices(spirv: bytes) -> bytes:
-    """``spirv`` with its float16 ``MatrixUseA``/``MatrixUseB`` cooperative-matrix types made bfloat16, and the
-    capabilities and extension that needs. Raises ValueError when the module has no such type,
+    """``spirv`` with its float16 ``MatrixUseA``/``MatrixUseB`` cooperative-matrix types made bfloat16, their
+    components' reads and writes made bfloat16 (module docstring), and the capabilities and extension that needs.
+    Raises ValueError when the module has no such type or writes a component with anything but a bitcast,
     ``BackendError(KernelCompilation)`` when it is malformed."""
     words = module_words(spirv)
     walked = list(instructions(words))  # the whole walk first: a malformed module fails before any rewriting
@@ -49,31 +62,56 @@ def retype_cooperative_matrices(spirv: bytes) -> bytes:
     constants = {
         operands[1]: operands[2] for _, opcode, count, operands in walked if opcode == OP_CONSTANT and count == 4
     }
-    bf16 = words[3]  # the module's id bound: the first free id
+    matrices = {
+        operands[0]
+        for _, opcode, count, operands in walked
+        if opcode == OP_TYPE_COOPERATIVE_MATRIX_KHR
+        and count == 7
+        and operands[1] in half
+        and constants.get(operands[5]) in (MATRIX_USE_A_KHR, MATRIX_USE_B_KHR)
+    }
+    if not matrices:
+        raise ValueError("the module has no float16 A or B cooperative-matrix type to make bfloat16")
+    # the matrices' variables, the pointers to their components, and the values written and read through those
+    pointers = {
+        operands[0] for _, opcode, _, operands in walked if opcode == OP_TYPE_POINTER and operands[2] in matrices
+    }
+    variables = {operands[1] for _, opcode, _, operands in walked if opcode == OP_VARIABLE and operands[0] in pointers}
+    components = {
+        operands[1]: operands[0]
+        for _, opcode, _, operands in walked
+        if opcode in (OP_ACCESS_CHAIN, OP_IN_BOUNDS_ACCESS_CHAIN) and operands[2] in variables
+    }
+    written = {operands[1] for _, opcode, _, operands in walked if opcode == OP_STORE and operands[0] in components}
+    bitcasts = {operands[1] for _, opcode, _, operands in walked if opcode == OP_BITCAST and operands[0] in half}
+    if not written <= bitcasts:
+        raise ValueError("a bfloat16 matrix component is written with a value that is not a 16-bit pattern's bitcast")
+    read = {operands[1] for _, opcode, _, operands in walked if opcode == OP_LOAD and operands[2] in components}
+    storage = {operands[0]: operands[1] for _, opcode, _, operands in walked if opcode == OP_TYPE_POINTER}
+    bf16 = words[3]  # the module's id bound: the first free id, then one pointer type per storage class
+    classes = sorted({storage[pointer] for pointer in components.values()})
+    component_pointer = {cls: bf16 + 1 + i for i, cls in enumerate(classes)}
     out: list[list[int]] = []
-    retyped = 0
+    declared = False
     for offset, opcode, count, operands in walked:
         ins = list(words[offset : offset + count])
-        # operands: result id, component type, scope, rows, columns, use
-        if (
-            opcode == OP_TYPE_COOPERATIVE_MATRIX_KHR
-            and count == 7
-            and operands[1] in half
-            and constants.get(operands[5]) in (MATRIX_USE_A_KHR, MATRIX_USE_B_KHR)
-        ):
-            if not retyped:
+        if opcode == OP_TYPE_COOPERATIVE_MATRIX_KHR and operands[0] in matrices:
+            if not declared:  # the new types go before the first matrix retyped
+                declared = True
                 out.append(_instruction(OP_TYPE_FLOAT, [bf16, 16, FP_ENCODING_BFLOAT16_KHR]))
+                out += [_instruction(OP_TYPE_POINTER, [p, cls, bf16]) for cls, p in component_pointer.items()]
             ins[2] = bf16
-            retyped += 1
+        elif opcode in (OP_ACCESS_CHAIN, OP_IN_BOUNDS_ACCESS_CHAIN) and operands[1] in components:
+            ins[1] = component_pointer[storage[operands[0]]]
+        elif (opcode == OP_BITCAST and operands[1] in written) or (opcode == OP_LOAD and operands[1] in read):
+            ins[1] = bf16
         out.append(ins)
-    if not retyped:
-        raise ValueError("the module has no float16 A or B cooperative-matrix type to make bfloat16")
     last_capability = max(i for i, ins in enumerate(out) if ins[0] & 0xFFFF == OP_CAPABILITY)
     out[last_capability + 1 : last_capability + 1] = [
         _instruction(OP_CAPABILITY, [CAP_BFLOAT16_TYPE_KHR]),
         _instruction(OP_CAPABILITY, [CAP_BFLOAT16_COOPERATIVE_MATRIX_KHR]),
         _instruction(OP_EXTENSION, _string("SPV_KHR_bfloat16")),
     ]
-    header = [*words[:3], bf16 + 1, words[4]]
+    header = [*words[:3], bf16 + 1 + len(classes), words[4]]
     body = [w for ins in out for w in ins]
     return struct.pack(f"<{len(header) + len(body)}I", *header, *body)

@@ -11,9 +11,12 @@ it).
 
 **The WMMA op, straight from registers.** A cooperative matrix spreads its elements over a subgroup in a way the
 driver decides, but fixed, and GLSL reads and writes an invocation's components (``mat[i]``). Where the registers
-are in the device's layout, each warp is one subgroup with tinygrad's lane the subgroup's (the warp is the work
-group's whole x size) and the inputs are float16, the WMMA writes the invocation's A, B and C elements as the
-matrices' components, multiplies and reads D back: no shared memory, no barrier.
+are in the device's layout and each warp is one subgroup with tinygrad's lane the subgroup's (the warp is the work
+group's whole x size), the WMMA writes the invocation's A, B and C elements as the matrices' components, multiplies
+and reads D back: no shared memory, no barrier. bfloat16 elements (their bits) are written as float16 bit patterns
+into matrices declared float16, which
+:func:`vkbackend.tinygrad.compiler.bf16_spirv.retype_cooperative_matrices` retypes to bfloat16 in the SPIR-V with
+those writes (glslang 13 has no bfloat16 type).
 
 **Staged.** Otherwise it stages through shared memory: each invocation writes its A, B and C elements to its warp's
 row-major tiles where the layout places them (``..._place_a/b/c``; its lane and warp are tinygrad's, computed from the
@@ -22,9 +25,8 @@ warps it takes (``gl_SubgroupID``, ``gl_SubgroupID + gl_NumSubgroups``, ...: rig
 subgroups), ``barrier()``, and each invocation reads its D elements back. Cooperative-matrix operations need every
 invocation of the subgroup active: the kernel is SPIR-V 1.6 (Vulkan 1.3), where a work group whose x size is a
 multiple of the subgroup size has full subgroups, and x is a multiple of ``threads`` (tinygrad's warp is its first
-local dimension), which is the largest subgroup size. bfloat16 inputs always stage, as their bits, loaded as float16
-matrices, which :func:`vkbackend.tinygrad.compiler.bf16_spirv.retype_cooperative_matrices` retypes to bfloat16 in the
-SPIR-V (glslang 13 has no bfloat16 type).
+local dimension), which is the largest subgroup size. Staged bfloat16 inputs are their bits, loaded into float16
+matrices that the SPIR-V retyping makes bfloat16 as above.
 
 **Emulation** (``tcemu`` in the arch): the staging, with the product computed by each invocation for its own D
 elements in scalar code instead of cooperative matrices. It runs anywhere (lavapipe), so each layout, the lane and
@@ -243,10 +245,9 @@ class _Wmma:
         layout = register_layout(shape, threads, family)
         if layout is None:
             raise RuntimeError(f"VK renderer: no {family} register layout for {name}")
-        # straight from registers: the device's own layout (not our chunks), one warp per subgroup with tinygrad's lane
-        # the subgroup's (the warp is the whole x size), and float16 inputs (bfloat16 ones are retyped after glslang,
-        # which cannot spell a bfloat16 element)
-        registers = not emulate and family != "chunk" and local[0] == threads and din == dtypes.half
+        # straight from registers: the device's own layout (not our chunks), and one warp per subgroup with tinygrad's
+        # lane the subgroup's (the warp is the whole x size)
+        registers = not emulate and family != "chunk" and local[0] == threads
         return _Wmma(name, m, n, k, din, u.dtype, threads, (a, b, c), math.prod(local) // threads, layout, registers)
 
     def tiles(self, emulate: bool) -> list[tuple[str, DType, int]]:
@@ -362,12 +363,13 @@ def _register_product(w: _Wmma) -> list[str]:
     subgroup's (the warp is the work group's whole x size) and the layout is the device's, so no staging, no barrier."""
     scope = "gl_ScopeSubgroup"
     ea, eb, ec = w.per_thread
+    mat = _matrix_component(w.din)
     return [
-        f"  coopmat<{TYPE_MAP[w.din]}, {scope}, {w.m}, {w.k}, gl_MatrixUseA> ma;",
-        f"  coopmat<{TYPE_MAP[w.din]}, {scope}, {w.k}, {w.n}, gl_MatrixUseB> mb;",
+        f"  coopmat<{mat}, {scope}, {w.m}, {w.k}, gl_MatrixUseA> ma;",
+        f"  coopmat<{mat}, {scope}, {w.k}, {w.n}, gl_MatrixUseB> mb;",
         f"  coopmat<{TYPE_MAP[w.dout]}, {scope}, {w.m}, {w.n}, gl_MatrixUseAccumulator> mc;",
-        f"  for (int i = 0; i < {ea}; i++) ma[i] = a[i];",
-        f"  for (int i = 0; i < {eb}; i++) mb[i] = b[i];",
+        f"  for (int i = 0; i < {ea}; i++) ma[i] = {_matrix_input(w.din, 'a[i]')};",
+        f"  for (int i = 0; i < {eb}; i++) mb[i] = {_matrix_input(w.din, 'b[i]')};",
         f"  for (int i = 0; i < {ec}; i++) mc[i] = c[i];",
         "  mc = coopMatMulAdd(ma, mb, mc);",
         f"  {value_type(w.dout, ec)} d;",
@@ -375,9 +377,21 @@ def _register_product(w: _Wmma) -> list[str]:
     ]
 
 
+def _matrix_component(din: DType) -> str:
+    """The GLSL component type of the A and B matrices: bfloat16 ones are declared float16, and retyped in the SPIR-V
+    (compiler/bf16_spirv.py)."""
+    return "float16_t" if din == dtypes.bfloat16 else TYPE_MAP[din]
+
+
+def _matrix_input(din: DType, v: str) -> str:
+    """A register element as an A or B matrix component: a bfloat16 one's bits as the float16 the matrix is declared
+    with (the retyping makes that reinterpretation bfloat16)."""
+    return f"uint16BitsToFloat16({v})" if din == dtypes.bfloat16 else v
+
+
 def _cooperative_product(w: _Wmma, c_tile: tuple[str, str, int, str]) -> list[str]:
     """Each subgroup computes D = A*B + C for the warps it takes, in place of C; then each invocation reads its D."""
-    mat = "float16_t" if w.din == dtypes.bfloat16 else TYPE_MAP[w.din]  # bfloat16: retyped in compiler/bf16_spirv.py
+    mat = _matrix_component(w.din)
     scope, layout = "gl_ScopeSubgroup", "gl_CooperativeMatrixLayoutRowMajor"
     array, index, n, _ = c_tile
     a, b, c = (f"{w.name}_{x}" for x in "abc")

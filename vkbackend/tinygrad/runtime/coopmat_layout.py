@@ -18,6 +18,7 @@ import logging
 import numpy as np
 
 from vkbackend.errors import BackendError, ErrorStatus
+from vkbackend.tinygrad.compiler.bf16_spirv import retype_cooperative_matrices
 from vkbackend.tinygrad.renderer.caps import DeviceCaps, TCShape
 from vkbackend.tinygrad.renderer.tensor_cores import Layout, register_layout, tc_mode
 
@@ -41,11 +42,19 @@ _WORDS = _base(3) + 3  # the probe's output
 
 
 def _source(shape: TCShape) -> str:
+    """The probe of one shape: each matrix loaded from a row-major tile whose element ``i`` is ``i`` (exact in float16
+    and bfloat16 up to 256), every invocation's components written out (bfloat16 A and B ones as their bits: the
+    matrices are declared float16 and retyped in the SPIR-V, compiler/bf16_spirv.py)."""
     m, n, k = shape.m, shape.n, shape.k
     ct = "float" if shape.dtype_out == "f32" else "float16_t"
+    bf16 = shape.dtype_in == "bf16"
+    it, init = (
+        ("uint16_t", "uint16_t(floatBitsToUint(float(i)) >> 16u)") if bf16 else ("float16_t", "float16_t(float(i))")
+    )
+    read = "uint(float16BitsToUint16({}[i]))" if bf16 else "uint(float({}[i]))"
     reads = "\n".join(
         f"  for (int i = 0; i < {mat}.length(); i++)"
-        f" o[{_base(use)}u + inv*{_STRIDE}u + uint(i)] = uint(float({mat}[i]));"
+        f" o[{_base(use)}u + inv*{_STRIDE}u + uint(i)] = {read.format(mat) if use < 2 else f'uint(float({mat}[i]))'};"
         for use, mat in enumerate(("ma", "mb", "mc"))
     )
     return f"""#version 450
@@ -53,13 +62,14 @@ def _source(shape: TCShape) -> str:
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 layout(local_size_x = 32, local_size_y = {_WARPS[0]}, local_size_z = {_WARPS[1]}) in;
 layout(std430, binding = 0) buffer O {{ uint o[]; }};
-shared float16_t sa[{m * k}]; shared float16_t sb[{k * n}]; shared {ct} sc[{m * n}];
+shared {it} sa[{m * k}]; shared {it} sb[{k * n}]; shared {ct} sc[{m * n}];
 void main() {{
   uint inv = gl_LocalInvocationIndex;
-  for (uint i = inv; i < {m * k}u; i += {_INVOCATIONS}u) sa[i] = float16_t(float(i));
-  for (uint i = inv; i < {k * n}u; i += {_INVOCATIONS}u) sb[i] = float16_t(float(i));
+  for (uint i = inv; i < {m * k}u; i += {_INVOCATIONS}u) sa[i] = {init};
+  for (uint i = inv; i < {k * n}u; i += {_INVOCATIONS}u) sb[i] = {init};
   for (uint i = inv; i < {m * n}u; i += {_INVOCATIONS}u) sc[i] = {ct}(float(i));
   barrier();
   coopmat<float16_t, gl_ScopeSubgroup, {m}, {k}, gl_MatrixUseA> ma;
@@ -76,6 +86,24 @@ void main() {{
   }}
 {reads}
 }}"""
+
+
+def _probe_spirv(shape: TCShape) -> bytes:
+    """The probe of ``shape`` compiled (raises ``BackendError(KernelCompilation)`` without glslang 13)."""
+    import vkbackend  # noqa: PLC0415 - the probe compiles GLSL: only when tensor cores are switched on
+
+    spirv = vkbackend.compile_glsl(_source(shape), target_env="vulkan1.3")
+    return retype_cooperative_matrices(spirv) if shape.dtype_in == "bf16" else spirv
+
+
+def _as_values(words: np.ndarray, shape: TCShape) -> np.ndarray:
+    """The probe's output with bfloat16 A and B components (written as their bits) turned into their values."""
+    if shape.dtype_in != "bf16":
+        return words
+    out = words.copy()
+    ab = slice(_base(0), _base(2))
+    out[ab] = ((words[ab] & 0xFFFF) << 16).view(np.float32).astype(np.uint32)
+    return out
 
 
 def mismatch(layout: Layout, words: np.ndarray) -> str | None:
@@ -107,20 +135,18 @@ def mismatch(layout: Layout, words: np.ndarray) -> str | None:
 
 def probe_layout(device, caps: DeviceCaps) -> str:
     """The register-layout family of ``device``'s cooperative matrices (a :class:`vkbackend.Device`) for every
-    float16 tensor-core shape in ``caps``: one of :data:`FAMILIES` (only those of the device's vendor are probed) where
+    tensor-core shape in ``caps``: one of :data:`FAMILIES` (only those of the device's vendor are probed) where
     each shape matches it, else ``"chunk"``, also where there is nothing to probe or no glslang 13 to compile the probe
     (nor any tensor-core kernel). Other errors (the device's) are raised: sync the device first, so that none of them
     is an earlier launch's (the VK device does, vkbackend/tinygrad/runtime/ops_vk.py)."""
-    shapes = [s for s in caps.tc_shapes if s.dtype_in == "f16"]
+    shapes = list(caps.tc_shapes)
     candidates = [family for family, vendor in FAMILIES.items() if vendor == device.info.vendor_id]
     if not shapes or caps.tc_threads != 32 or not candidates:
         return "chunk"
-    import vkbackend  # noqa: PLC0415 - the probe compiles GLSL: only when tensor cores are switched on
-
     pool = device.memory_pool
     for shape in shapes:
         try:
-            spirv = vkbackend.compile_glsl(_source(shape), target_env="vulkan1.3")
+            spirv = _probe_spirv(shape)
         except BackendError as error:
             if error.status is not ErrorStatus.KernelCompilation:
                 raise
@@ -133,6 +159,7 @@ def probe_layout(device, caps: DeviceCaps) -> str:
             device.launch(prog, [buf], (), (1, 1, 1))
             out = np.empty(_WORDS, np.uint32)
             pool.pool_to_host(buf, out)
+            out = _as_values(out, shape)
         finally:
             pool.release(buf)
             device.release_program(prog)
@@ -150,11 +177,10 @@ def probe_layout(device, caps: DeviceCaps) -> str:
 def with_tensor_cores(caps: DeviceCaps, layout: str, mode: str | None = None) -> DeviceCaps:
     """``caps`` with the tensor cores the mode (:func:`vkbackend.tinygrad.renderer.tensor_cores.tc_mode`, read from
     the environment by default) gives on a device whose matrices have the ``layout`` family: ``"on"``, every shape in
-    that layout; ``"auto"``, only the shapes whose registers go straight to the matrices (a known layout, float16
-    inputs: bfloat16 ones still stage), and none where the layout is unknown (staged, they run no faster than scalar
-    code)."""
+    that layout; ``"auto"``, every shape where the layout is known (the registers go straight to the matrices), and
+    none where it is unknown (staged, they run no faster than scalar code)."""
     mode = mode or tc_mode()
     if mode == "on":
         return dataclasses.replace(caps, tc_layout=layout)
-    shapes = () if mode == "off" or layout == "chunk" else tuple(s for s in caps.tc_shapes if s.dtype_in == "f16")
+    shapes = () if mode == "off" or layout == "chunk" else caps.tc_shapes
     return dataclasses.replace(caps, tc_shapes=shapes, tc_threads=caps.tc_threads if shapes else 0, tc_layout=layout)
