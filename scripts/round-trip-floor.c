@@ -427,8 +427,9 @@ static void memory_mode(const char *dir) {
 
 /* ----- gaps mode --------------------------------------------------------------------------------------------- */
 /* GAP_BATCHES batches of one `c = a + b` each, back to back: the GPU's idle time from one batch's end (its last
- * timestamp) to the next one's start (its first), by the way the batches reach the queue, and by how they end (no
- * end, each opening with a barrier instead; or vkbackend's completion marker). */
+ * timestamp, bottom of pipe) to the next one's start (its first, top of pipe: written as the GPU begins to process
+ * the batch, so the gap is what the timestamps bound), by the way the batches reach the queue, and by how they end
+ * (no end, each opening with a barrier instead; or vkbackend's completion marker). */
 #define GAP_BATCHES 24
 #define GAP_ROUNDS 6
 typedef enum { GAP_ONE_CB, GAP_SUBMITS, GAP_SUBMITS_FENCED, GAP_SUBMITS_PACED, GAP_ONE_SUBMIT_CBS } GapWay;
@@ -559,6 +560,10 @@ static double gap_variant(const Kernel *add, VkDescriptorSet set, uint32_t n4, G
 
 static void gaps_mode(const char *dir, long floats) {
     if (!gpu.timestamp_bits) die("%s's queue has no timestamps", gpu.properties.deviceName);
+    if (floats < 4 || floats % 4) die("gaps FLOATS must be a positive multiple of 4, not %ld", floats);
+    if ((uint64_t)floats * 4 > gpu.properties.limits.maxStorageBufferRange)
+        die("gaps FLOATS: %ld floats pass %s's maxStorageBufferRange (%u bytes)", floats, gpu.properties.deviceName,
+            gpu.properties.limits.maxStorageBufferRange);
     Kernel add = kernel_new(dir, "add.spv", 3);
     warm_up(&add, WARM_FLOATS, 1.0);
     Buffer a = buffer_new(floats * 4, DEVICE_LOCAL), b = buffer_new(floats * 4, DEVICE_LOCAL),
@@ -579,6 +584,7 @@ static void gaps_mode(const char *dir, long floats) {
         }
     }
     buffer_free(&a), buffer_free(&b), buffer_free(&c), buffer_free(&marker);
+    kernel_free(&add);
 }
 
 #ifndef ROUND_TRIP_FLOOR_NO_MAIN /* scripts/interrupt-probe.c includes this file for its round trips */
@@ -601,7 +607,7 @@ int main(int argc, char **argv) {
                (unsigned long long)gpu.memory.memoryHeaps[heap].size);
     }
     if (argc >= 5 && !strcmp(argv[4], "gaps"))
-        gaps_mode(argv[1], argc == 6 ? strtol(argv[5], NULL, 10) : 16L << 20);
+        gaps_mode(argv[1], argc == 6 ? strtol(argv[5], NULL, 10) : 16L << 20); /* gaps_mode checks it */
     else if (argc == 5)
         memory_mode(argv[1]);
     else

@@ -124,6 +124,13 @@ def json_lines(proc: subprocess.CompletedProcess, keep: str | None) -> list[dict
     return lines
 
 
+def _multiple_of_4(text: str) -> int:
+    value = int(text)
+    if value < 4 or value % 4:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive multiple of 4 (the kernel adds vec4s)")
+    return value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trips", type=int, default=3000, help="timed round trips per variant (default 3000)")
@@ -131,13 +138,16 @@ def main() -> int:
     parser.add_argument("--cpu", type=int, help="pin the program to this CPU")
     parser.add_argument("--memory", action="store_true", help="memory types and host reads instead of round trips")
     parser.add_argument(
-        "--gaps", type=int, metavar="FLOATS", help="the GPU's idle time between back-to-back batches of c = a + b"
+        "--gaps",
+        type=_multiple_of_4,
+        metavar="FLOATS",
+        help="the GPU's idle time between back-to-back batches of c = a + b on FLOATS floats (a multiple of 4)",
     )
     parser.add_argument("--json", metavar="FILE", help="write the program's JSON lines to FILE")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vkbackend-round-trip-floor-") as tmp:
         program = build(Path(tmp))
-        mode = ["memory"] if args.memory else ["gaps", str(args.gaps)] if args.gaps else []
+        mode = ["memory"] if args.memory else ["gaps", str(args.gaps)] if args.gaps is not None else []
         command = [str(program), tmp, args.device, str(args.trips), *mode]
         pin = None if args.cpu is None else (lambda: os.sched_setaffinity(0, {args.cpu}))
         proc = subprocess.run(command, capture_output=True, text=True, preexec_fn=pin, check=False)

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import math
+import os
+import re
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -242,3 +247,28 @@ def test_progress_goes_to_stderr_as_each_run_starts_and_ends(monkeypatch, capsys
     assert out == ""
     assert "[1/4] VK mlp: running" in err and "[1/4] VK mlp: still running after 31 s" in err
     assert "[4/4] CPU resnet50 as 1-1-1-1, 32 px: done in" in err
+
+
+@needs_tinygrad
+def test_tail_runs_shows_each_slow_run_with_what_fell_inside(device):
+    """scripts/tail-runs.py (docs/performance.md): with every run counted as slow, each run of each case gets its line
+    (each call's host time, the closing sync, the batches, the garbage collections), and the results are right."""
+    script = Path(__file__).resolve().parent.parent / "scripts" / "tail-runs.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--floats", "4096", "--runs", "4", "--calls", "3", "--over", "0.01"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "DEV": "VK"},
+    )
+    assert proc.returncode == 0 and "WRONG" not in proc.stdout, proc.stdout + proc.stderr
+    heads = re.findall(r"^VK (add|sum): us per call min .* (\d+) of 4 runs over 0.01x the median$", proc.stdout, re.M)
+    assert heads == [("add", "4"), ("sum", "4")], proc.stdout
+    runs = re.findall(
+        r"^  run \d: .*host us per call \[(\d+), (\d+), (\d+)\]; closing sync \d+ us; (\d+) batches; "
+        r"garbage collections inside: ",
+        proc.stdout,
+        re.M,
+    )
+    assert len(runs) == 8 and all(int(r[3]) >= 1 for r in runs), proc.stdout

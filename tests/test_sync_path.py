@@ -812,7 +812,7 @@ def test_caller_cpu_times_round_trips_with_the_caller_pinned():
 def test_return_path_stamps_both_kinds_of_sync_point():
     """scripts/return-path.py (docs/performance.md): the native functions it stamps exist, and both reports come;
     with the express lane off (which submits inside the worker's park, where the stamps cannot see), it places sync
-    points in phases, the GPU's part among them, and each row is ordered. Which sync points it can place depends on
+    points in phases, the GPU's part among them. Which sync points it can place depends on
     the host's timing (a batch may complete before its sync point waits; on the H200 under the validation layer it
     placed none of five MLP steps but 19 of 20 round trips, on lavapipe with polling forced once none of the round
     trips but every step), so only the two reports together must place some."""
@@ -832,8 +832,3 @@ def test_return_path_stamps_both_kinds_of_sync_point():
     )
     assert sum(int(placed) for _, placed, _ in reports) > 0, proc.stdout
     assert "submitted -> seen complete" in proc.stdout, proc.stdout
-    rows = re.findall(r"^  \S.*?((?: +-?\d+\.\d){5})  \((\d+)\)$", proc.stdout, re.M)
-    assert rows, proc.stdout
-    for row in rows:
-        figures = [float(x) for x in row[0].split()]
-        assert figures == sorted(figures), row

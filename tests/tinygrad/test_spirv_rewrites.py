@@ -47,8 +47,9 @@ def _instruction(opcode: int, operands: list[int]) -> list[int]:
 
 def reference_retype(spirv: bytes) -> bytes:
     """float16 A/B cooperative-matrix types given a new bfloat16 OpTypeFloat, and a pointer type to it per storage
-    class their components are written through; those writes' access chains take it, and the bitcasts they store
-    become bfloat16; capabilities and extension added."""
+    class their components are reached through, which those access chains take; a value stored to a component is
+    bitcast to bfloat16 just before, and a component loaded as bfloat16 is bitcast back to float16 under the load's
+    old id; capabilities and extension added."""
     words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
     instructions: list[list[int]] = []
     pos = 5
@@ -68,12 +69,10 @@ def reference_retype(spirv: bytes) -> bytes:
     to_matrix = {ins[1] for ins in instructions if ins[0] & 0xFFFF == 32 and ins[3] in matrices}
     variables = {ins[2] for ins in instructions if ins[0] & 0xFFFF == 59 and ins[1] in to_matrix}  # OpVariable
     chains = {ins[2]: ins[1] for ins in instructions if ins[0] & 0xFFFF in (65, 66) and ins[3] in variables}
-    stored = {ins[2] for ins in instructions if ins[0] & 0xFFFF == 62 and ins[1] in chains}  # OpStore pointer, object
-    if stored - {ins[2] for ins in instructions if ins[0] & 0xFFFF == 124 and ins[1] in half}:  # OpBitcast to float16
-        raise ValueError("a bfloat16 matrix component is written with a value that is not a 16-bit pattern's bitcast")
     bf16 = words[3]
     classes = sorted({pointer_class[t] for t in chains.values()})
     new_pointer = {c: bf16 + 1 + i for i, c in enumerate(classes)}
+    fresh = bf16 + 1 + len(classes)
     out: list[list[int]] = []
     retyped = 0
     for ins in instructions:
@@ -86,8 +85,14 @@ def reference_retype(spirv: bytes) -> bytes:
             retyped += 1
         elif op in (65, 66) and ins[2] in chains:
             ins = [ins[0], new_pointer[pointer_class[ins[1]]], *ins[2:]]
-        elif op == 124 and ins[2] in stored:  # OpBitcast
-            ins = [ins[0], bf16, *ins[2:]]
+        elif op == 62 and ins[1] in chains:  # OpStore pointer, object
+            out.append(_instruction(124, [bf16, fresh, ins[2]]))  # OpBitcast
+            ins = [ins[0], ins[1], fresh, *ins[3:]]
+            fresh += 1
+        elif op == 61 and ins[3] in chains:  # OpLoad type, result, pointer
+            out.append([ins[0], bf16, fresh, *ins[3:]])
+            ins = _instruction(124, [ins[1], ins[2], fresh])
+            fresh += 1
         out.append(ins)
     if not retyped:
         raise ValueError("the module has no float16 A or B cooperative-matrix type to make bfloat16")
@@ -98,7 +103,7 @@ def reference_retype(spirv: bytes) -> bytes:
         _instruction(17, [5118]),
         _instruction(10, extension),
     ]
-    header = [*words[:3], bf16 + 1 + len(classes), words[4]]
+    header = [*words[:3], fresh, words[4]]
     body = [w for ins in out for w in ins]
     return struct.pack(f"<{len(header) + len(body)}I", *header, *body)
 
@@ -206,6 +211,23 @@ def test_retyping_matches_the_reference_on_tensor_core_kernels(glslang, shape, l
         _same(retype_cooperative_matrices, reference_retype, spirv)
     if shape.dtype_in == "bf16":
         assert lib.spirv == reference_retype(_before_retyping(lib)[0])
+
+
+@pytest.mark.parametrize(
+    "shape", [TCShape(16, 16, 16, "bf16", "f32"), TCShape(16, 8, 16, "bf16", "f32")], ids=TCShape.token
+)
+def test_retyping_matches_the_reference_on_the_layout_probe(glslang, shape):
+    """The layout probe reads its bfloat16 matrices' components back (runtime/coopmat_layout.py): the loads' bitcasts
+    too are as the reference makes them."""
+    import vkbackend
+    from vkbackend import glsl
+    from vkbackend.tinygrad.runtime import coopmat_layout
+
+    if glsl._find_compiler((13, 0)) is None:
+        pytest.skip("no glslangValidator 13 or newer (pip install 'vkbackend[glsl]')")
+    spirv = vkbackend.compile_glsl(coopmat_layout._source(shape), target_env="vulkan1.3")
+    _same(retype_cooperative_matrices, reference_retype, spirv)
+    assert coopmat_layout._probe_spirv(shape) == reference_retype(spirv)
 
 
 def test_retyping_a_module_without_float16_matrices_fails_as_the_reference_does(glslang):

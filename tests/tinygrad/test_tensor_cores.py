@@ -225,10 +225,39 @@ def test_the_probe_runs_only_for_a_vendor_whose_layout_is_known():
         def __getattr__(self, name):
             raise AssertionError(f"the probe used the device ({name})")
 
-    assert coopmat_layout.probe_layout(Untouchable(0x8086), caps) == "chunk"  # Intel: no family known
-    assert coopmat_layout.probe_layout(Untouchable(0x10DE), DeviceCaps()) == "chunk"  # nothing to probe
+    staged = coopmat_layout.Probed("chunk", caps.tc_shapes)
+    assert coopmat_layout.probe_layout(Untouchable(0x8086), caps) == staged  # Intel: no family known
+    assert coopmat_layout.probe_layout(Untouchable(0x10DE), DeviceCaps()) == coopmat_layout.Probed("chunk", ())
     warps_of_64 = dataclasses.replace(caps, tc_threads=64)
-    assert coopmat_layout.probe_layout(Untouchable(0x10DE), warps_of_64) == "chunk"
+    assert coopmat_layout.probe_layout(Untouchable(0x10DE), warps_of_64) == staged
+    bf16_only = dataclasses.replace(caps, tc_shapes=(TCShape(16, 16, 16, "bf16", "f32"),))
+    assert coopmat_layout.probe_layout(Untouchable(0x10DE), bf16_only).family == "chunk"  # float16 shapes decide
+
+
+def test_a_bfloat16_shape_that_does_not_hold_the_layout_costs_the_float16_ones_nothing(monkeypatch):
+    """The float16 shapes decide the family; each bfloat16 shape joins it only where its own probe matches, so one
+    whose probe mismatches, fails to compile or whose tiles bfloat16 cannot number is left out alone."""
+    from vkbackend.errors import BackendError, ErrorStatus
+
+    f16, bf16, bf16_small = F16_F32, TCShape(16, 16, 16, "bf16", "f32"), TCShape(16, 8, 16, "bf16", "f32")
+    big = TCShape(16, 32, 16, "bf16", "f32")  # a B tile of 512 elements
+    caps = dataclasses.replace(FULL, tc_threads=32, tc_shapes=(f16, bf16, bf16_small, big))
+    device = SimpleNamespace(info=SimpleNamespace(vendor_id=0x10DE, name="test"))
+    nv = {s: _probe_words(s, _nv_expected(s.m, s.n, s.k).__getitem__) for s in (f16, bf16, bf16_small)}
+    probed: list[TCShape] = []
+
+    def run(dev, shape):
+        probed.append(shape)
+        if shape == bf16_small:
+            raise BackendError(ErrorStatus.KernelCompilation, "no bfloat16 here")
+        return nv[shape] if shape == f16 else nv[f16 if shape == bf16 else shape][::-1].copy()
+
+    monkeypatch.setattr(coopmat_layout, "_run_probe", run)
+    assert coopmat_layout.probe_layout(device, caps) == coopmat_layout.Probed("nv", (f16,))
+    assert probed == [f16, bf16, bf16_small]  # the big one is not run
+    monkeypatch.setattr(coopmat_layout, "_run_probe", lambda dev, shape: nv[shape])
+    caps = dataclasses.replace(caps, tc_shapes=(f16, bf16))
+    assert coopmat_layout.probe_layout(device, caps) == coopmat_layout.Probed("nv", (f16, bf16))
 
 
 def test_the_probe_reads_bfloat16_components_as_their_bits():
@@ -255,7 +284,8 @@ def test_a_vk_device_probes_once_and_keeps_no_failed_probe(monkeypatch):
 
     device = SimpleNamespace(info=SimpleNamespace(name="test"), synced=0)
     device.sync = lambda: setattr(device, "synced", device.synced + 1)
-    answers = [BackendError(ErrorStatus.MemoryAllocation, "no room"), "nv"]
+    nv = coopmat_layout.Probed("nv", FULL.tc_shapes)
+    answers = [BackendError(ErrorStatus.MemoryAllocation, "no room"), nv]
     calls = []
 
     def probe(dev, caps):
@@ -268,9 +298,9 @@ def test_a_vk_device_probes_once_and_keeps_no_failed_probe(monkeypatch):
     monkeypatch.setattr(ops_vk, "vk_devices", lambda: [device])
     monkeypatch.setattr(ops_vk, "probe_layout", probe)
     monkeypatch.setattr(ops_vk, "_tc_layouts", {})
-    assert ops_vk._tc_layout(device, FULL) == "chunk"  # failed: not kept
-    assert ops_vk._tc_layout(device, FULL) == "nv"
-    assert ops_vk._tc_layout(device, FULL) == "nv" and len(calls) == 2 and device.synced == 2
+    assert ops_vk._tc_layout(device, FULL) == coopmat_layout.Probed("chunk", FULL.tc_shapes)  # failed: not kept
+    assert ops_vk._tc_layout(device, FULL) is nv
+    assert ops_vk._tc_layout(device, FULL) is nv and len(calls) == 2 and device.synced == 2
 
     def failing_sync():
         raise BackendError(ErrorStatus.KernelLaunch, "an earlier launch failed")
@@ -382,19 +412,24 @@ def test_device_shapes_follow_the_switch_and_the_device(monkeypatch):
 
 
 def test_tensor_cores_by_default_only_where_registers_go_straight_to_the_matrices():
-    """By default (the switch unset) tinygrad gets the shapes (float16 and bfloat16 inputs) of a device whose layout
-    the probe knows, whose registers become the matrices' components, and nothing where it would stage (no faster
-    than scalar code); on, every shape in the probed layout (staged where unknown); off, nothing."""
+    """By default (the switch unset) tinygrad gets the shapes (float16 and bfloat16 inputs) that hold the layout the
+    probe found, whose registers become the matrices' components, and nothing where the layout is unknown (staged, no
+    faster than scalar code); on, the same where the layout is known (a shape that does not hold it would be placed
+    wrongly) and every shape, staged, where it is not; off, nothing."""
     bf16 = TCShape(16, 16, 16, "bf16", "f32")
     caps = dataclasses.replace(FULL, tc_threads=32, tc_shapes=(F16_F32, bf16))
-    auto_nv = coopmat_layout.with_tensor_cores(caps, "nv", "auto")
+    nv, nv_f16 = coopmat_layout.Probed("nv", (F16_F32, bf16)), coopmat_layout.Probed("nv", (F16_F32,))
+    staged = coopmat_layout.Probed("chunk", caps.tc_shapes)
+    auto_nv = coopmat_layout.with_tensor_cores(caps, nv, "auto")
     assert auto_nv.tc_shapes == (F16_F32, bf16) and auto_nv.tc_layout == "nv" and auto_nv.tc_threads == 32
-    assert coopmat_layout.with_tensor_cores(caps, "chunk", "auto").tc_shapes == ()
-    assert coopmat_layout.with_tensor_cores(caps, "chunk", "auto").tc_threads == 0
-    assert coopmat_layout.with_tensor_cores(caps, "chunk", "on") == caps
-    assert coopmat_layout.with_tensor_cores(caps, "nv", "on") == dataclasses.replace(caps, tc_layout="nv")
-    assert coopmat_layout.with_tensor_cores(caps, "nv", "off").tc_shapes == ()
-    only_bf16 = coopmat_layout.with_tensor_cores(dataclasses.replace(caps, tc_shapes=(bf16,)), "chunk", "auto")
+    assert coopmat_layout.with_tensor_cores(caps, nv_f16, "auto").tc_shapes == (F16_F32,)
+    assert coopmat_layout.with_tensor_cores(caps, nv_f16, "on").tc_shapes == (F16_F32,)
+    assert coopmat_layout.with_tensor_cores(caps, staged, "auto").tc_shapes == ()
+    assert coopmat_layout.with_tensor_cores(caps, staged, "auto").tc_threads == 0
+    assert coopmat_layout.with_tensor_cores(caps, staged, "on") == caps
+    assert coopmat_layout.with_tensor_cores(caps, nv, "on") == dataclasses.replace(caps, tc_layout="nv")
+    assert coopmat_layout.with_tensor_cores(caps, nv, "off").tc_shapes == ()
+    only_bf16 = coopmat_layout.with_tensor_cores(dataclasses.replace(caps, tc_shapes=(bf16,)), staged, "auto")
     assert only_bf16.tc_shapes == () and "w32" not in make_arch(only_bf16).split(",")
 
 
@@ -505,6 +540,20 @@ def test_an_nv_bfloat16_tensor_core_kernel_hands_its_bits_to_bfloat16_matrices(g
     assert len(re.findall(r"= OpBitcast %bfloat16 ", dis)) == 2, dis  # one per matrix: the loops' bodies
     assert len(re.findall(r"= OpAccessChain %_ptr_Function_bfloat16 %m[ab] ", dis)) == 2, dis
     assert "OpAccessChain %_ptr_Function_half" not in dis
+
+
+def test_a_kernel_takes_float16_or_bfloat16_tensor_cores_not_both():
+    """The SPIR-V retyping makes every float16 A and B matrix type bfloat16, so one kernel cannot hold both kinds."""
+    shape = TCShape(16, 16, 16, "f16", "f32")
+
+    def wmma(din):
+        layout = register_layout(shape, 32, "nv")
+        return tensor_cores_module._Wmma("w", 16, 16, 16, din, dtypes.float, 32, (8, 8, 8), 1, layout, True)
+
+    tensor_cores_module._one_half_type([wmma(dtypes.half), wmma(dtypes.half)])
+    tensor_cores_module._one_half_type([wmma(dtypes.bfloat16)])
+    with pytest.raises(RuntimeError, match="both float16 and bfloat16"):
+        tensor_cores_module._one_half_type([wmma(dtypes.half), wmma(dtypes.bfloat16)])
 
 
 def test_the_nv_layout_places_staged_elements_as_the_matrices_hold_them():
@@ -649,7 +698,8 @@ def cooperative_caps(vk_device, monkeypatch, request) -> DeviceCaps:
             f"needs is missing): {info.cooperative_matrix_shapes}"
         )
     if request.param == "probed":
-        caps = dataclasses.replace(caps, tc_layout=coopmat_layout.probe_layout(vk_device.vk, caps))
+        probed = coopmat_layout.probe_layout(vk_device.vk, caps)
+        caps = dataclasses.replace(caps, tc_layout=probed.family, tc_shapes=probed.shapes)
     return caps
 
 
@@ -665,7 +715,8 @@ def test_nvidias_cooperative_matrices_take_registers_by_default(vk_device, glsla
     if info.vendor_id != NVIDIA:
         pytest.skip(f"{info.name} is not NVIDIA's: no register layout is known for it")
     monkeypatch.setenv(SWITCH, "1")
-    assert coopmat_layout.probe_layout(vk_device.vk, caps_from_info(info)) == "nv"
+    everything = caps_from_info(info)
+    assert coopmat_layout.probe_layout(vk_device.vk, everything) == coopmat_layout.Probed("nv", everything.tc_shapes)
     monkeypatch.delenv(SWITCH)
     caps = parse_arch(vk_device.arch)
     assert caps.tc_layout == "nv" and caps.tc_shapes == caps_from_info(info).tc_shapes

@@ -42,7 +42,8 @@ class TinygradWorkloads(Workloads):
         try:
             return tensor.cast(dtypes.bfloat16).realize()
         except subprocess.CalledProcessError as error:  # tinygrad's CPU device: a clang without __bf16 (before 17)
-            raise Skip(f"tinygrad's {self.impl} device cannot compile bfloat16 here ({error.cmd[0]} failed)") from error
+            program = error.cmd if isinstance(error.cmd, str) else error.cmd[0]
+            raise Skip(f"tinygrad's {self.impl} device cannot compile bfloat16 here ({program} failed)") from error
 
     def jit(self, fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
         return TinyJit(lambda *args: fn(*args).realize())

@@ -4,12 +4,12 @@ GLSL declares bfloat16 ``A``/``B`` matrices as float16 ones and fills them with 
 cores by ``coopMatLoad`` (which reinterprets memory as the matrix's component type, whatever the array's element
 type), the ones straight from registers component by component, each the bitcast of a 16-bit pattern to float16
 (``uint16BitsToFloat16``). :func:`retype_cooperative_matrices` then gives those matrix types a bfloat16 component
-(``OpTypeFloat 16 BFloat16KHR``, SPV_KHR_bfloat16): the pointers components are reached through become pointers to
-bfloat16, a bitcast written to a component yields bfloat16, and so does a component read one by one (the layout
-probe bitcasts it back to its bits: runtime/coopmat_layout.py). So the same bits are bfloat16 and
-``OpCooperativeMatrixMulAddKHR`` multiplies bfloat16. Nothing else changes. A component written with anything but
-such a bitcast is refused, and any other use of a retyped value as float16 fails validation, which every kernel
-passes.
+(``OpTypeFloat 16 BFloat16KHR``, SPV_KHR_bfloat16) and keeps the bits of what GLSL wrote and read: the pointers
+components are reached through become pointers to bfloat16, a float16 value written to a component is bitcast to
+bfloat16 first, and a component read is bitcast back to the float16 the GLSL expects (the layout probe reads its
+components' bits so: runtime/coopmat_layout.py). So the same bits are bfloat16 and ``OpCooperativeMatrixMulAddKHR``
+multiplies bfloat16; nothing else in the module changes. Anything else that reaches those matrices (a constant
+matrix, an array of them, one passed to a function by pointer) fails validation, which every kernel passes.
 """
 
 from __future__ import annotations
@@ -53,9 +53,8 @@ def _string(text: str) -> list[int]:
 
 def retype_cooperative_matrices(spirv: bytes) -> bytes:
     """``spirv`` with its float16 ``MatrixUseA``/``MatrixUseB`` cooperative-matrix types made bfloat16, their
-    components' reads and writes made bfloat16 (module docstring), and the capabilities and extension that needs.
-    Raises ValueError when the module has no such type or writes a component with anything but a bitcast,
-    ``BackendError(KernelCompilation)`` when it is malformed."""
+    components' writes and reads bitcast (module docstring), and the capabilities and extension that needs. Raises
+    ValueError when the module has no such type, ``BackendError(KernelCompilation)`` when it is malformed."""
     words = module_words(spirv)
     walked = list(instructions(words))  # the whole walk first: a malformed module fails before any rewriting
     half = {operands[0] for _, opcode, _, operands in walked if opcode == OP_TYPE_FLOAT and operands[1:] == (16,)}
@@ -72,7 +71,7 @@ def retype_cooperative_matrices(spirv: bytes) -> bytes:
     }
     if not matrices:
         raise ValueError("the module has no float16 A or B cooperative-matrix type to make bfloat16")
-    # the matrices' variables, the pointers to their components, and the values written and read through those
+    # the matrices' variables, and the pointers to their components
     pointers = {
         operands[0] for _, opcode, _, operands in walked if opcode == OP_TYPE_POINTER and operands[2] in matrices
     }
@@ -82,15 +81,11 @@ def retype_cooperative_matrices(spirv: bytes) -> bytes:
         for _, opcode, _, operands in walked
         if opcode in (OP_ACCESS_CHAIN, OP_IN_BOUNDS_ACCESS_CHAIN) and operands[2] in variables
     }
-    written = {operands[1] for _, opcode, _, operands in walked if opcode == OP_STORE and operands[0] in components}
-    bitcasts = {operands[1] for _, opcode, _, operands in walked if opcode == OP_BITCAST and operands[0] in half}
-    if not written <= bitcasts:
-        raise ValueError("a bfloat16 matrix component is written with a value that is not a 16-bit pattern's bitcast")
-    read = {operands[1] for _, opcode, _, operands in walked if opcode == OP_LOAD and operands[2] in components}
     storage = {operands[0]: operands[1] for _, opcode, _, operands in walked if opcode == OP_TYPE_POINTER}
     bf16 = words[3]  # the module's id bound: the first free id, then one pointer type per storage class
     classes = sorted({storage[pointer] for pointer in components.values()})
     component_pointer = {cls: bf16 + 1 + i for i, cls in enumerate(classes)}
+    next_id = bf16 + 1 + len(classes)  # then one per bitcast added
     out: list[list[int]] = []
     declared = False
     for offset, opcode, count, operands in walked:
@@ -103,8 +98,15 @@ def retype_cooperative_matrices(spirv: bytes) -> bytes:
             ins[2] = bf16
         elif opcode in (OP_ACCESS_CHAIN, OP_IN_BOUNDS_ACCESS_CHAIN) and operands[1] in components:
             ins[1] = component_pointer[storage[operands[0]]]
-        elif (opcode == OP_BITCAST and operands[1] in written) or (opcode == OP_LOAD and operands[1] in read):
-            ins[1] = bf16
+        elif opcode == OP_STORE and operands[0] in components:  # the float16 value's bits go in
+            out.append(_instruction(OP_BITCAST, [bf16, next_id, operands[1]]))
+            ins[2], next_id = next_id, next_id + 1
+        elif opcode == OP_LOAD and operands[2] in components:  # the component's bits come out as a float16
+            half_type, result = operands[0], operands[1]
+            ins[1], ins[2] = bf16, next_id
+            out.append(ins)
+            ins = _instruction(OP_BITCAST, [half_type, result, next_id])
+            next_id += 1
         out.append(ins)
     last_capability = max(i for i, ins in enumerate(out) if ins[0] & 0xFFFF == OP_CAPABILITY)
     out[last_capability + 1 : last_capability + 1] = [
@@ -112,6 +114,6 @@ def retype_cooperative_matrices(spirv: bytes) -> bytes:
         _instruction(OP_CAPABILITY, [CAP_BFLOAT16_COOPERATIVE_MATRIX_KHR]),
         _instruction(OP_EXTENSION, _string("SPV_KHR_bfloat16")),
     ]
-    header = [*words[:3], bf16 + 1 + len(classes), words[4]]
+    header = [*words[:3], next_id, words[4]]
     body = [w for ins in out for w in ins]
     return struct.pack(f"<{len(header) + len(body)}I", *header, *body)

@@ -42,7 +42,12 @@ def compile_variant(source: str, views: bool) -> bytes:
         )
     except BackendError as e:
         raise CompileError(f"GLSL compilation failed: {e}\n{source}") from e
-    return retype_cooperative_matrices(spirv) if meta.get("bf16_coopmat") else spirv
+    if not meta.get("bf16_coopmat"):
+        return spirv
+    try:
+        return retype_cooperative_matrices(spirv)
+    except ValueError as e:
+        raise CompileError(f"retyping the bfloat16 cooperative matrices failed: {e}\n{source}") from e
 
 
 def with_local_size(spirv: bytes, local: tuple[int, int, int]) -> bytes:

@@ -296,6 +296,8 @@ def wmma_prelude(
     wmmas = {w.name: w for w in (_Wmma.of(u, local, family, emulate) for u in uops if u.op is Ops.WMMA)}
     if not wmmas:
         return [], []
+    if not emulate:
+        _one_half_type(wmmas.values())
     ext = (
         []
         if emulate
@@ -323,6 +325,14 @@ def wmma_prelude(
             )
         defs += _function(w, local, emulate)
     return ext, defs
+
+
+def _one_half_type(wmmas) -> None:
+    """Raise RuntimeError (a candidate BEAM skips) for a kernel whose cooperative matrices take both float16 and
+    bfloat16 inputs: bfloat16 matrices are float16 ones until the SPIR-V is retyped, which would retype the float16
+    ones of the same shape with them."""
+    if {dtypes.half, dtypes.bfloat16} <= {w.din for w in wmmas}:
+        raise RuntimeError("VK renderer: a kernel with both float16 and bfloat16 tensor cores")
 
 
 def _place(w: _Wmma, operand: int) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from vkbackend.tinygrad.compiler.bf16_spirv import retype_cooperative_matrices
 from vkbackend.tinygrad.renderer.caps import DeviceCaps, TCShape
 from vkbackend.tinygrad.renderer.tensor_cores import Layout, register_layout, tc_mode
 
-__all__ = ["probe_layout", "mismatch", "with_tensor_cores"]
+__all__ = ["Probed", "probe_layout", "mismatch", "with_tensor_cores"]
 
 log = logging.getLogger("vkbackend")
 
@@ -30,6 +31,7 @@ FAMILIES = {"nv": 0x10DE}  # the layouts probed for (besides the chunks any devi
 _WARPS = (2, 2)  # the probe's work group: 32 x 2 x 2 invocations
 _INVOCATIONS = 32 * _WARPS[0] * _WARPS[1]
 _STRIDE = 64  # output words per invocation and use
+_BF16_EXACT = 256  # the largest integer up to which bfloat16 holds every integer: a probe numbers its tiles' elements
 
 
 def _base(use: int) -> int:
@@ -97,12 +99,16 @@ def _probe_spirv(shape: TCShape) -> bytes:
 
 
 def _as_values(words: np.ndarray, shape: TCShape) -> np.ndarray:
-    """The probe's output with bfloat16 A and B components (written as their bits) turned into their values."""
+    """The probe's output with bfloat16 A and B components (written as their bits) turned into the element numbers
+    they hold; a component that holds no such number (negative, a fraction, not finite) becomes 0xFFFFFFFF, which no
+    layout places."""
     if shape.dtype_in != "bf16":
         return words
     out = words.copy()
     ab = slice(_base(0), _base(2))
-    out[ab] = ((words[ab] & 0xFFFF) << 16).view(np.float32).astype(np.uint32)
+    values = ((words[ab] & 0xFFFF) << 16).astype(np.uint32).view(np.float32)
+    numbered = np.isfinite(values) & (values >= 0) & (values <= _BF16_EXACT) & (values == np.floor(values))
+    out[ab] = np.where(numbered, np.where(numbered, values, 0).astype(np.uint32), np.uint32(0xFFFFFFFF))
     return out
 
 
@@ -133,54 +139,93 @@ def mismatch(layout: Layout, words: np.ndarray) -> str | None:
     return None
 
 
-def probe_layout(device, caps: DeviceCaps) -> str:
-    """The register-layout family of ``device``'s cooperative matrices (a :class:`vkbackend.Device`) for every
-    tensor-core shape in ``caps``: one of :data:`FAMILIES` (only those of the device's vendor are probed) where
-    each shape matches it, else ``"chunk"``, also where there is nothing to probe or no glslang 13 to compile the probe
-    (nor any tensor-core kernel). Other errors (the device's) are raised: sync the device first, so that none of them
-    is an earlier launch's (the VK device does, vkbackend/tinygrad/runtime/ops_vk.py)."""
-    shapes = list(caps.tc_shapes)
-    candidates = [family for family, vendor in FAMILIES.items() if vendor == device.info.vendor_id]
-    if not shapes or caps.tc_threads != 32 or not candidates:
-        return "chunk"
+@dataclass(frozen=True)
+class Probed:
+    """What the probe found on a device: the register-layout family of its cooperative matrices (``"chunk"``: none the
+    renderer knows, so tensor cores stage), and the tensor-core shapes whose registers hold that layout (every shape
+    for ``"chunk"``: staging does not depend on the layout)."""
+
+    family: str
+    shapes: tuple[TCShape, ...]
+
+
+def _run_probe(device, shape: TCShape) -> np.ndarray:
+    """The probe of ``shape`` run on ``device``: its output words, bfloat16 components as values (``_as_values``)."""
+    prog = device.compile(_probe_spirv(shape))
     pool = device.memory_pool
-    for shape in shapes:
+    buf = pool.allocate(4 * _WORDS)
+    try:
+        pool.host_to_pool(np.zeros(_WORDS, np.uint32), buf)
+        device.launch(prog, [buf], (), (1, 1, 1))
+        out = np.empty(_WORDS, np.uint32)
+        pool.pool_to_host(buf, out)
+    finally:
+        pool.release(buf)
+        device.release_program(prog)
+    return _as_values(out, shape)
+
+
+def probe_layout(device, caps: DeviceCaps) -> Probed:
+    """The register-layout family of ``device``'s cooperative matrices (a :class:`vkbackend.Device`): one of
+    :data:`FAMILIES` (only those of the device's vendor are probed) where every float16 tensor-core shape in ``caps``
+    matches it, else ``"chunk"``, also where there is nothing to probe or no glslang 13 to compile the probe (nor any
+    tensor-core kernel); and the shapes that hold it: those float16 shapes, and each bfloat16 shape whose own probe
+    matches the family too (one that does not, or cannot be probed, is left out and logged, and costs the float16
+    shapes nothing). Other errors (the device's) are raised: sync the device first, so that none of them is an earlier
+    launch's (the VK device does, vkbackend/tinygrad/runtime/ops_vk.py)."""
+    staged = Probed("chunk", caps.tc_shapes)
+    f16 = [s for s in caps.tc_shapes if s.dtype_in == "f16"]
+    candidates = [family for family, vendor in FAMILIES.items() if vendor == device.info.vendor_id]
+    if not f16 or caps.tc_threads != 32 or not candidates:
+        return staged
+    for shape in f16:
         try:
-            spirv = _probe_spirv(shape)
+            out = _run_probe(device, shape)
         except BackendError as error:
             if error.status is not ErrorStatus.KernelCompilation:
                 raise
             log.info("vkbackend: no cooperative-matrix probe on %s (%s)", device.info.name, error)
-            return "chunk"  # without glslang 13 no tensor-core kernel compiles either
-        prog = device.compile(spirv)
-        buf = pool.allocate(4 * _WORDS)
-        try:
-            pool.host_to_pool(np.zeros(_WORDS, np.uint32), buf)
-            device.launch(prog, [buf], (), (1, 1, 1))
-            out = np.empty(_WORDS, np.uint32)
-            pool.pool_to_host(buf, out)
-            out = _as_values(out, shape)
-        finally:
-            pool.release(buf)
-            device.release_program(prog)
+            return staged  # without glslang 13 no tensor-core kernel compiles either
         for family in list(candidates):
-            layout = register_layout(shape, 32, family)
-            why = "no layout for the shape" if layout is None else mismatch(layout, out)
+            why = _mismatch_of(shape, family, out)
             if why is not None:
                 log.info("vkbackend: %s %s is not the %s layout: %s", device.info.name, shape.token(), family, why)
                 candidates.remove(family)
         if not candidates:
-            return "chunk"
-    return candidates[0]
+            return staged
+    family, held = candidates[0], list(f16)
+    for shape in (s for s in caps.tc_shapes if s.dtype_in == "bf16"):
+        if max(shape.m * shape.k, shape.k * shape.n) > _BF16_EXACT:
+            why = f"its tiles have more than {_BF16_EXACT} elements, which bfloat16 cannot number exactly"
+        else:
+            try:
+                why = _mismatch_of(shape, family, _run_probe(device, shape))
+            except BackendError as error:
+                if error.status is not ErrorStatus.KernelCompilation:
+                    raise
+                why = f"its probe did not compile ({error})"
+        if why is None:
+            held.append(shape)
+        else:
+            log.info("vkbackend: %s %s is left out of the %s layout: %s", device.info.name, shape.token(), family, why)
+    return Probed(family, tuple(s for s in caps.tc_shapes if s in held))
 
 
-def with_tensor_cores(caps: DeviceCaps, layout: str, mode: str | None = None) -> DeviceCaps:
+def _mismatch_of(shape: TCShape, family: str, out: np.ndarray) -> str | None:
+    layout = register_layout(shape, 32, family)
+    return "no layout for the shape" if layout is None else mismatch(layout, out)
+
+
+def with_tensor_cores(caps: DeviceCaps, probed: Probed, mode: str | None = None) -> DeviceCaps:
     """``caps`` with the tensor cores the mode (:func:`vkbackend.tinygrad.renderer.tensor_cores.tc_mode`, read from
-    the environment by default) gives on a device whose matrices have the ``layout`` family: ``"on"``, every shape in
-    that layout; ``"auto"``, every shape where the layout is known (the registers go straight to the matrices), and
-    none where it is unknown (staged, they run no faster than scalar code)."""
+    the environment by default) gives on a device the probe found ``probed``: where the layout is known, the shapes
+    that hold it (their registers go straight to the matrices), with the mode ``"auto"`` or ``"on"``; where it is
+    unknown, none with ``"auto"`` (staged, they run no faster than scalar code) and every shape with ``"on"``."""
     mode = mode or tc_mode()
-    if mode == "on":
-        return dataclasses.replace(caps, tc_layout=layout)
-    shapes = () if mode == "off" or layout == "chunk" else caps.tc_shapes
-    return dataclasses.replace(caps, tc_shapes=shapes, tc_threads=caps.tc_threads if shapes else 0, tc_layout=layout)
+    if mode == "on" or (mode == "auto" and probed.family != "chunk"):
+        shapes = probed.shapes if probed.family != "chunk" else caps.tc_shapes
+    else:
+        shapes = ()
+    return dataclasses.replace(
+        caps, tc_shapes=shapes, tc_threads=caps.tc_threads if shapes else 0, tc_layout=probed.family
+    )

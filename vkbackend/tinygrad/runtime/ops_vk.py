@@ -31,7 +31,7 @@ from vkbackend.tinygrad.compiler.compiler import compile_variant, with_local_siz
 from vkbackend.tinygrad.compiler.kernel_format import unpack_lib
 from vkbackend.tinygrad.renderer.caps import make_arch
 from vkbackend.tinygrad.renderer.renderer import VKRenderer
-from vkbackend.tinygrad.runtime.coopmat_layout import probe_layout, with_tensor_cores
+from vkbackend.tinygrad.runtime.coopmat_layout import Probed, probe_layout, with_tensor_cores
 from vkbackend.tinygrad.runtime.device_caps import caps_from_info, max_kernel_buffers
 
 log = logging.getLogger("vkbackend")
@@ -58,23 +58,24 @@ def vk_devices() -> list:
         return _devices
 
 
-_tc_layouts: dict[int, str] = {}  # vk_devices() index -> its cooperative matrices' register layout, probed once
+_tc_layouts: dict[int, Probed] = {}  # vk_devices() index -> its cooperative matrices' register layout, probed once
 
 
-def _tc_layout(device, caps) -> str:
-    """The register layout of ``device``'s cooperative matrices (coopmat_layout.probe_layout), probed once per device
-    (outside the devices' lock: two first users may both probe, and get the same answer). A probe the device failed
-    is not kept: tensor cores stage (or are off by default) for this VK device, and the next one probes again."""
+def _tc_layout(device, caps) -> Probed:
+    """The register layout of ``device``'s cooperative matrices and the shapes that hold it
+    (coopmat_layout.probe_layout), probed once per device (outside the devices' lock: two first users may both probe,
+    and get the same answer). A probe the device failed is not kept: tensor cores stage (or are off by default) for
+    this VK device, and the next one probes again."""
     key = next(i for i, d in enumerate(vk_devices()) if d is device)
     if key in _tc_layouts:
         return _tc_layouts[key]
     device.sync()  # an earlier launch's error is raised here, as at any sync point, not taken for the probe's
     try:
-        layout = probe_layout(device, caps)
+        probed = probe_layout(device, caps)
     except BackendError as error:
         log.warning("vkbackend: the cooperative-matrix layout probe failed on %s: %s", device.info.name, error)
-        return "chunk"
-    return _tc_layouts.setdefault(key, layout)
+        return Probed("chunk", caps.tc_shapes)
+    return _tc_layouts.setdefault(key, probed)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
