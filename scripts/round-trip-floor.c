@@ -478,13 +478,15 @@ static double gap_variant(const Kernel *add, VkDescriptorSet set, uint32_t n4, G
     int correct = 1;
     VkCommandBufferBeginInfo begin_info = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                            .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    int in_one = way == GAP_ONE_CB;
+    uint64_t mask = gpu.timestamp_bits >= 64 ? ~0ull : (1ull << gpu.timestamp_bits) - 1;
+    double period = gpu.properties.limits.timestampPeriod * 1e-3;
     for (int round = 0; round < GAP_ROUNDS; round++) {
         begin(); /* the query pool's reset, and c cleared, in a submission of their own */
         vkCmdResetQueryPool(gpu.cmd, queries, 0, 2 * GAP_BATCHES);
         vkCmdFillBuffer(gpu.cmd, c->buffer, 0, VK_WHOLE_SIZE, 0);
         submit_and_wait();
         memset(marker->mapped, 0, sizeof(uint32_t));
-        int in_one = way == GAP_ONE_CB;
         for (int i = 0; i < (in_one ? 1 : GAP_BATCHES); i++) {
             gpu.cmd = cmds[i];
             CHECK(vkBeginCommandBuffer(gpu.cmd, &begin_info));
@@ -525,8 +527,6 @@ static double gap_variant(const Kernel *add, VkDescriptorSet set, uint32_t n4, G
         uint64_t ticks[2 * GAP_BATCHES];
         CHECK(vkGetQueryPoolResults(gpu.device, queries, 0, 2 * GAP_BATCHES, sizeof ticks, ticks, sizeof ticks[0],
                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
-        uint64_t mask = gpu.timestamp_bits >= 64 ? ~0ull : (1ull << gpu.timestamp_bits) - 1;
-        double period = gpu.properties.limits.timestampPeriod * 1e-3;
         for (int i = 0; i < GAP_BATCHES; i++) {
             batches[n_batches++] = (double)((ticks[2 * i + 1] - ticks[2 * i]) & mask) * period;
             if (i) { /* negative where the driver began the next batch before the last one's end */
@@ -534,8 +534,7 @@ static double gap_variant(const Kernel *add, VkDescriptorSet set, uint32_t n4, G
                 gaps[n_gaps++] = (d > mask / 2 ? -(double)((ticks[2 * i - 1] - ticks[2 * i]) & mask) : (double)d) * period;
             }
         }
-        CHECK(vkResetCommandBuffer(cmds[0], 0));
-        for (int i = 1; i < GAP_BATCHES; i++) CHECK(vkResetCommandBuffer(cmds[i], 0));
+        for (int i = 0; i < GAP_BATCHES; i++) CHECK(vkResetCommandBuffer(cmds[i], 0));
     }
     float first[4];
     Buffer staging = buffer_new(sizeof first, STAGING);

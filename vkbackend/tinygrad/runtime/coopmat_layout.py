@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -139,7 +138,7 @@ def mismatch(layout: Layout, words: np.ndarray) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Probed:
     """What the probe found on a device: the register-layout family of its cooperative matrices (``"chunk"``: none the
     renderer knows, so tensor cores stage), and the tensor-core shapes whose registers hold that layout (every shape
