@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from _reliability import run_isolated, worker_held
 
+import vkbackend
 from vkbackend import BackendError, ErrorStatus
 
 
@@ -188,6 +189,62 @@ def test_release_while_work_is_queued(device, pool):
         pool.release(dst)
     device.sync()
     assert pool.stats()["live_buffers"] == stats["live_buffers"]
+
+
+_LENGTH_KERNEL = """#version 450
+layout(local_size_x = 1) in;
+layout(std430, binding = 0) buffer Data { uint words[]; };
+void main() { words[0] = uint(words.length()); }
+"""
+
+
+def _length_seen(device, pool, prog: int, buf: int) -> int:
+    """The length in words a kernel sees for ``buf`` (its descriptor's range)."""
+    device.launch(prog, [buf])
+    out = np.zeros(1, np.uint32)
+    pool.pool_to_host(buf, out)
+    return int(out[0])
+
+
+@pytest.mark.parametrize("busy", [False, True])
+def test_a_released_block_is_the_next_buffer_of_its_order(device, pool, busy):
+    """A small buffer's released block is kept as a spare, with its slot, for the next buffer whose size rounds to
+    the same block, whether it was released while the worker was free or behind it (then once it is done). The new
+    buffer has a new id and its own size, which a kernel sees as its array's length, in either direction. Trimming
+    gives the spares back."""
+    prog = device.compile(vkbackend.compile_glsl(_LENGTH_KERNEL))
+
+    def release(buf: int) -> None:  # and wait until its block is free
+        if busy:
+            with worker_held(device):  # the worker is inside a call: the release waits behind it
+                pool.release(buf)
+                assert not pool.is_live(buf)
+        else:
+            pool.release(buf)
+        device.sync()
+
+    pool.trim()  # no spares left by earlier tests: the first buffer's block is the only one
+    first = pool.allocate(8192)
+    assert _length_seen(device, pool, prog, first) == 2048
+    where = (pool.entries[first].slot, pool.entries[first].offset, pool.entries[first].vk_buffer)
+    release(first)
+    second = pool.allocate(5000)  # 8192 bytes of block, as the first
+    assert second != first and not pool.is_live(first)
+    entry = pool.entries[second]
+    assert (entry.slot, entry.offset, entry.vk_buffer) == where
+    assert pool.size_of(second) == 5000
+    assert _length_seen(device, pool, prog, second) == 1250
+    release(second)
+    third = pool.allocate(8192)
+    assert (pool.entries[third].slot, pool.entries[third].offset) == where[:2]
+    assert _length_seen(device, pool, prog, third) == 2048
+    spare = pool.entries[third]
+    release(third)
+    pool.trim()  # the spare's block goes back to its chunk: the next buffer is made anew
+    fourth = pool.allocate(8192)
+    assert pool.entries[fourth] is not spare
+    assert _length_seen(device, pool, prog, fourth) == 2048
+    pool.release(fourth)
 
 
 def test_eight_threads(pool):

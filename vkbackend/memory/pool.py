@@ -49,7 +49,7 @@ __all__ = ["MemoryPool"]
 
 CHUNK_BYTES = 64 << 20  # the size of a chunk that small buffers are blocks of
 SUBALLOC_MAX = 16 << 20  # larger buffers get their own VkDeviceMemory
-RECENT_PER_ORDER = 64  # freed blocks kept per size for O(1) reuse
+SPARES_PER_ORDER = 64  # released blocks kept per order for O(1) reuse (spares)
 LAZY_FREE_BYTES = 16 << 20  # a release of this much, or with this many buffers waiting, wakes the worker to free them
 LAZY_FREE_BUFFERS = 1024
 DIRECT_READ_MAX = 256  # read-backs up to this size from a mapped chunk read it straight (BAR reads are uncached)
@@ -127,7 +127,8 @@ class MemoryPool:
         self._free_slots: deque[int] = deque()  # FIFO: a released slot is reused as late as possible
         self._next_slot = 1  # slot 0 stays empty so a zeroed record never names a buffer
         self._chunks: list[Chunk] = []
-        self._recent: dict[int, list[tuple[Chunk, int]]] = {}  # freed blocks kept for reuse, by order
+        # Spares: released blocks kept for reuse, by order, as the entries they were, each with its slot still set.
+        self._spares: dict[int, list[_Buffer]] = {}
         self._orders: dict[int, int] = {}  # block order by size asked for
         # Released buffers waiting to be freed on the worker, with their release numbers: a free scheduled after
         # release n frees every buffer up to n, so one whose scheduling an interrupt lost goes with the next.
@@ -205,7 +206,14 @@ class MemoryPool:
                     if self.ctx.closed:  # close() destroys the pool under this lock: nothing may be made after it
                         raise self.ctx.closed_error()
                     if nbytes <= SUBALLOC_MAX and nbytes <= self.chunk_bytes // 4:
-                        chunk, offset, order = self._take_block(nbytes)
+                        order = self._orders.get(nbytes)
+                        if order is None:  # a framework allocates the same few sizes again and again
+                            order = self._orders[nbytes] = order_of(max(nbytes, self.alignment))
+                            self._spares.setdefault(order, [])
+                        spares = self._spares[order]
+                        if spares:
+                            return self._reuse(spares, nbytes)
+                        chunk, offset = self._take_block(nbytes, order)
                         vk_buffer, memory, address = chunk.buffer, None, chunk.address + offset
                     else:
                         self._check_fits(nbytes)
@@ -229,6 +237,22 @@ class MemoryPool:
             except BackendError as error:  # out of memory while released buffers wait for the GPU: wait, retry
                 if attempt or error.status is not ErrorStatus.MemoryAllocation or not self._reclaim():
                     raise
+        return buf_id
+
+    def _reuse(self, spares: list[_Buffer], nbytes: int) -> int:
+        """Under the pool's lock: the id of a new buffer of ``nbytes`` bytes made from the last of ``spares``, released
+        blocks of its order that kept their entry and slot (no call between taking the spare and listing it, so an
+        interrupt cannot lose it)."""
+        buf_id = next_buffer_id()
+        entry = spares[-1]
+        del spares[-1]
+        kept = entry.size
+        entry.id, entry.refcount, entry.size = buf_id, 1, nbytes
+        self._entries[buf_id] = entry
+        if nbytes <= self._info.max_storage_buffer_range:
+            self.slot_of[buf_id] = entry.slot
+        if kept != nbytes:  # the same order, another size: the slot's range follows it
+            self.ctx.lib.vkb_slots_set(self.ctx.slots, entry.slot, entry.vk_buffer, entry.offset, nbytes, entry.slot)
         return buf_id
 
     @property
@@ -336,23 +360,18 @@ class MemoryPool:
                 f"on {self._info.name}; release buffers or use a smaller size",
             )
 
-    def _take_block(self, nbytes: int):
-        order = self._orders.get(nbytes)
-        if order is None:  # a framework allocates the same few sizes again and again
-            order = self._orders[nbytes] = order_of(max(nbytes, self.alignment))
-        recent = self._recent.get(order)
-        if recent:
-            chunk, offset = recent.pop()
-            return chunk, offset, order
+    def _take_block(self, nbytes: int, order: int) -> tuple[Chunk, int]:
+        """A free block of ``order`` for a buffer of ``nbytes`` bytes: its chunk and offset, from a new chunk where no
+        chunk has one."""
         for chunk in self._chunks:
             offset = chunk.take(order)
             if offset is not None:
-                return chunk, offset, order
-        self._trim_recent()  # blocks held for reuse may complete a buddy pair before we take new memory
+                return chunk, offset
+        self._trim_spares()  # blocks held for reuse may complete a buddy pair before we take new memory
         for chunk in self._chunks:
             offset = chunk.take(order)
             if offset is not None:
-                return chunk, offset, order
+                return chunk, offset
         if self.chunk_bytes > self.memory.free_bytes:
             raise BackendError(
                 ErrorStatus.MemoryAllocation,
@@ -370,15 +389,19 @@ class MemoryPool:
                 chunk.host = self.memory.map(chunk.memory, self.chunk_bytes, "chunk")
             except BackendError as error:  # read through staging instead
                 log.debug("a chunk could not be mapped (%s); its read-backs go through staging", error)
-        return chunk, chunk.take(order), order
+        return chunk, chunk.take(order)
 
-    def _trim_recent(self) -> None:
-        for order, blocks in self._recent.items():
-            while (
-                blocks
-            ):  # each block leaves the list before it is given: interrupted, it can only be lost, not doubled
-                chunk, offset = blocks.pop()
-                chunk.give(offset, order)
+    def _trim_spares(self) -> None:
+        """Under the pool's lock: give every spare's block back to its chunk and its slot to the free ones. Each spare
+        leaves its list before anything is given: interrupted, it can only be lost, never given twice."""
+        lib, ffi, slots = self.ctx.lib, self.ctx.ffi, self.ctx.slots
+        for order, spares in self._spares.items():
+            while spares:
+                spare = spares[-1]
+                del spares[-1]
+                self._free_slots += (spare.slot,)
+                lib.vkb_slots_set(slots, spare.slot, ffi.NULL, 0, 0, spare.slot)
+                spare.chunk.give(spare.offset, order)
 
     # ----- ids, references, views -------------------------------------------------------------------------------
     def _entry(self, buf: int, what: str) -> _Buffer:
@@ -467,6 +490,16 @@ class MemoryPool:
                     f"release: {_describe(entry)} has no reference left of its own; its {entry.views} live "
                     "view(s) hold the rest (release it once per allocate/retain, and its views)",
                 )
+            if entry.refcount == 1 and entry.chunk is not None and entry.root is entry and not self._dying:
+                spares = self._spares[entry.order]
+                if len(spares) < SPARES_PER_ORDER and self._worker.quiet():
+                    # No GPU work can use it and nothing waits to be freed: a spare at once. No call from here on.
+                    entry.refcount = 0
+                    del self._entries[entry.id]
+                    if entry.id in self.slot_of:
+                        del self.slot_of[entry.id]
+                    spares += (entry,)  # a spare keeps its slot
+                    return
             entry.refcount -= 1
             if entry.refcount:
                 return
@@ -541,21 +574,22 @@ class MemoryPool:
     def _free_dying_here(self) -> bool:
         """Under the pool's lock, in the caller's thread, while no GPU work can use them: free the released views and
         sub-allocated blocks at once, each without a call that an interrupt could split (the rest, dedicated memory and
-        blocks past the recent ones kept, goes to the worker). True when nothing is left waiting."""
+        blocks past the spares kept, goes to the worker). True when nothing is left waiting."""
         if self._destroyed:
             return True
         lib, ffi, slots = self.ctx.lib, self.ctx.ffi, self.ctx.slots
         while self._dying:
             entry = self._dying[0][1]
             if entry.root is entry:
-                recent = self._recent.setdefault(entry.order, [])
-                if entry.chunk is None or len(recent) >= RECENT_PER_ORDER:
+                if entry.chunk is None or len(self._spares[entry.order]) >= SPARES_PER_ORDER:
                     return False
-            lib.vkb_slots_set(slots, entry.slot, ffi.NULL, 0, 0, entry.slot)  # repeating it is harmless
-            del self._dying[0]
-            self._free_slots += (entry.slot,)
-            if entry.root is entry:
-                recent += ((entry.chunk, entry.offset),)
+                spares = self._spares[entry.order]
+                del self._dying[0]
+                spares += (entry,)  # a spare keeps its slot
+            else:  # a view: its root holds the memory
+                lib.vkb_slots_set(slots, entry.slot, ffi.NULL, 0, 0, entry.slot)  # repeating it is harmless
+                del self._dying[0]
+                self._free_slots += (entry.slot,)
         return True
 
     def _free_dying(self, cell: list) -> None:
@@ -576,16 +610,17 @@ class MemoryPool:
             if self._destroyed:  # a release racing close(): destroy() freed everything
                 return
             for entry in dead:
+                if entry.chunk is not None and entry.root is entry:
+                    spares = self._spares[entry.order]
+                    if len(spares) < SPARES_PER_ORDER:
+                        spares.append(entry)  # a spare keeps its slot
+                        continue
                 lib.vkb_slots_set(self.ctx.slots, entry.slot, ffi.NULL, 0, 0, entry.slot)
                 self._free_slots.append(entry.slot)
                 if entry.root is not entry:
                     continue  # a view owns no memory
                 if entry.chunk is not None:
-                    recent = self._recent.setdefault(entry.order, [])
-                    if len(recent) < RECENT_PER_ORDER:
-                        recent.append((entry.chunk, entry.offset))
-                    else:
-                        entry.chunk.give(entry.offset, entry.order)
+                    entry.chunk.give(entry.offset, entry.order)
                 else:
                     self._free_memory(entry)
 
@@ -781,7 +816,7 @@ class MemoryPool:
             # counts its chunk's buffer as in use until the host has seen one: the drain ends with a fence.
             self._worker.drain()
         with self._lock:
-            self._trim_recent()
+            self._trim_spares()
             for chunk in [c for c in self._chunks if c.used == 0]:  # every block was freed after the GPU was done
                 self._chunks.remove(chunk)  # unlisted first: an interrupt can leak it, never free it twice
                 self.memory.destroy(chunk.memory, chunk.buffer, chunk.size)
@@ -815,7 +850,7 @@ class MemoryPool:
             for chunk in self._chunks:
                 self.memory.destroy(chunk.memory, chunk.buffer, chunk.size)
             self._chunks.clear()
-            self._recent.clear()
+            self._spares.clear()
             self.transfers.ring.destroy()
 
 
