@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import pickle
-import struct
 import subprocess
 import tempfile
 from types import SimpleNamespace
@@ -30,7 +29,7 @@ from tinygrad.codegen.opt import tc as tinygrad_tc
 from tinygrad.helpers import Context, Target
 
 from vkbackend import CooperativeMatrixShape
-from vkbackend.spirv import reflect
+from vkbackend.spirv import instructions, module_words, reflect
 from vkbackend.tinygrad.compiler.bf16_spirv import retype_cooperative_matrices
 from vkbackend.tinygrad.renderer import tensor_cores as tensor_cores_module
 from vkbackend.tinygrad.renderer.caps import DeviceCaps, TCShape, make_arch, parse_arch
@@ -572,41 +571,35 @@ def test_the_nv_layout_places_staged_elements_as_the_matrices_hold_them():
 
 def _bfloat16_matrix_components(spirv: bytes) -> int:
     """How many cooperative-matrix types have a bfloat16 component (OpTypeFloat 16 BFloat16KHR)."""
-    words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
-    pos, bf16, count = 5, set(), 0
-    while pos < len(words):
-        n, op = words[pos] >> 16, words[pos] & 0xFFFF
-        if op == 22 and n == 4 and words[pos + 2] == 16 and words[pos + 3] == 0:
-            bf16.add(words[pos + 1])
-        if op == 4456 and words[pos + 2] in bf16:
+    bf16, count = set(), 0
+    for _, op, n, operands in instructions(module_words(spirv)):
+        if op == 22 and n == 4 and operands[1] == 16 and operands[2] == 0:
+            bf16.add(operands[0])
+        if op == 4456 and operands[1] in bf16:
             count += 1
-        pos += n
     return count
 
 
 def _sixteen_bit_uses(spirv: bytes) -> dict[str, int]:
     """Counted from the words (no disassembler needed): OpBitcast to bfloat16; OpAccessChain to a Function pointer to
     bfloat16 into the variables named ma and mb; OpAccessChain to a Function pointer to float16."""
-    words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
-    pos, bf16, half, names, pointers = 5, set(), set(), {}, {}
+    bf16, half, names, pointers = set(), set(), {}, {}
     counts = dict.fromkeys(("bitcasts to bfloat16", "bfloat16 components of ma, mb", "float16 component pointers"), 0)
-    while pos < len(words):
-        n, op, w = words[pos] >> 16, words[pos] & 0xFFFF, words[pos : pos + (words[pos] >> 16)]
+    for _, op, n, w in instructions(module_words(spirv)):
         if op == 5:  # OpName
-            names[w[1]] = b"".join(x.to_bytes(4, "little") for x in w[2:]).split(b"\0")[0].decode()
-        elif op == 22 and w[2] == 16:  # OpTypeFloat 16, with the BFloat16KHR encoding (0) or none
-            (bf16 if n == 4 and w[3] == 0 else half).add(w[1])
-        elif op == 32 and w[2] == 7:  # OpTypePointer Function
-            pointers[w[1]] = w[3]
-        elif op == 124 and w[1] in bf16:  # OpBitcast
+            names[w[0]] = b"".join(x.to_bytes(4, "little") for x in w[1:]).split(b"\0")[0].decode()
+        elif op == 22 and w[1] == 16:  # OpTypeFloat 16, with the BFloat16KHR encoding (0) or none
+            (bf16 if n == 4 and w[2] == 0 else half).add(w[0])
+        elif op == 32 and w[1] == 7:  # OpTypePointer Function
+            pointers[w[0]] = w[2]
+        elif op == 124 and w[0] in bf16:  # OpBitcast
             counts["bitcasts to bfloat16"] += 1
         elif op == 65:  # OpAccessChain
-            pointee = pointers.get(w[1])
-            if pointee in bf16 and names.get(w[3]) in ("ma", "mb"):
+            pointee = pointers.get(w[0])
+            if pointee in bf16 and names.get(w[2]) in ("ma", "mb"):
                 counts["bfloat16 components of ma, mb"] += 1
             elif pointee in half:
                 counts["float16 component pointers"] += 1
-        pos += n
     return counts
 
 

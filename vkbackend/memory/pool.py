@@ -581,9 +581,11 @@ class MemoryPool:
         while self._dying:
             entry = self._dying[0][1]
             if entry.root is entry:
-                if entry.chunk is None or len(self._spares[entry.order]) >= SPARES_PER_ORDER:
+                if entry.chunk is None:
                     return False
                 spares = self._spares[entry.order]
+                if len(spares) >= SPARES_PER_ORDER:
+                    return False
                 del self._dying[0]
                 spares += (entry,)  # a spare keeps its slot
             else:  # a view: its root holds the memory
