@@ -165,9 +165,9 @@ class Device:
         self._worker.sync()
 
     def stats(self) -> DeviceStats:
-        """Counters: batches, dispatches, barriers and copies submitted, and how often launches were throttled; this
-        pool's usage; and the Vulkan objects alive in the process, from the native layer's count of successful create
-        and destroy calls."""
+        """Counters: batches, dispatches, barriers and copies submitted, batches submitted again as recorded before,
+        and how often launches were throttled; this pool's usage; and the Vulkan objects alive in the process, from
+        the native layer's count of successful create and destroy calls."""
         return {
             **self._submitter.stats(),
             "throttled": self._worker.throttle_count,

@@ -15,11 +15,15 @@ from .memory.device_memory import DeviceMemory
 
 __all__ = ["CompletionMarker"]
 
-MARKER_BYTES = 64  # one word is used; the rest keeps the buffer clear of anything else in its cache line
+MARKER_LINE = 64  # the marker's word, alone in its cache line
+SOURCE_WORDS = 16  # words the host sets for batches that copy their serial into the marker (one per express-lane slot)
+MARKER_BYTES = MARKER_LINE + 4 * SOURCE_WORDS
 
 
 class CompletionMarker:
-    """The word, its buffer and memory; ``word`` is a ``uint32_t*`` to it, which starts at 0."""
+    """The word, its buffer and memory; ``word`` is a ``uint32_t*`` to it, which starts at 0. After the word's cache
+    line come SOURCE_WORDS source words: a batch recorded to be submitted again cannot hold its serial, so it copies
+    it into the marker from a source word that the host sets before each submit (``source_offset``)."""
 
     def __init__(self, ctx: DeviceContext) -> None:
         self._memory = memory = DeviceMemory(ctx)
@@ -31,6 +35,13 @@ class CompletionMarker:
             raise
         self.word = ctx.ffi.cast("uint32_t*", mapped)
         self.word[0] = 0
+
+    @staticmethod
+    def source_offset(index: int) -> int:
+        """The byte offset in the buffer of source word ``index`` (0 <= index < SOURCE_WORDS)."""
+        if not 0 <= index < SOURCE_WORDS:
+            raise IndexError(f"source word {index} of {SOURCE_WORDS}")
+        return MARKER_LINE + 4 * index
 
     def destroy(self) -> None:
         """Unmap and free it (no submitted batch may write it any more)."""

@@ -131,7 +131,7 @@ class BatchSubmitter:
         # on a CPU device or with two cores or fewer, only as long as any other wait (VKB_SPIN_NS)
         self.progress.spin_ns = WAITED_SPIN_NS if ctx.polling_pays else lib.VKB_SPIN_NS
         self.progress.grace_ns = KICK_GRACE_NS if ctx.polling_pays else 0
-        self._stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0}
+        self._stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0, "reused": 0}
         # The express lane (csrc/express.c): where polling pays and the device pushes descriptors (no set to take per
         # dispatch), a parked worker submits a lone launch itself. Not while tracing: its events come from Python.
         self._express = ffi.new("vkb_express*")
@@ -139,8 +139,13 @@ class BatchSubmitter:
         x.main, x.queue = self._window, ctx.handles.queue
         x.fence_every = FENCE_EVERY  # x.unfenced counts the batches since the last fence, the worker's and the lane's
         x.max_running = MAX_EARLY_IN_FLIGHT  # the lane queues no more batches on the GPU than the worker does
-        # the slots' windows, whose epoch is the main window's
+        # the slots' windows, whose epoch is the main window's; each keeps its recording, so that a launch repeated
+        # round after round is submitted again as recorded (csrc/recorder.c), its serial copied from a source word
         self._express_windows = [self._init_window(ffi.addressof(slot, "window")) for slot in x.slots]
+        self._recordings = [ffi.new("vkb_recording*") for _ in x.slots]
+        for i, w in enumerate(self._express_windows):
+            w.recording = self._recordings[i]
+            w.marker_source, w.marker_host = self._marker.source_offset(i), self._marker.word
         self._express_batches: list[Batch | None] = [None] * len(x.slots)  # the batches the lane submits into
         self.express_count = 0  # queue items (launches, graph replays, copies) the lane has submitted
         self.express = ctx.polling_pays and info.push_descriptors and not trace.enabled
@@ -398,6 +403,7 @@ class BatchSubmitter:
                 except BackendError:  # the launch takes the usual path, which reports the error
                     return
                 w.cmd, x.slots[i].fence = batches[i].cmd, batches[i].fence
+                w.recording.cmd = self.ctx.ffi.NULL  # a command buffer that was the worker's holds none of the lane's
             w.programs, w.n_programs = self._table.array, self._table.capacity
         x.serial = self.submitted + 1  # nothing is tracked before the lane's batches (take_express comes first)
         x.served = 0

@@ -91,14 +91,16 @@ class LiveObjects(TypedDict):
 
 
 class DeviceStats(TypedDict):
-    """``Device.stats()``: what the device submitted (batches, dispatches, barriers, copies, and the nanoseconds spent
-    recording and submitting them), its pool's counters and the process's live Vulkan objects."""
+    """``Device.stats()``: what the device submitted (batches, dispatches, barriers, copies, the nanoseconds spent
+    recording and submitting them, and the batches submitted again without recording), its pool's counters and the
+    process's live Vulkan objects."""
 
     batches: int
     dispatches: int
     barriers: int
     copies: int
     submit_ns: int
+    reused: int  # batches submitted again as recorded before (a repeated lone launch), not recorded anew
     throttled: int  # times launching threads waited for the worker to catch up (back-pressure)
     pool: PoolStats
     live_objects: LiveObjects

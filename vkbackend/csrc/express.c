@@ -72,6 +72,7 @@ static int vkb_express_serve(vkb_express *x, vkb_progress *progress, int rearm) 
     x->dispatches += w->n_dispatches;
     x->barriers += w->n_barriers;
     x->copies += w->n_copies;
+    x->reused += w->reused;
     x->serial++;
     slot->in_use = slot->running = 1;
     x->running++;

@@ -6,6 +6,7 @@
  * unknown slot, a released program's tombstone) is skipped and reported; the rest of the window still runs. A
  * malformed record, or a dispatch of an unknown program index, ends the window: the length of what follows it cannot
  * be known. */
+#include <string.h>
 
 #define VKB_STAGES (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT)
 #define VKB_WRITES (VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)
@@ -163,7 +164,12 @@ static const uint32_t *vkb_record_records(vkb_window *w, const uint32_t *p, uint
 static void vkb_record_end(const vkb_window *w, VkCommandBuffer cmd) {
     VkMemoryBarrier done = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VKB_WRITES, VK_ACCESS_HOST_READ_BIT | VKB_ACCESSES};
     vkCmdPipelineBarrier(cmd, VKB_STAGES, VK_PIPELINE_STAGE_HOST_BIT | VKB_STAGES, 0, 1, &done, 0, NULL, 0, NULL);
-    vkCmdFillBuffer(cmd, w->marker_buffer, 0, 4, w->marker_value);
+    if (w->marker_source) {
+        VkBufferCopy from_host = {w->marker_source, 0, 4};
+        vkCmdCopyBuffer(cmd, w->marker_buffer, w->marker_buffer, 1, &from_host);
+    } else {
+        vkCmdFillBuffer(cmd, w->marker_buffer, 0, 4, w->marker_value);
+    }
     VkMemoryBarrier marker = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, VK_ACCESS_TRANSFER_WRITE_BIT, VK_ACCESS_HOST_READ_BIT};
     vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &marker, 0, NULL, 0, NULL);
 }
@@ -172,7 +178,7 @@ static void vkb_record_end(const vkb_window *w, VkCommandBuffer cmd) {
 static VkResult vkb_submit_records(vkb_window *w, VkCommandBuffer cmd, const uint32_t **p, uint32_t stop_at,
                                    uint32_t *set_index, VkQueue queue, VkFence fence) {
     VkCommandBufferBeginInfo begin = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
-                                      VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
+                                      w->recording ? 0 : VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
     VkResult r = vkBeginCommandBuffer(cmd, &begin);
     if (r != VK_SUCCESS) return r;
     VkCommandBuffer window_cmd = w->cmd;
@@ -189,15 +195,75 @@ static VkResult vkb_submit_records(vkb_window *w, VkCommandBuffer cmd, const uin
     return vkQueueSubmit(queue, 1, &submit, fence);
 }
 
+/* The program entry of each dispatch in the window's words, in order, into out (at most `capacity`); how many there
+ * are, or -1 when a record cannot be read. */
+static int vkb_window_programs(const vkb_window *w, const vkb_program **out, uint32_t capacity) {
+    uint32_t count = 0;
+    const vkb_program *prog;
+    int error;
+    for (const uint32_t *p = w->words, *end = w->words + w->n_words; p < end;) {
+        size_t n = vkb_record_length(w, p, &prog, &error);
+        if (!n) return -1;
+        if (prog) { if (count < capacity) out[count] = prog; count++; }
+        p += n;
+    }
+    return (int)count;
+}
+
+/* Whether the window's recording (decl/vkb.h, vkb_recording) holds these records as they would be recorded now. */
+static int vkb_recording_holds(const vkb_window *w, const vkb_recording *rec, uint64_t generation) {
+    const vkb_program *programs[VKB_RECORDING_DISPATCHES];
+    if (rec->cmd != w->cmd || rec->slots_generation != generation || rec->barrier_first != w->barrier_first ||
+        rec->n_words != w->n_words || memcmp(rec->words, w->words, w->n_words * sizeof *w->words))
+        return 0;
+    int n = vkb_window_programs(w, programs, VKB_RECORDING_DISPATCHES);
+    return n == (int)rec->n_programs && !memcmp(programs, rec->programs, n * sizeof *programs);
+}
+
+/* Keep what was just recorded into w->cmd, from the epoch `epoch`, against slot table `generation`; or nothing. */
+static void vkb_recording_keep(const vkb_window *w, vkb_recording *rec, uint64_t generation, uint32_t barrier_first,
+                               uint32_t epoch) {
+    rec->cmd = NULL;
+    if (w->n_errors || w->head_submitted || w->n_words > VKB_RECORDING_WORDS) return;
+    int n = vkb_window_programs(w, rec->programs, VKB_RECORDING_DISPATCHES);
+    if (n < 0 || n > VKB_RECORDING_DISPATCHES) return;
+    rec->n_programs = (uint32_t)n;
+    memcpy(rec->words, w->words, w->n_words * sizeof *w->words);
+    rec->n_words = (uint32_t)w->n_words;
+    rec->slots_generation = generation;
+    rec->barrier_first = barrier_first;
+    rec->epochs = w->epoch - epoch;
+    rec->n_dispatches = w->n_dispatches; rec->n_barriers = w->n_barriers; rec->n_copies = w->n_copies;
+    rec->cmd = w->cmd;
+}
+
 /* Record and submit in one call, so the worker gives up and retakes the GIL once per window rather than once per
  * Vulkan call. Barriers recorded into the second command buffer order it after the head too (they cover everything
- * earlier in submission order on the queue). */
+ * earlier in submission order on the queue). A window with a recording kept (w->recording) that holds its records
+ * submits that again: the same commands, with the hazard state they leave (every access of the window is ordered
+ * before anything after it by its end, so a barrier epoch is all that carries over). */
 VkResult vkb_submit_window(vkb_window *w, VkQueue queue, VkFence fence) {
-    uint32_t set_index = 0;
+    uint32_t set_index = 0, epoch = w->epoch, barrier_first = w->barrier_first;
     const uint32_t *p = w->words;
+    vkb_recording *rec = w->recording;
+    uint64_t generation = rec ? vkb_slots_generation(w->slots) : 0;
     w->n_dispatches = w->n_barriers = w->n_copies = w->n_errors = 0;
     w->error_code = 0; w->error_program = 0;
     w->head_submitted = w->fence_submitted = 0;
+    w->reused = 0;
+    if (w->marker_source) w->marker_host[w->marker_source / 4] = w->marker_value;  /* visible to what is submitted next */
+    if (rec && vkb_recording_holds(w, rec, generation)) {
+        VkSubmitInfo submit = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &w->cmd, 0, NULL};
+        VkResult r = vkQueueSubmit(queue, 1, &submit, fence);
+        if (r != VK_SUCCESS) { rec->cmd = NULL; return r; }
+        w->epoch += rec->epochs;
+        w->barrier_first = 0;
+        w->n_dispatches = rec->n_dispatches; w->n_barriers = rec->n_barriers; w->n_copies = rec->n_copies;
+        w->fence_submitted = fence != VK_NULL_HANDLE;
+        w->reused = 1;
+        return r;
+    }
+    if (rec) rec->cmd = NULL;  /* recorded anew below */
     /* the window's dispatches of live programs: one set layout each */
     if (w->head_cmd && w->head_dispatches && vkb_window_set_layouts(w, NULL, 0) > 2 * w->head_dispatches) {
         VkResult r = vkb_submit_records(w, w->head_cmd, &p, w->head_dispatches, &set_index, queue, VK_NULL_HANDLE);
@@ -207,5 +273,6 @@ VkResult vkb_submit_window(vkb_window *w, VkQueue queue, VkFence fence) {
     VkResult r = vkb_submit_records(w, w->cmd, &p, 0, &set_index, queue, fence);
     /* a head already runs: the fence, submitted alone, still signals once it is done */
     w->fence_submitted = fence && (r == VK_SUCCESS || (w->head_submitted && vkQueueSubmit(queue, 0, NULL, fence) == VK_SUCCESS));
+    if (rec && r == VK_SUCCESS) vkb_recording_keep(w, rec, generation, barrier_first, epoch);
     return r;
 }

@@ -4,7 +4,10 @@
 
 enum { VKB_SLOT_CHUNK = 4096, VKB_SLOT_CHUNKS = VKB_MAX_SLOTS / VKB_SLOT_CHUNK };
 
-struct vkb_slot_table { vkb_slot *chunks[VKB_SLOT_CHUNKS]; };
+struct vkb_slot_table {
+    vkb_slot *chunks[VKB_SLOT_CHUNKS];
+    uint64_t generation;  /* moved on by every vkb_slots_set (decl/vkb.h) */
+};
 
 vkb_slot_table *vkb_slots_new(void) { return (vkb_slot_table *)calloc(1, sizeof(vkb_slot_table)); }
 
@@ -30,5 +33,8 @@ int vkb_slots_set(vkb_slot_table *table, uint32_t slot, VkBuffer buffer, uint64_
     vkb_slot *s = &(*chunk)[slot % VKB_SLOT_CHUNK];
     s->buffer = buffer; s->offset = offset; s->range = range; s->root = root;
     s->read_epoch = 0; s->write_epoch = 0;
+    __atomic_add_fetch(&table->generation, 1, __ATOMIC_RELEASE);
     return 0;
 }
+
+uint64_t vkb_slots_generation(vkb_slot_table *table) { return __atomic_load_n(&table->generation, __ATOMIC_ACQUIRE); }

@@ -138,6 +138,8 @@ enum { VKB_MAX_SLOTS = 4096 * 4096 };
 vkb_slot_table *vkb_slots_new(void);
 void vkb_slots_delete(vkb_slot_table *table);
 int vkb_slots_set(vkb_slot_table *table, uint32_t slot, VkBuffer buffer, uint64_t offset, uint64_t range, uint32_t root);
+/* A count that every vkb_slots_set moves on: a recording made against the table is good while it has not moved. */
+uint64_t vkb_slots_generation(vkb_slot_table *table);
 
 /* recorder.c: one call records a whole window of records and submits it (in one command buffer, or two where the
  * window's head goes first: see vkb_window.head_cmd). The records are runs of uint32
@@ -165,6 +167,21 @@ typedef struct {
     const uint8_t *access;   /* VKB_ACCESS_* per buffer (bound ones, then addressed ones), from SPIR-V reflection */
 } vkb_program;
 
+/* A window's recording, kept so that the same records can be submitted again without recording them (the express
+ * lane's, express.c: a caller that launches the same kernel on the same buffers round after round). It is used again
+ * only for the same command buffer, words and barrier_first, against the same slot table (its generation: any
+ * vkb_slots_set changes it) and the same program entries (a released program's is a tombstone, and indices are never
+ * reused), where the recording skipped nothing and was submitted whole. */
+enum { VKB_RECORDING_WORDS = 2048, VKB_RECORDING_DISPATCHES = 256 };
+typedef struct {
+    VkCommandBuffer cmd;        /* the command buffer holding it; NULL: nothing kept (set so when the window's changes) */
+    uint64_t slots_generation;
+    uint32_t barrier_first, n_words, n_programs;
+    uint32_t epochs, n_dispatches, n_barriers, n_copies;  /* what recording it did to the window */
+    const vkb_program *programs[VKB_RECORDING_DISPATCHES];  /* the program entry of each dispatch, in order */
+    uint32_t words[VKB_RECORDING_WORDS];
+} vkb_recording;
+
 typedef struct {
     VkCommandBuffer cmd; VkDevice device; VkQueryPool query_pool;
     vkb_slot_table *slots;
@@ -185,6 +202,13 @@ typedef struct {
     /* in: cmd ends by writing marker_value into the first word of marker_buffer (host-mapped), after every write of
      * the window is done and visible to the host */
     VkBuffer marker_buffer; uint32_t marker_value;
+    /* in: where marker_source is not 0, the end copies the marker's value from that byte offset of marker_buffer, a
+     * word set to marker_value through marker_host (the buffer's mapping) before each submit, rather than filling it
+     * in: the command buffer can then be submitted again for a later serial */
+    uint32_t marker_source; uint32_t *marker_host;
+    /* in: where not NULL, the recording is kept there (not for one submission only) and used again where it can be;
+     * out: `reused`, the submission used it again */
+    vkb_recording *recording; uint32_t reused;
     /* in and out: begin with a global barrier (and a new epoch), cleared once recorded. Set after a failed submit:
      * the hazard state then counts barriers that never ran */
     uint32_t barrier_first;
@@ -247,7 +271,7 @@ struct vkb_express {
     uint32_t unfenced;     /* batches submitted since the last that signalled a fence, the worker's own included */
     uint64_t retired;      /* the serial of the last fenced batch the park saw complete (0: none) */
     uint64_t probed_ns;    /* when the park last asked whether the device was lost (progress->loss_probe) */
-    uint64_t batches, dispatches, barriers, copies, submit_ns;  /* what the lane submitted, ever (Device.stats) */
+    uint64_t batches, dispatches, barriers, copies, submit_ns, reused;  /* what the lane submitted, ever (Device.stats) */
     uint32_t n_words;
     uint32_t words[VKB_EXPRESS_WORDS];
 };
