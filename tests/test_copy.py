@@ -1,6 +1,6 @@
-"""csrc/copy.c, the host copy of every transfer: streaming stores from STREAM_MIN bytes, with a head up to a cache line
-and a tail copied apart, and parts split over threads. Every byte arrives, at any alignment, and none around it is
-touched."""
+"""csrc/copy.c, the host copy of every transfer: memcpy, or (a download's) streaming stores from STREAM_MIN bytes with a
+head up to a cache line and a tail copied apart; parts split over threads. Every byte arrives, at any alignment, and
+none around it is touched."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from vkbackend._ffi import ffi, lib
 
-STREAM_MIN = 1 << 20  # copy.c's VKB_STREAM_MIN
+STREAM_MIN = 1 << 20  # copy.c's VKB_STREAM_MIN, from which vkb_copy_streaming streams
 SPLIT_MIN = 8 << 20  # copy.c splits a copy over threads from two parts of 4 MiB
 GUARD = 80  # bytes around the destination that must keep their value
 _SOURCE = np.random.default_rng(0).integers(0, 256, 3 * SPLIT_MIN + 4096, np.uint8)
@@ -25,7 +25,7 @@ def _check(copy, nbytes: int, src_offset: int, dst_offset: int, threads: int) ->
     assert (dst[: GUARD + dst_offset] == 0xA5).all() and (dst[GUARD + dst_offset + nbytes :] == 0xA5).all(), where
 
 
-@pytest.mark.parametrize("copy", [lib.vkb_copy, lib.vkb_copy_plain], ids=["vkb_copy", "vkb_copy_plain"])
+@pytest.mark.parametrize("copy", [lib.vkb_copy_streaming, lib.vkb_copy], ids=["vkb_copy_streaming", "vkb_copy"])
 @pytest.mark.parametrize("nbytes", [STREAM_MIN - 1, STREAM_MIN, STREAM_MIN + 1, STREAM_MIN + 63, STREAM_MIN + 100])
 def test_a_copy_at_every_alignment(copy, nbytes):
     for src_offset in range(18):
@@ -36,14 +36,14 @@ def test_a_copy_at_every_alignment(copy, nbytes):
 @pytest.mark.parametrize("nbytes", [0, 1, 15, 17, 63, 64, 65, 4099])
 def test_small_copies(nbytes):
     for offset in range(18):
-        _check(lib.vkb_copy, nbytes, offset, 17 - offset, 1)
+        _check(lib.vkb_copy_streaming, nbytes, offset, 17 - offset, 1)
 
 
 @pytest.mark.parametrize("threads", [2, 3, 16, 64])
 @pytest.mark.parametrize("nbytes", [SPLIT_MIN - 1, SPLIT_MIN, SPLIT_MIN + 4096 * 3 + 13, 3 * SPLIT_MIN + 7])
 def test_a_copy_split_over_threads(nbytes, threads):
     for src_offset, dst_offset in ((0, 0), (3, 5), (16, 1), (7, 64)):
-        _check(lib.vkb_copy, nbytes, src_offset, dst_offset, threads)
+        _check(lib.vkb_copy_streaming, nbytes, src_offset, dst_offset, threads)
 
 
 def test_a_round_trip_through_staging_at_odd_offsets(pool):

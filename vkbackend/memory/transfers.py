@@ -1,16 +1,16 @@
 """Transfers between host memory and device buffers, streamed through the staging ring.
 
-``upload``: per staging buffer, take one, memcpy into it in C with the GIL released (split over up to 8 threads),
-queue a copy record; it returns when the source has been read, and the copies run in stream order with launches.
-``download`` keeps two staging buffers in flight: while the GPU copies part k+1 into staging, the caller copies part
-k out; it is a sync point. A staging buffer is never waited for while holding another, so threads transferring at
-once cannot deadlock on the ring.
+``upload``: per staging buffer, take one, memcpy into it in C with the GIL released (split over up to 8 threads), queue
+a copy record; it returns when the source has been read, and the copies run in stream order with launches. ``download``
+keeps two staging buffers in flight: while the GPU copies part k+1 into staging, the caller copies part k out, with
+streaming stores (the caller's memory is not read first); it is a sync point. A staging buffer is never waited for while
+holding another, so threads transferring at once cannot deadlock on the ring.
 
 Interrupts (Ctrl-C) land in the caller's thread between bytecodes after a call, at a ``with`` block's exit and at a
 loop's back edge. Every staging buffer is a Lease listed before it is filled, and an interrupted or failing transfer
-hands the give-back of each to the worker, to run once the copies queued so far are done. A try block never opens
-with a loop: CPython 3.11 raises an interrupt taken at the loop's back edge from the instruction before the loop's
-head, outside the try, so neither its handlers nor its finally would run.
+hands the give-back of each to the worker, to run once the copies queued so far are done. A try block never opens with a
+loop: CPython 3.11 raises an interrupt taken at the loop's back edge from the instruction before the loop's head,
+outside the try, so neither its handlers nor its finally would run.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Transfers:
             worker.wait_serial(lease.serial, f"a copy on {self.ctx.info.name} did not complete")
             if trace.enabled:
                 trace.event("readback_ready")
-            lib.vkb_copy(dst_ptr + lease.pos, lease.host, lease.n, self.copy_threads)
+            lib.vkb_copy_streaming(dst_ptr + lease.pos, lease.host, lease.n, self.copy_threads)
             lease.give_back()
             leases.popleft()
 
