@@ -485,8 +485,17 @@ def test_graph_replays_take_the_express_lane(device, pool, express, monkeypatch)
 _COUNT_AND_LENGTH = """#version 450
 layout(local_size_x = 1) in;
 layout(std430, binding = 0) buffer Data { uint words[]; };
-void main() { words[0] = uint(words.length()); words[1] += 1u; }
+void main() { words[0] = uint(words.length()); words[1] += %du; }
 """
+
+
+@pytest.fixture
+def counter(device):
+    """A kernel that writes its buffer's length in words and counts its runs, compiled before the lane is forced on
+    (a kicked worker leaves the lane's park only for a sync point, not for a compile); released after it."""
+    prog = device.compile(vkbackend.compile_glsl(_COUNT_AND_LENGTH % 1))
+    yield prog
+    device.release_program(prog)
 
 
 def _lane_round(device, pool, lane, prog: int, buf: int) -> tuple[int, int]:
@@ -498,54 +507,56 @@ def _lane_round(device, pool, lane, prog: int, buf: int) -> tuple[int, int]:
     return int(out[0]), int(out[1])
 
 
-def test_a_repeated_launch_is_submitted_again_as_recorded(device, pool, express):
+def test_a_repeated_launch_is_submitted_again_as_recorded(device, pool, counter, express):
     """The lane keeps each batch's recording: a launch repeated round after round is recorded once per lane batch,
     then submitted again as recorded (``Device.stats()["reused"]``), its serial copied into the completion marker
     from a word the host sets. Each round still runs (the count is exact after every read-back, which waits for the
     round's serial). Once a buffer it binds changes (its spare block taken by a buffer of another size, in the same
     slot), the next rounds record anew: the kernel sees the new buffer's length."""
-    lane, _, _ = express
-    prog = device.compile(vkbackend.compile_glsl(_COUNT_AND_LENGTH))
-    pool.trim()  # no spares left by earlier tests: the next buffer of the first's order takes its block
+    lane = express[0]
     first = pool.allocate(8192)
     pool.host_to_pool(np.zeros(2, np.uint32), first)
     device.sync()
     rounds = 3 * lane_slots(device)
     reused = device.stats()["reused"]
     for i in range(1, rounds + 1):
-        assert _lane_round(device, pool, lane, prog, first) == (2048, i)
+        assert _lane_round(device, pool, lane, counter, first) == (2048, i)
     reused = device.stats()["reused"] - reused
     assert reused >= rounds - lane_slots(device), reused  # one recording per lane batch, in one park
     slot = pool.entries[first].slot
     pool.release(first)
-    device.sync()
-    second = pool.allocate(5000)  # the same block and slot, with a range of 1250 words
+    device.sync()  # the block is a spare once the release has run
+    second = pool.allocate(5000)  # the spare's block and slot (the last released of its order), 1250 words long
     assert pool.entries[second].slot == slot
     pool.host_to_pool(np.zeros(2, np.uint32), second)
     device.sync()
     for i in range(1, rounds + 1):
-        assert _lane_round(device, pool, lane, prog, second) == (1250, i)
+        assert _lane_round(device, pool, lane, counter, second) == (1250, i)
     pool.release(second)
-    device.release_program(prog)
 
 
-def test_a_replay_of_a_released_program_is_recorded_anew_and_skipped(device, pool, express):
+@pytest.fixture
+def doomed(device):
+    """A counting kernel of its own (not the program cache's `counter`), which the test releases."""
+    return device.compile(vkbackend.compile_glsl(_COUNT_AND_LENGTH % 2))
+
+
+def test_a_replay_of_a_released_program_is_recorded_anew_and_skipped(device, pool, doomed, express):
     """A graph replayed round after round by the lane is submitted again as recorded; once its program is released,
     the next replay is recorded anew, which skips the launch and reports it at the sync point, and the buffer keeps
     the count of the rounds that ran."""
-    lane, prog, buf = express
-    counter = device.compile(vkbackend.compile_glsl(_COUNT_AND_LENGTH))
+    lane, _, buf = express
     pool.host_to_pool(np.zeros(2, np.uint32), buf)
     device.sync()
     reused = device.stats()["reused"]
     rounds = 2 * lane_slots(device)
-    with device.graph([(counter, [buf], [], (1, 1, 1))]) as graph:
+    with device.graph([(doomed, [buf], [], (1, 1, 1))]) as graph:
         for _ in range(rounds):
             lane.wait_armed()
             graph.launch()
             device.sync()
         assert device.stats()["reused"] > reused
-        device.release_program(counter)
+        device.release_program(doomed)
         device.sync()  # the release's clean-up, queued behind the replays, keeps the lane off until it has run
         lane.wait_armed()
         graph.launch()
@@ -553,7 +564,7 @@ def test_a_replay_of_a_released_program_is_recorded_anew_and_skipped(device, poo
             device.sync()
     out = np.zeros(2, np.uint32)
     pool.pool_to_host(buf, out)
-    assert out[1] == rounds, out
+    assert out[1] == 2 * rounds, out
 
 
 def lane_slots(device) -> int:
