@@ -499,9 +499,12 @@ def counter(device):
 
 
 def _lane_round(device, pool, lane, prog: int, buf: int) -> tuple[int, int]:
-    """One launch by the express lane and a read-back: the length the kernel saw, and the count so far."""
+    """One launch by the express lane and a read-back: the length the kernel saw, and the count so far. The read-back
+    waits until the launch has run, so that it needs no word to the worker (a sync point that finds the lane armed
+    again while the batch still runs asks the worker, which ends the park)."""
     lane.wait_armed()
     device.launch(prog, [buf])
+    wait_until_idle(device)
     out = np.zeros(2, np.uint32)
     pool.pool_to_host(buf, out)
     return int(out[0]), int(out[1])
@@ -533,6 +536,32 @@ def test_a_repeated_launch_is_submitted_again_as_recorded(device, pool, counter,
     for i in range(1, rounds + 1):
         assert _lane_round(device, pool, lane, counter, second) == (1250, i)
     pool.release(second)
+
+
+def test_a_ring_batch_back_from_the_worker_keeps_no_recording(device, pool, counter, express):
+    """A park's end gives the ring's batches that ran back to the submitter, whose windows may record into them (here
+    a replay too long for the lane); the next park's ring takes batches anew and keeps no recording of theirs, so the
+    lane never submits the worker's recording again as its own. Every launch runs once."""
+    lane, _, buf = express
+    x, ffi = device._worker._express, device._ctx.ffi
+    pool.host_to_pool(np.zeros(2, np.uint32), buf)
+    device.sync()
+    launches = vkbackend.worker.LANE_REPLAY_LAUNCHES + 1
+    count = 0
+    with device.graph([(counter, [buf], [], (1, 1, 1))] * launches) as long:
+        for _ in range(3):
+            for _ in range(lane_slots(device)):
+                assert _lane_round(device, pool, lane, counter, buf)[1] == count + 1
+                count += 1
+            assert any(slot.window.recording.cmd != ffi.NULL for slot in x.slots)
+            long.launch()  # by the worker: the park ends
+            device.sync()
+            count += launches
+            lane.wait_armed()  # the next park
+            for i, slot in enumerate(x.slots):
+                kept = slot.window.recording.cmd
+                assert kept == ffi.NULL or kept == slot.window.cmd, i
+    assert _lane_round(device, pool, lane, counter, buf)[1] == count + 1
 
 
 @pytest.fixture
