@@ -391,6 +391,14 @@ class MemoryPool:
                 log.debug("a chunk could not be mapped (%s); its read-backs go through staging", error)
         return chunk, chunk.take(order)
 
+    def _spares_for(self, entry: _Buffer) -> list[_Buffer] | None:
+        """The spares a released buffer joins, or None where it cannot be one: a view, dedicated memory, or a full
+        list of its order."""
+        if entry.chunk is None or entry.root is not entry:
+            return None
+        spares = self._spares[entry.order]
+        return spares if len(spares) < SPARES_PER_ORDER else None
+
     def _trim_spares(self) -> None:
         """Under the pool's lock: give every spare's block back to its chunk and its slot to the free ones. Each spare
         leaves its list before anything is given: interrupted, it can only be lost, never given twice."""
@@ -490,9 +498,9 @@ class MemoryPool:
                     f"release: {_describe(entry)} has no reference left of its own; its {entry.views} live "
                     "view(s) hold the rest (release it once per allocate/retain, and its views)",
                 )
-            if entry.refcount == 1 and entry.chunk is not None and entry.root is entry and not self._dying:
-                spares = self._spares[entry.order]
-                if len(spares) < SPARES_PER_ORDER and self._worker.quiet():
+            if entry.refcount == 1 and not self._dying:
+                spares = self._spares_for(entry)
+                if spares is not None and self._worker.quiet():
                     # No GPU work can use it and nothing waits to be freed: a spare at once. No call from here on.
                     entry.refcount = 0
                     del self._entries[entry.id]
@@ -581,10 +589,8 @@ class MemoryPool:
         while self._dying:
             entry = self._dying[0][1]
             if entry.root is entry:
-                if entry.chunk is None:
-                    return False
-                spares = self._spares[entry.order]
-                if len(spares) >= SPARES_PER_ORDER:
+                spares = self._spares_for(entry)
+                if spares is None:
                     return False
                 del self._dying[0]
                 spares += (entry,)  # a spare keeps its slot
@@ -612,11 +618,10 @@ class MemoryPool:
             if self._destroyed:  # a release racing close(): destroy() freed everything
                 return
             for entry in dead:
-                if entry.chunk is not None and entry.root is entry:
-                    spares = self._spares[entry.order]
-                    if len(spares) < SPARES_PER_ORDER:
-                        spares.append(entry)  # a spare keeps its slot
-                        continue
+                spares = self._spares_for(entry)
+                if spares is not None:
+                    spares.append(entry)  # a spare keeps its slot
+                    continue
                 lib.vkb_slots_set(self.ctx.slots, entry.slot, ffi.NULL, 0, 0, entry.slot)
                 self._free_slots.append(entry.slot)
                 if entry.root is not entry:
