@@ -76,7 +76,7 @@ def test_switches_are_read_only_through_env_flag():
         (validation_enabled, "VKBACKEND_VALIDATION", False),
         (lambda: env_flag("VKBACKEND_TINYGRAD_GRAPH", True), "VKBACKEND_TINYGRAD_GRAPH", True),
         (lambda: VulkanConfig().resolved_cuda_clocks(), "VKBACKEND_CUDA_CLOCKS", True),
-        (lambda: VulkanConfig().resolved_direct_reads(), "VKBACKEND_DIRECT_READS", True),
+        (lambda: VulkanConfig().resolved_direct_access(), "VKBACKEND_DIRECT_ACCESS", True),
     ],
 )
 def test_switches_take_every_spelling(monkeypatch, read, name, default):

@@ -374,13 +374,28 @@ def test_small_read_backs_read_mapped_memory_straight(direct):
     """A read-back of at most DIRECT_READ_MAX bytes from a small buffer in memory the host can map (all of lavapipe's)
     is its sync point and a copy from the mapping: no copy command. It waits for the launch before it, through a view
     too; one byte more goes through staging; after a launch whose submit failed it raises that, and the buffer holds
-    what it held. VKBACKEND_DIRECT_READS=0 sends every read-back through staging."""
-    r = run_isolated("memory_direct_reads", env={"VKBACKEND_DIRECT_READS": direct})
+    what it held. VKBACKEND_DIRECT_ACCESS=0 sends every read-back through staging."""
+    r = run_isolated("memory_direct_reads", env={"VKBACKEND_DIRECT_ACCESS": direct})
     assert r["mapped"] is (direct == "1")
     assert r["right"] == [True, True, True]
     assert r["copies"] == (0 if direct == "1" else 3)
     assert r["more_copies"] == 1 and r["more_right"]
     assert r["after_failure"] == "KernelLaunch" and r["kept"]
+    assert r["validation"] == ""
+
+
+@pytest.mark.parametrize("direct", ["1", "0"])
+def test_small_uploads_into_a_quiet_device_write_mapped_memory_straight(direct):
+    """An upload of at most DIRECT_WRITE_MAX bytes into a small buffer in memory the host can map, while nothing is
+    queued or running, is a copy into the mapping: no copy command; into a view too. One behind a launch still queued
+    goes through staging, after the launch; one byte more goes through staging. VKBACKEND_DIRECT_ACCESS=0 sends every
+    upload through staging."""
+    r = run_isolated("memory_direct_writes", env={"VKBACKEND_DIRECT_ACCESS": direct})
+    assert r["mapped"] is (direct == "1")
+    assert r["quiet_copies"] == (0 if direct == "1" else 1)
+    assert r["view_copies"] == (0 if direct == "1" else 1)
+    assert r["queued_copies"] == 1 and r["over_copies"] == 1
+    assert r["quiet_right"] and r["queued_right"] and r["view_right"] and r["over_right"]
     assert r["validation"] == ""
 
 

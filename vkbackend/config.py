@@ -35,10 +35,11 @@ class VulkanConfig:
     ``maxMemoryAllocationSize`` (``None``: ``VKBACKEND_MAX_ALLOCATION_BYTES``, unset: the device's); a buffer past it
     is bound to several allocations where the device has sparse binding, and refused elsewhere. It lets a machine
     without a GPU test the path of buffers past the limit.
-    ``direct_reads``: small buffers live in device memory the host can map where the device has it in the same heap
-    as its other device memory (all of it behind a resizable BAR, or memory the host shares), and a read-back of at
-    most ``DIRECT_READ_MAX`` bytes from one reads it straight after its sync point instead of a copy through staging
-    (``VKBACKEND_DIRECT_READS``, default on; vkbackend/memory/pool.py).
+    ``direct_access``: small buffers live in device memory the host can map where the device has it in the same heap
+    as its other device memory (all of it behind a resizable BAR, or memory the host shares); a read-back of at most
+    ``DIRECT_READ_MAX`` bytes from one reads it straight after its sync point, and an upload of at most
+    ``DIRECT_WRITE_MAX`` bytes into one while the device is quiet writes it straight, instead of a copy through
+    staging (``VKBACKEND_DIRECT_ACCESS``, default on; vkbackend/memory/pool.py).
 
     Every field is checked when the config is made (and the environment variables when a device opens), so a bad
     setting is a ``BackendError(InvalidArgument)`` naming it, never a device that fails later.
@@ -55,7 +56,7 @@ class VulkanConfig:
     switch_interval_s: float | None = None
     cuda_clocks: bool | None = None
     max_allocation_bytes: int | None = None
-    direct_reads: bool | None = None
+    direct_access: bool | None = None
 
     def __post_init__(self) -> None:
         ids = self.device_ids
@@ -74,7 +75,7 @@ class VulkanConfig:
             value = getattr(self, name)
             if not _is_int(value) or not low <= value <= high:
                 _bad(name, value, f"an int from {low} to {high}")
-        for name in ("cuda_clocks", "direct_reads"):
+        for name in ("cuda_clocks", "direct_access"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
                 _bad(name, getattr(self, name), "None, True or False")
         if self.sync_timeout_s is not None:
@@ -118,12 +119,12 @@ class VulkanConfig:
             return self.cuda_clocks
         return env_flag("VKBACKEND_CUDA_CLOCKS", True)
 
-    def resolved_direct_reads(self) -> bool:
-        """Whether small buffers live in host-mappable device memory and small read-backs read it straight:
-        ``direct_reads``, or (None) ``VKBACKEND_DIRECT_READS``."""
-        if self.direct_reads is not None:
-            return self.direct_reads
-        return env_flag("VKBACKEND_DIRECT_READS", True)
+    def resolved_direct_access(self) -> bool:
+        """Whether small buffers live in host-mappable device memory that small read-backs and uploads reach straight:
+        ``direct_access``, or (None) ``VKBACKEND_DIRECT_ACCESS``."""
+        if self.direct_access is not None:
+            return self.direct_access
+        return env_flag("VKBACKEND_DIRECT_ACCESS", True)
 
     def resolved_switch_interval_s(self) -> float:
         """The GIL switch interval a device lowers the interpreter's to (0: left alone): ``switch_interval_s``, or

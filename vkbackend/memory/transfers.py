@@ -115,6 +115,14 @@ class Transfers:
                 raise self.ctx.closed_error()
             self.ctx.ffi.memmove(dst, src, dst.nbytes)
 
+    def write_mapped(self, dst, src: memoryview) -> None:
+        """Copy ``src`` into mapped device memory at ``dst`` (a ``char*`` into a chunk) that no queued or running work
+        uses. Under the same lock as :meth:`read_mapped`, for the same reason."""
+        with self._lock:
+            if self.ctx.closed:
+                raise self.ctx.closed_error()
+            self.ctx.ffi.memmove(dst, src, src.nbytes)
+
     def _begin(self, token: object) -> None:
         """List a transfer (first thing in its try block, so that its finally always unlists it)."""
         with self._lock:
