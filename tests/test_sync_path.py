@@ -258,15 +258,20 @@ class ExpressLane:
         assert express_lane_armed_within(self.device, 10.0), "the worker did not arm its express lane"
 
 
+@pytest.fixture(autouse=True)
+def uploads_through_staging(monkeypatch):
+    """Every upload here goes through staging, as a copy the worker submits: the scenarios below start from the state
+    their set-up's upload leaves the worker in (woken, then parked again), which an upload written straight into
+    memory (the device quiet) does not touch."""
+    monkeypatch.setattr(vkbackend.memory.pool, "DIRECT_WRITE_MAX", 0)
+
+
 @pytest.fixture
 def express(device, pool, monkeypatch):
     """The lane forced on, the AFFINE program and a zeroed 256-word buffer, the worker polling after a first round.
     A launch waits as long as it takes for the park to serve the claim before it (on a loaded machine lavapipe's
     submit can take longer than a GPU's wait allows)."""
     monkeypatch.setattr(vkbackend.worker, "LANE_SETTLE_NS", 10_000_000_000)
-    # The upload through staging: the rounds count the park's work from the state a staged copy leaves the worker in
-    # (from that of an upload written straight into memory, a read-back round sometimes goes by the worker instead).
-    monkeypatch.setattr(vkbackend.memory.pool, "DIRECT_WRITE_MAX", 0)
     prog = device.compile(vkbackend.compile_glsl(AFFINE))
     buf = pool.allocate(256 * 4)
     try:
