@@ -39,8 +39,8 @@ class DeviceMemory:
         self.heap_index = ctx.handles.physical.memory_types[self.device_type][1]
         self.heap_size = ctx.handles.physical.heaps[self.heap_index][0]
         self.chunk_type = self._mappable_local_type() if ctx.config.resolved_direct_access() else None
-        """The memory type of small buffers' chunks where the host can map them (mapped, they are read straight);
-        None: they are in ``device_type``, unmapped."""
+        """The memory type of small buffers' chunks where the host can map them (mapped, small read-backs and uploads
+        reach them straight); None: they are in ``device_type``, unmapped."""
         self._budget_ext = "VK_EXT_memory_budget" in ctx.handles.extensions
         self.addressable = ctx.info.buffer_device_address  # every buffer gets a device address
         # The largest single allocation made here: the device's, or the configured cap where that is lower.

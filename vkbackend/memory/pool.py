@@ -740,6 +740,12 @@ class MemoryPool:
             )
         return offset
 
+    @staticmethod
+    def _mapped(entry: _Buffer):
+        """Where the host maps ``entry``'s first byte (a ``char*``), or None: it is not a block of a mapped chunk."""
+        chunk = entry.root.chunk
+        return None if chunk is None or chunk.host is None else chunk.host + entry.offset
+
     def host_to_pool(self, src: HostBuffer, dst: int, offset: int = 0) -> None:
         """Copy a host buffer (any buffer-protocol object) into ``dst`` at byte ``offset``.
 
@@ -755,10 +761,10 @@ class MemoryPool:
         offset = self._check_range(entry, offset, data.nbytes, "host_to_pool")
         if not data.nbytes:
             return
-        chunk = entry.root.chunk
+        mapped = self._mapped(entry)
         # quiet: no batch queued or running can touch the buffer, so no copy command and no batch are needed
-        if data.nbytes <= DIRECT_WRITE_MAX and chunk is not None and chunk.host is not None and self._worker.quiet():
-            self.transfers.write_mapped(chunk.host + entry.offset + offset, data)
+        if data.nbytes <= DIRECT_WRITE_MAX and mapped is not None and self._worker.quiet():
+            self.transfers.copy_mapped(mapped + offset, data, data.nbytes)
             return
         ffi = self.ctx.ffi
         self.transfers.upload(ffi.cast("char*", ffi.from_buffer(data)), data.nbytes, entry.slot, offset)
@@ -780,10 +786,10 @@ class MemoryPool:
             self._worker.sync()
             return
         ffi = self.ctx.ffi
-        chunk = entry.root.chunk
-        if data.nbytes <= DIRECT_READ_MAX and chunk is not None and chunk.host is not None:
+        mapped = self._mapped(entry)
+        if data.nbytes <= DIRECT_READ_MAX and mapped is not None:
             self._worker.sync()  # the sync point: everything queued before has completed, earlier errors are raised
-            self.transfers.read_mapped(data, chunk.host + entry.offset + offset)
+            self.transfers.copy_mapped(data, mapped + offset, data.nbytes)
             return
         self.transfers.download(entry.slot, offset, ffi.cast("char*", ffi.from_buffer(data)), data.nbytes)
         self._worker.raise_errors()  # the download waited for its copies, which ran after all earlier work

@@ -106,22 +106,15 @@ class Transfers:
                 if token in self._active:
                     self._active.remove(token)
 
-    def read_mapped(self, dst: memoryview, src) -> None:
-        """Copy ``dst.nbytes`` bytes from mapped device memory at ``src`` (a ``char*`` into a chunk), after the caller's
-        sync point. Under the lock that ``close()`` waits behind before it frees the chunks, so that a close from
-        another thread cannot unmap the memory mid-copy; on a closed device it raises the closed error instead."""
+    def copy_mapped(self, dst, src, nbytes: int) -> None:
+        """Copy ``nbytes`` between host memory and mapped device memory (a ``char*`` into a chunk) that no queued or
+        running work uses: a read-back after its sync point, or an upload into a quiet device. Under the lock that
+        ``close()`` waits behind before it frees the chunks, so that a close from another thread cannot unmap the
+        memory mid-copy; on a closed device it raises the closed error instead."""
         with self._lock:
             if self.ctx.closed:
                 raise self.ctx.closed_error()
-            self.ctx.ffi.memmove(dst, src, dst.nbytes)
-
-    def write_mapped(self, dst, src: memoryview) -> None:
-        """Copy ``src`` into mapped device memory at ``dst`` (a ``char*`` into a chunk) that no queued or running work
-        uses. Under the same lock as :meth:`read_mapped`, for the same reason."""
-        with self._lock:
-            if self.ctx.closed:
-                raise self.ctx.closed_error()
-            self.ctx.ffi.memmove(dst, src, src.nbytes)
+            self.ctx.ffi.memmove(dst, src, nbytes)
 
     def _begin(self, token: object) -> None:
         """List a transfer (first thing in its try block, so that its finally always unlists it)."""
