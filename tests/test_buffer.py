@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from _reliability import REPO, run_isolated, run_script
 
+import vkbackend
 from vkbackend import Buffer, DLPackExportError, DType, ErrorStatus, InvalidArgumentError, InvalidArgumentTypeError
 from vkbackend.interop.dlpack import _DLTensorHead, _get_pointer  # to make a producer claim a type numpy lacks
 
@@ -270,11 +271,22 @@ def test_bad_input(device, pool):
     assert live(pool) == before
 
 
-def test_import_vkbackend_leaves_numpy_to_buffer():
-    """``vkbackend.Buffer`` is imported on first use, so ``import vkbackend`` stays free of numpy."""
-    script = "import sys, vkbackend; a = 'numpy' in sys.modules; vkbackend.Buffer; print(a, 'numpy' in sys.modules)"
+def test_import_vkbackend_loads_each_public_name_on_first_use():
+    """``import vkbackend`` imports none of its modules, the native one and numpy included (tinygrad's compile workers
+    import it, each in a fresh process); each public name then comes from its module, ``vkbackend.Buffer`` with
+    numpy."""
+    script = (
+        "import sys, vkbackend\n"
+        "print(sorted(m for m in sys.modules if m.startswith('vkbackend') or m in ('numpy', '_cffi_backend')))\n"
+        "vkbackend.Device; print('numpy' in sys.modules)\n"
+        "vkbackend.Buffer; print('numpy' in sys.modules)\n"
+        "print(all(getattr(vkbackend, n).__module__.startswith('vkbackend.') for n in vkbackend.__all__))\n"
+        "print(set(vkbackend.__all__) <= set(dir(vkbackend)))\n"
+    )
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert proc.stdout.split() == ["False", "True"], proc.stderr
+    assert proc.stdout.splitlines() == ["['vkbackend']", "False", "True", "True", "True"], proc.stderr
+    with pytest.raises(AttributeError, match="no attribute 'Devic'"):
+        vkbackend.Devic  # noqa: B018
 
 
 @pytest.mark.parametrize("dtype, shape", [(np.float32, (3, 4)), (np.int16, (5,)), (np.int16, (2, 3, 2))])

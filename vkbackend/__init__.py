@@ -8,35 +8,35 @@ devices does::
     buf = dev.memory_pool.allocate(1024)          # an id; or vkbackend.Buffer(dev, 1024), which owns it
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
-
-from .config import VulkanConfig
-from .cooperative_matrix import CooperativeMatrixShape
-from .device import Device, devices
-from .discovery import DeviceInfo, MemoryHeap
-from .dtypes import DType
-from .errors import (
-    BackendError,
-    DeviceLostError,
-    DLPackExportError,
-    DyLibNotFoundError,
-    ErrorStatus,
-    InitializationError,
-    InvalidArgumentError,
-    InvalidArgumentTypeError,
-    KernelCompilationError,
-    KernelLaunchError,
-    KernelSyncError,
-    MemoryAllocationError,
-)
-from .glsl import compile_glsl
-from .graph import LaunchGraph
-from .memory import ExportedMemory, MemoryPool
-from .spirv import BufferBinding, ProgramInfo, PushMember
-from .types import GridArg
 
 if TYPE_CHECKING:
     from .buffer import Buffer
+    from .config import VulkanConfig
+    from .cooperative_matrix import CooperativeMatrixShape
+    from .device import Device, devices
+    from .discovery import DeviceInfo, MemoryHeap
+    from .dtypes import DType
+    from .errors import (
+        BackendError,
+        DeviceLostError,
+        DLPackExportError,
+        DyLibNotFoundError,
+        ErrorStatus,
+        InitializationError,
+        InvalidArgumentError,
+        InvalidArgumentTypeError,
+        KernelCompilationError,
+        KernelLaunchError,
+        KernelSyncError,
+        MemoryAllocationError,
+    )
+    from .glsl import compile_glsl
+    from .graph import LaunchGraph
+    from .memory import ExportedMemory, MemoryPool
+    from .spirv import BufferBinding, ProgramInfo, PushMember
+    from .types import GridArg
 
 __all__ = [
     "BackendError",
@@ -71,10 +71,54 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    """``vkbackend.Buffer`` on first use: its module imports numpy, which ``import vkbackend`` otherwise does not."""
-    if name == "Buffer":
-        from .buffer import Buffer
+# Where each public name lives. They are imported on first use, so that ``import vkbackend`` costs milliseconds: it
+# runs in every process that imports a submodule, such as each of tinygrad's compile workers.
+_HOME = {
+    "VulkanConfig": "config",
+    "CooperativeMatrixShape": "cooperative_matrix",
+    "Device": "device",
+    "devices": "device",
+    "DeviceInfo": "discovery",
+    "MemoryHeap": "discovery",
+    "DType": "dtypes",
+    "compile_glsl": "glsl",
+    "LaunchGraph": "graph",
+    "ExportedMemory": "memory",
+    "MemoryPool": "memory",
+    "BufferBinding": "spirv",
+    "ProgramInfo": "spirv",
+    "PushMember": "spirv",
+    "GridArg": "types",
+    "Buffer": "buffer",
+    **dict.fromkeys(
+        [
+            "BackendError",
+            "DeviceLostError",
+            "DLPackExportError",
+            "DyLibNotFoundError",
+            "ErrorStatus",
+            "InitializationError",
+            "InvalidArgumentError",
+            "InvalidArgumentTypeError",
+            "KernelCompilationError",
+            "KernelLaunchError",
+            "KernelSyncError",
+            "MemoryAllocationError",
+        ],
+        "errors",
+    ),
+}
 
-        return Buffer
-    raise AttributeError(f"module 'vkbackend' has no attribute {name!r}")
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use (``vkbackend.Buffer`` imports numpy)."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'vkbackend' has no attribute {name!r}")
+    value = getattr(import_module(f".{home}", __name__), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
