@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Small uploads on the first Vulkan device, the device quiet before each: ``host_to_pool`` alone and to the sync
-after it, at 4 B, 1, 16 and 64 KiB; then a decoding step's skeleton: upload a 4-byte token, launch a kernel that reads
-it, read 8 bytes back. Microseconds as min / median / p99 / max of 2,000 (after 200 untimed), each result checked, and
-the copy commands the uploads queued (none where they were written straight into mapped memory).
+"""Uploads into a small buffer on the first Vulkan device, the device quiet before each: ``host_to_pool`` alone and to
+the sync after it, at 4 B, 1, 16 and 64 KiB and 1, 4 and 16 MiB; then a decoding step's skeleton: upload a 4-byte
+token, launch a kernel that reads it, read 8 bytes back. Microseconds as min / median / p99 / max of 2,000 (after 200
+untimed; 200 after 20 from 1 MiB), each result checked, and the copy commands the uploads queued (none where they were
+written straight into mapped memory).
 
     python3 scripts/small-uploads.py
     VKBACKEND_DIRECT_ACCESS=0 python3 scripts/small-uploads.py   # every upload through staging, to compare
@@ -37,28 +38,29 @@ def spread(ns: list[int]) -> str:
 def main() -> int:
     dev = vkbackend.devices()[0]
     pool = dev.memory_pool
-    print(f"{dev.info.name}: us, min / median / p99 / max of {ROUNDS - UNTIMED}")
+    print(f"{dev.info.name}: us, min / median / p99 / max")
     exact = True
-    for n in (4, 1 << 10, 16 << 10, 64 << 10):
+    for n in (4, 1 << 10, 16 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20):
+        rounds, untimed = (ROUNDS, UNTIMED) if n < 1 << 20 else (ROUNDS // 10, UNTIMED // 10)
         buf = pool.allocate(n)
         data, back = np.arange(n // 4, dtype=np.uint32), np.empty(n // 4, np.uint32)
         calls, synced = [], []
         copies = dev.stats()["copies"]
-        for i in range(ROUNDS):
+        for i in range(rounds):
             data[0] = i
             dev.sync()
             start = time.perf_counter_ns()
             pool.host_to_pool(data, buf)
             called = time.perf_counter_ns()
             dev.sync()
-            if i >= UNTIMED:
+            if i >= untimed:
                 calls.append(called - start)
                 synced.append(time.perf_counter_ns() - start)
         copies = dev.stats()["copies"] - copies
         pool.pool_to_host(buf, back)
         exact &= bool((back == data).all())
         print(
-            f"upload {n:6d} B: the call {spread(calls)}; to the sync after it {spread(synced)}; {copies} copy commands"
+            f"upload {n:8d} B: the call {spread(calls)}; to the sync after it {spread(synced)}; {copies} copy commands"
         )
         pool.release(buf)
     prog = dev.compile(vkbackend.compile_glsl(TOKEN))

@@ -187,6 +187,17 @@ def express_lane_armed_within(dev, timeout_s: float) -> bool:
     return True
 
 
+def quiet_within(dev, timeout_s: float) -> bool:
+    """Whether the device becomes quiet (``Worker.quiet``: nothing queued, recorded or running) within ``timeout_s``:
+    after a sync point the worker may still be finishing its loop, and an upload then goes through staging."""
+    deadline = time.monotonic() + timeout_s
+    while not dev._worker.quiet():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.0001)
+    return True
+
+
 @contextmanager
 def worker_held(dev) -> Iterator[None]:
     """Keep the device's worker inside a call (Worker.call, from a thread of its own) for the block: it takes nothing

@@ -385,17 +385,18 @@ def test_small_read_backs_read_mapped_memory_straight(direct):
 
 
 @pytest.mark.parametrize("direct", ["1", "0"])
-def test_small_uploads_into_a_quiet_device_write_mapped_memory_straight(direct):
-    """An upload of at most DIRECT_WRITE_MAX bytes into a small buffer in memory the host can map, while nothing is
-    queued or running, is a copy into the mapping: no copy command; into a view too. One behind a launch still queued
-    goes through staging, after the launch; one byte more goes through staging. VKBACKEND_DIRECT_ACCESS=0 sends every
-    upload through staging."""
+def test_uploads_into_a_quiet_device_write_mapped_memory_straight(direct):
+    """An upload into a small buffer in memory the host can map, while nothing is queued or running, is a copy into
+    the mapping: no copy command; into a view too, and 12 MiB split over threads. One behind a launch still queued
+    goes through staging, after the launch; so does one into a buffer with memory of its own.
+    VKBACKEND_DIRECT_ACCESS=0 sends every upload through staging."""
     r = run_isolated("memory_direct_writes", env={"VKBACKEND_DIRECT_ACCESS": direct})
-    assert r["mapped"] is (direct == "1")
+    assert r["mapped"] is (direct == "1") and r["quiet_before_each"]
     assert r["quiet_copies"] == (0 if direct == "1" else 1)
     assert r["view_copies"] == (0 if direct == "1" else 1)
-    assert r["queued_copies"] == 1 and r["over_copies"] == 1
-    assert r["quiet_right"] and r["queued_right"] and r["view_right"] and r["over_right"]
+    assert r["block_copies"] == (0 if direct == "1" else r["block_parts"])
+    assert r["queued_copies"] == 1 and r["over_copies"] == r["over_parts"]
+    assert r["quiet_right"] and r["queued_right"] and r["view_right"] and r["block_right"] and r["over_right"]
     assert r["validation"] == ""
 
 

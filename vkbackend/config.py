@@ -37,9 +37,9 @@ class VulkanConfig:
     without a GPU test the path of buffers past the limit.
     ``direct_access``: small buffers live in device memory the host can map where the device has it in the same heap
     as its other device memory (all of it behind a resizable BAR, or memory the host shares); a read-back of at most
-    ``DIRECT_READ_MAX`` bytes from one reads it straight after its sync point, and an upload of at most
-    ``DIRECT_WRITE_MAX`` bytes into one while the device is quiet writes it straight, instead of a copy through
-    staging (``VKBACKEND_DIRECT_ACCESS``, default on; vkbackend/memory/pool.py).
+    ``DIRECT_READ_MAX`` bytes from one reads it straight after its sync point, and an upload into one while the
+    device is quiet writes it straight, instead of a copy through staging (``VKBACKEND_DIRECT_ACCESS``, default on;
+    vkbackend/memory/pool.py).
 
     Every field is checked when the config is made (and the environment variables when a device opens), so a bad
     setting is a ``BackendError(InvalidArgument)`` naming it, never a device that fails later.

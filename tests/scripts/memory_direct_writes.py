@@ -1,12 +1,13 @@
-"""Small uploads with direct access as the environment sets it (tests/test_memory.py): the copies each upload queued,
-and what the buffer holds after an upload while the device was quiet, one behind a launch still queued, one into a
-view, and one a byte past DIRECT_WRITE_MAX."""
+"""Uploads with direct access as the environment sets it (tests/test_memory.py): the copies each upload queued, and
+what the buffer holds after an upload while the device was quiet, one behind a launch still queued, one into a view,
+one of 12 MiB into a block (copied by several threads), and one into a buffer past DIRECT_WRITE_MAX, which has memory
+of its own."""
 
 import numpy as np
-from _reliability import groups, worker_held
+from _reliability import groups, quiet_within, worker_held
 from isolated import affine_scene, report
 
-from vkbackend.memory.pool import DIRECT_WRITE_MAX
+from vkbackend.memory.pool import DIRECT_WRITE_MAX, SUBALLOC_MAX
 
 result = {}
 dev, pool, prog, buf, x = affine_scene()
@@ -15,7 +16,9 @@ got = np.empty(256, np.uint32)
 
 
 def copies_of(upload) -> int:
-    """The copy commands ``upload()`` queued (counted as they are submitted: by the sync point after it)."""
+    """The copy commands ``upload()``, made once the device is quiet, queued (counted as they are submitted: by the
+    sync point after it)."""
+    result["quiet_before_each"] = result.get("quiet_before_each", True) and quiet_within(dev, 10)
     before = dev.stats()["copies"]
     upload()
     dev.sync()
@@ -44,13 +47,23 @@ want[66:70] = np.arange(4) + 100
 pool.pool_to_host(buf, got)
 result["view_right"] = bool((got == want).all())
 
+block = pool.allocate(12 << 20)
+data = np.random.default_rng(3).integers(0, 1 << 32, 3 << 20, dtype=np.uint32)
+result["block_copies"] = copies_of(lambda: pool.host_to_pool(data, block))
+result["block_parts"] = -(-data.nbytes // pool.transfers.ring.buffer_bytes)  # its copies through staging
+back = np.empty_like(data)
+pool.pool_to_host(block, back)
+result["block_right"] = bool((back == data).all())
+assert DIRECT_WRITE_MAX >= 12 << 20 and SUBALLOC_MAX >= 12 << 20
+
 big = pool.allocate(DIRECT_WRITE_MAX + 4)
 words = np.arange((DIRECT_WRITE_MAX + 4) // 4, dtype=np.uint32)
 result["over_copies"] = copies_of(lambda: pool.host_to_pool(words, big))
+result["over_parts"] = -(-words.nbytes // pool.transfers.ring.buffer_bytes)
 back = np.empty_like(words)
 pool.pool_to_host(big, back)
 result["over_right"] = bool((back == words).all())
-for b in (view, buf, big):
+for b in (view, buf, block, big):
     pool.release(b)
 dev.close()
 report(result)

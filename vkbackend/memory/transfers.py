@@ -107,14 +107,15 @@ class Transfers:
                     self._active.remove(token)
 
     def copy_mapped(self, dst, src, nbytes: int) -> None:
-        """Copy ``nbytes`` between host memory and mapped device memory (a ``char*`` into a chunk) that no queued or
-        running work uses: a read-back after its sync point, or an upload into a quiet device. Under the lock that
-        ``close()`` waits behind before it frees the chunks, so that a close from another thread cannot unmap the
-        memory mid-copy; on a closed device it raises the closed error instead."""
+        """Copy ``nbytes`` between host memory and mapped device memory (``char*`` both; one points into a chunk) that
+        no queued or running work uses: a read-back after its sync point, or an upload into a quiet device. In C with
+        the GIL released, split over threads as a transfer's copies are, under the lock that ``close()`` waits behind
+        before it frees the chunks, so that a close from another thread cannot unmap the memory mid-copy; on a closed
+        device it raises the closed error instead."""
         with self._lock:
             if self.ctx.closed:
                 raise self.ctx.closed_error()
-            self.ctx.ffi.memmove(dst, src, nbytes)
+            self.ctx.lib.vkb_copy(dst, src, nbytes, self.copy_threads)
 
     def _begin(self, token: object) -> None:
         """List a transfer (first thing in its try block, so that its finally always unlists it)."""

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""GPT-2 decode from a cold start on one tinygrad device, with no caches: seconds to open the device, to build
+``bench --tinygrad``'s GPT-2 model (weights uploaded), to the first token (every kernel lowered and compiled) and to
+the fourth (the JIT captured and replayed); then where compiling went, each stage's calls and summed seconds.
+
+    python3 scripts/cold-start.py VK
+    python3 scripts/cold-start.py CUDA
+    PARALLEL=0 python3 scripts/cold-start.py VK     # tinygrad compiles in this process instead of its worker pool
+
+tinygrad's compile cache is off (``CACHELEVEL=0``) and vkbackend's pipeline cache is a new empty folder. The
+drivers keep caches of their own: set ``__GL_SHADER_DISK_CACHE=0`` (NVIDIA's Vulkan driver) and
+``CUDA_CACHE_DISABLE=1`` for a start as cold as a new machine's. ``--quick`` builds the small model of ``bench
+--tinygrad --quick``. Run it from a checkout (tinygrad 0.14.0 installed); a CUDA run needs nvrtc on the loader's path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("device", help="the tinygrad device: VK, CUDA, CPU, ...")
+    parser.add_argument("--quick", action="store_true", help="the small model of bench --tinygrad --quick")
+    args = parser.parse_args(argv)
+    os.environ["DEV"] = args.device
+    os.environ["CACHELEVEL"] = "0"
+    os.environ["VKBACKEND_CACHE_DIR"] = tempfile.mkdtemp()
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    spent: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
+
+    def timed(owner: object, name: str, label: str) -> None:
+        """Count the calls of ``owner.name`` and sum their seconds under ``label``."""
+        fn = getattr(owner, name)
+
+        def wrapper(*a, **k):
+            start = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[label][0] += 1
+                spent[label][1] += time.perf_counter() - start
+
+        setattr(owner, name, wrapper)
+
+    import tinygrad.engine.realize as realize
+
+    timed(realize, "lower_and_compile", "tinygrad: lower and compile (the main thread's wait)")
+    timed(realize, "get_runtime", "tinygrad: get_runtime (load each program)")
+    if args.device == "VK":
+        import vkbackend.tinygrad  # noqa: F401 - the VK device, for a checkout that was never installed
+        from vkbackend import programs, validation
+        from vkbackend.tinygrad.compiler import compiler
+
+        timed(programs.ProgramCache, "compile", "vkbackend: Device.compile (reflect, validate, pipeline)")
+        timed(programs.ProgramCache, "_create", "vkbackend: pipeline creation (on the worker)")
+        timed(type(validation.validator), "check", "vkbackend: SPIR-V validation")
+        timed(compiler, "compile_variant", "vkbackend: GLSL to SPIR-V in this process")
+    from tinygrad import Device
+
+    start = time.perf_counter()
+    Device[args.device]
+    opened = time.perf_counter() - start
+    from vkbackend.bench.tinygrad.cases import TinygradWorkloads
+    from vkbackend.bench.tinygrad.spec import TgSizes
+
+    token, seeded = TinygradWorkloads(args.device, TgSizes.quick() if args.quick else TgSizes.full()).gpt2_decoder()
+    built = time.perf_counter()
+    token(0, seeded[0])
+    first = time.perf_counter()
+    for i in range(1, 4):
+        token(i, seeded[i])
+    fourth = time.perf_counter()
+    from tinygrad.helpers import PARALLEL
+
+    print(
+        f"{args.device} (PARALLEL={PARALLEL.value}): device opened in {opened:.2f} s; imports, device and model "
+        f"{built - started:.2f} s, first token {first - built:.2f} s, tokens 2-4 {fourth - first:.2f} s, "
+        f"total {fourth - started:.2f} s"
+    )
+    for label, (calls, seconds) in sorted(spent.items()):
+        print(f"  {label:58s} {calls:5d} calls {seconds:7.3f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
