@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Uploads into a small buffer on the first Vulkan device, the device quiet before each: ``host_to_pool`` alone and to
-the sync after it, at 4 B, 1, 16 and 64 KiB and 1, 4 and 16 MiB; then a decoding step's skeleton: upload a 4-byte
-token, launch a kernel that reads it, read 8 bytes back. Microseconds as min / median / p99 / max of 2,000 (after 200
+"""Uploads into a small buffer on the first Vulkan device, each after a sync (the device quiet, unless the worker is
+still finishing its loop: the copy commands counted say so): ``host_to_pool`` alone and to the sync after it, at 4 B,
+1, 16 and 64 KiB and 1, 4 and 16 MiB; then a decoding step's skeleton: upload a 4-byte token, launch a kernel that
+reads it, read 8 bytes back. Microseconds as min / median / p99 / max of 2,000 (after 200
 untimed; 200 after 20 from 1 MiB), each result checked, and the copy commands the uploads queued (none where they were
 written straight into mapped memory).
 

@@ -40,8 +40,8 @@ def test_small_copies(nbytes):
 
 
 @pytest.mark.parametrize("threads", [2, 3, 16, 64])
-# SPLIT_MIN + 1 over 2 threads and 3 * SPLIT_MIN + 3 over 6 (16 or 64 asked for): sizes whose share per thread, rounded
-# down, is a whole number of pages, so parts of that size fall a few bytes short of the end
+# SPLIT_MIN + 1 over 2 threads and 3 * SPLIT_MIN + 3 over 6 (16 or 64 asked for): sizes whose share per thread,
+# rounded down, is a whole number of pages; the parts must still reach the last byte
 @pytest.mark.parametrize(
     "nbytes", [SPLIT_MIN - 1, SPLIT_MIN, SPLIT_MIN + 1, SPLIT_MIN + 4096 * 3 + 13, 3 * SPLIT_MIN + 3, 3 * SPLIT_MIN + 7]
 )

@@ -121,4 +121,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
+    """The module's names, the public ones not yet imported included."""
     return sorted({*globals(), *__all__})

@@ -47,7 +47,8 @@ static void vkb_copy_split(vkb_copy_fn fn, void *dst, const void *src, size_t n,
     if ((size_t)threads > n / MIN_PART) threads = (int)(n / MIN_PART);
     vkb_copy_part parts[MAX_THREADS];
     pthread_t ids[MAX_THREADS];
-    size_t part = ((n + threads - 1) / threads + 4095) & ~(size_t)4095, done = 0; /* whole pages; threads parts cover n */
+    /* whole pages, each share rounded up, so that the threads' parts cover all n bytes */
+    size_t part = ((n + threads - 1) / threads + 4095) & ~(size_t)4095, done = 0;
     int started = 0;
     for (int i = 0; i < threads && done < n; i++) {
         size_t len = (n - done < part) ? n - done : part;

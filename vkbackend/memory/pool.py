@@ -13,7 +13,7 @@ the mapping: no copy command, no second batch behind the launch it waits for. On
 and its batch cost more than the uncached read of a few hundred bytes through the BAR (docs/performance.md). An
 upload into a block, while nothing is queued or running, is a copy straight into the mapping (the host's writes to
 coherent memory are visible to every later submit): no staging buffer, no batch; on the H200 the host writes through
-the BAR at 28-31 GB/s from 4 MiB, two to three times what an upload through staging reaches by its sync point.
+the BAR at 28-31 GB/s from 4 MiB, 1.8-3.4 times what an upload through staging reaches by its sync point.
 
 Interrupts (Ctrl-C) land in the caller's thread between bytecodes after a call, at a ``with`` block's exit and at a
 loop's back edge. The pool keeps every block and slot either listed or owned by something the worker frees, by
@@ -56,7 +56,9 @@ SPARES_PER_ORDER = 64  # released blocks kept per order for O(1) reuse (spares)
 LAZY_FREE_BYTES = 16 << 20  # a release of this much, or with this many buffers waiting, wakes the worker to free them
 LAZY_FREE_BUFFERS = 1024
 DIRECT_READ_MAX = 256  # read-backs up to this size from a mapped chunk read it straight (BAR reads are uncached)
-DIRECT_WRITE_MAX = SUBALLOC_MAX  # uploads up to this size into a mapped chunk of a quiet device write it straight
+# uploads into a block of a mapped chunk of a quiet device write it straight, blocks of every size (tests set it to 0
+# to send uploads through staging)
+DIRECT_WRITE_MAX = SUBALLOC_MAX
 STAGING_BUFFER_BYTES = {"gpu": 32 << 20, "other": 8 << 20}  # the default size of one staging buffer (measured)
 
 
@@ -842,7 +844,9 @@ class MemoryPool:
             # A freed block's last user may have completed by the completion marker with no fence since, and Vulkan
             # counts its chunk's buffer as in use until the host has seen one: the drain ends with a fence.
             self._worker.drain()
-        with self._lock:
+        # a straight copy into a block of a chunk runs with the GIL released, the mapping lock held: a buffer released
+        # meanwhile by another thread must not have its chunk unmapped under that copy
+        with self.transfers.mapping_lock, self._lock:
             self._trim_spares()
             for chunk in [c for c in self._chunks if c.used == 0]:  # every block was freed after the GPU was done
                 self._chunks.remove(chunk)  # unlisted first: an interrupt can leak it, never free it twice

@@ -117,6 +117,12 @@ class Transfers:
                 raise self.ctx.closed_error()
             self.ctx.lib.vkb_copy(dst, src, nbytes, self.copy_threads)
 
+    @property
+    def mapping_lock(self) -> threading.Lock:
+        """The lock every copy through a chunk's mapping holds (:meth:`copy_mapped`): hold it to unmap a chunk, so
+        that a straight copy in progress in another thread finishes first."""
+        return self._lock
+
     def _begin(self, token: object) -> None:
         """List a transfer (first thing in its try block, so that its finally always unlists it)."""
         with self._lock:
