@@ -16,7 +16,6 @@ drivers keep caches of their own: set ``__GL_SHADER_DISK_CACHE=0`` (NVIDIA's Vul
 from __future__ import annotations
 
 import argparse
-import collections
 import os
 import sys
 import tempfile
@@ -34,35 +33,23 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["CACHELEVEL"] = "0"
     os.environ["VKBACKEND_CACHE_DIR"] = tempfile.mkdtemp()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    spent: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
+    from vkbackend.bench.tinygrad.call_times import CallTimes
 
-    def timed(owner: object, name: str, label: str) -> None:
-        """Count the calls of ``owner.name`` and sum their seconds under ``label``."""
-        fn = getattr(owner, name)
-
-        def wrapper(*a, **k):
-            start = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                spent[label][0] += 1
-                spent[label][1] += time.perf_counter() - start
-
-        setattr(owner, name, wrapper)
+    spent = CallTimes()
 
     import tinygrad.engine.realize as realize
 
-    timed(realize, "lower_and_compile", "tinygrad: lower and compile (the main thread's wait)")
-    timed(realize, "get_runtime", "tinygrad: get_runtime (load each program)")
+    spent.wrap(realize, "lower_and_compile", "tinygrad: lower and compile (the main thread's wait)")
+    spent.wrap(realize, "get_runtime", "tinygrad: get_runtime (load each program)")
     if args.device == "VK":
         import vkbackend.tinygrad  # noqa: F401 - the VK device, for a checkout that was never installed
         from vkbackend import programs, validation
         from vkbackend.tinygrad.compiler import compiler
 
-        timed(programs.ProgramCache, "compile", "vkbackend: Device.compile (reflect, validate, pipeline)")
-        timed(programs.ProgramCache, "_create", "vkbackend: pipeline creation (on the worker)")
-        timed(type(validation.validator), "check", "vkbackend: SPIR-V validation")
-        timed(compiler, "compile_variant", "vkbackend: GLSL to SPIR-V in this process")
+        spent.wrap(programs.ProgramCache, "compile", "vkbackend: Device.compile (reflect, validate, pipeline)")
+        spent.wrap(programs.ProgramCache, "_create", "vkbackend: pipeline creation (on the worker)")
+        spent.wrap(type(validation.validator), "check", "vkbackend: SPIR-V validation")
+        spent.wrap(compiler, "compile_variant", "vkbackend: GLSL to SPIR-V in this process")
     from tinygrad import Device
 
     start = time.perf_counter()
@@ -85,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{built - started:.2f} s, first token {first - built:.2f} s, tokens 2-4 {fourth - first:.2f} s, "
         f"total {fourth - started:.2f} s"
     )
-    for label, (calls, seconds) in sorted(spent.items()):
-        print(f"  {label:58s} {calls:5d} calls {seconds:7.3f} s")
+    for label in sorted(spent.calls):
+        print(f"  {label:58s} {spent.calls[label]:5d} calls {spent.seconds[label]:7.3f} s")
     return 0
 
 

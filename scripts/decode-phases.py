@@ -19,7 +19,6 @@ loader's path.
 from __future__ import annotations
 
 import argparse
-import collections
 import gc
 import os
 import statistics
@@ -43,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     import tinygrad.engine.jit as jit
     from tinygrad import Device
 
+    from vkbackend.bench.tinygrad.call_times import CallTimes
     from vkbackend.bench.tinygrad.cases import TinygradWorkloads
     from vkbackend.bench.tinygrad.spec import TgSizes
 
@@ -50,25 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(2):  # compilation, JIT capture, and a warm pass
         for i, t in enumerate(seeded):
             token(i, t)
-    spent: dict[str, float] = collections.defaultdict(float)
+    spent = CallTimes()
 
-    def timed(owner: object, name: str, label: str) -> None:
-        fn = getattr(owner, name)
-
-        def wrapper(*a, **k):
-            start = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                spent[label] += time.perf_counter() - start
-
-        setattr(owner, name, wrapper)
-
-    timed(jit, "_prepare_jit_inputs", "prepare the JIT's inputs")
+    spent.wrap(jit, "_prepare_jit_inputs", "prepare the JIT's inputs")
     runners = {type(o) for o in gc.get_objects() if isinstance(o, jit.GraphRunner)}
     for cls in runners:
-        timed(cls, "__call__", "graph replays")
-    timed(type(Device[args.device].allocator), "_copyout", "copy-out, with its wait")
+        spent.wrap(cls, "__call__", "graph replays")
+    spent.wrap(type(Device[args.device].allocator), "_copyout", "copy-out, with its wait")
     progress = Device[args.device].vk._worker.progress if args.device == "VK" else None
     rows = []
     for k in range(args.tokens):
@@ -78,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         token(i, seeded[i])
         total = time.perf_counter() - start
-        row = {key: value * 1e6 for key, value in spent.items()}
+        row = {key: value * 1e6 for key, value in spent.seconds.items()}
         row["the rest"] = total * 1e6 - sum(row.values())
         row["token"] = total * 1e6
         if progress is not None:
