@@ -132,6 +132,71 @@ def test_bad_launches_are_rejected_and_leak_nothing(device, pool, chain):
         pool.release(buf)
 
 
+def test_set_scalars_changes_only_the_scalars_and_grid(device, pool, chain):
+    """set_scalars writes a launch's new scalars (and grid) over its record: the replay computes what an update with
+    the same program and buffers would, and a record that another update then lengthens keeps what it wrote."""
+    affine, x, y, z = chain
+    base = np.arange(N, dtype=np.float32)
+    graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID), (affine, [y, z], [3.0, -4.0, N], GRID), None])
+    graph.launch()
+    graph.set_scalars(0, [5.0, 0.0, N])
+    graph.set_scalars(1, (1.0, 1.0, N // 2), (N // 128, 1, 1))  # half the grid: the rest of z keeps the last replay
+    graph.launch()
+    expected = 3 * (2 * base + 1) - 4
+    expected[: N // 2] = 5 * base[: N // 2] + 1
+    np.testing.assert_array_equal(download(pool, y, np.float32, N), 5 * base)
+    np.testing.assert_array_equal(download(pool, z, np.float32, N), expected)
+    graph.update(2, (affine, [x, x], [1.0, 0.0, N], GRID))  # a record grows from nothing: the joined records go
+    graph.set_scalars(1, [1.0, 2.0, N])  # the half grid stays
+    graph.launch()
+    expected[: N // 2] = 5 * base[: N // 2] + 2
+    np.testing.assert_array_equal(download(pool, z, np.float32, N), expected)
+    graph.close()
+
+
+def test_set_scalars_refuses_what_update_refuses_and_leaves_the_launch(device, pool, chain):
+    affine, x, y, _ = chain
+    graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID), None])
+    graph.launch()
+    bad = [
+        ([2.0, 1.0, -1], None, "does not fit its type"),  # n is a uint
+        ([2.0, 1.0], None, "takes 2 buffers"),
+        ({0: 2.0, 1: 1.0, 2: N}, None, "must be a list or tuple"),
+        ([2.0, 1.0, N], (0, 1, 1), "outside 1.."),
+        ([2.0, 1.0, N], (1.5, 1, 1), "grid entry"),
+        ([2.0, 1.0, N], (True, 1, 1), "grid entry"),
+    ]
+    for scalars, grid, message in bad:
+        with pytest.raises(BackendError, match=message):
+            graph.set_scalars(0, scalars, grid)
+    for index in (2, -1, True, "0"):
+        with pytest.raises(BackendError, match="outside"):
+            graph.set_scalars(index, [2.0, 1.0, N])
+    with pytest.raises(BackendError, match="placeholder"):
+        graph.set_scalars(1, [2.0, 1.0, N])
+    pool.host_to_pool(np.zeros(N, dtype=np.float32), y)
+    graph.launch()  # every refused call left the launch as it was
+    np.testing.assert_array_equal(download(pool, y, np.float32, N), 2 * np.arange(N, dtype=np.float32) + 1)
+    graph.close()
+    with pytest.raises(BackendError, match="closed LaunchGraph"):
+        graph.set_scalars(0, [2.0, 1.0, N])
+
+
+def test_set_scalars_follows_a_grid_that_names_a_scalar(device, pool, kernel):
+    """Grid entries given as GridArg are the values of scalars: new values move the grid with them."""
+    from vkbackend import GridArg
+
+    grid3d = kernel("grid3d")  # 4 x 2 x 2 invocations a work group; its tag gets bit 31 if the grid is not the scalars'
+    out = pool.allocate(16 * 16 * 12)
+    with device.graph([(grid3d, [out], [1, 1, 1, 5], (GridArg(0), GridArg(1), GridArg(2)))]) as graph:
+        graph.launch()
+        graph.set_scalars(0, [3, 2, 2, 6])
+        graph.launch()
+        words = download(pool, out, np.uint32, 4 * 16 * 12).reshape(-1, 4)
+    np.testing.assert_array_equal(words[:, 3], [6] * (16 * 12))
+    pool.release(out)
+
+
 def test_launch_timed_returns_gpu_time(device, pool, chain):
     affine, x, y, z = chain
     graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID), (affine, [y, z], [3.0, -4.0, N], GRID)])

@@ -77,6 +77,24 @@ def test_a_kernel_reaches_the_last_element_of_a_buffer_past_the_storage_range(de
         pool.release(buf)
 
 
+def test_a_graph_sets_the_scalars_of_a_kernel_that_reaches_buffers_by_address(device, pool, addressed):
+    """The addresses share the push constants with the scalars, so a graph repacks them together."""
+    n = 512
+    xb, yb = pool.allocate(4 * n), pool.allocate(4 * n)
+    pool.host_to_pool(np.arange(n, dtype=np.float32), xb)
+    pool.host_to_pool(np.zeros(n, dtype=np.float32), yb)
+    with device.graph([(addressed, [xb, yb], [2.0, 0, n], (2, 1, 1))]) as graph:
+        graph.launch()
+        graph.set_scalars(0, [3.0, 256, n], (1, 1, 1))  # the second half only
+        graph.launch()
+        out = np.empty(n, dtype=np.float32)
+        pool.pool_to_host(yb, out)
+    x = np.arange(n, dtype=np.float32)
+    np.testing.assert_array_equal(out, np.where(x < 256, 2 * x, 5 * x))
+    for buf in (xb, yb):
+        pool.release(buf)
+
+
 def test_a_buffer_past_the_range_cannot_be_bound_and_says_how_to_reach_it(device, pool, kernel):
     need_past_the_range(device.info, 256)
     big = pool.allocate(device.info.max_storage_buffer_range + 256)

@@ -2,8 +2,10 @@
 
 A framework's JIT replays the same kernels step after step, changing only a few buffers and scalars. Launching them
 one by one costs a Python call each in the framework and here; a graph keeps every launch's packed record and queues
-them all as one item, so a replay costs one call plus the records that changed. The worker records a replay like any
-other launches (hazard barriers, batching), so replays order themselves against launches and copies around them.
+them all as one item, so a replay costs one call plus the records that changed. A launch whose scalars (a JIT's
+variables) or grid changed, and nothing else, is written over its record in place (``LaunchGraph.set_scalars``).
+The worker records a replay like any other launches (hazard barriers, batching), so replays order themselves against
+launches and copies around them.
 
 A graph holds a reference on every buffer it binds, so a buffer released by its owner cannot be freed, and its slot
 reused by another buffer, while a replay may still name it. Programs are not held: a replay of a released program
@@ -12,6 +14,7 @@ is skipped and reported as ``KernelLaunch`` at the next sync point.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -21,8 +24,11 @@ from .types import Grid, Scalar
 if TYPE_CHECKING:
     from .launch import Launcher
     from .memory import MemoryPool
+    from .records import ScalarWriter
 
 Launch = tuple[int, Sequence[int], Sequence[Scalar], Grid]  # (program, buffers, scalars, grid), as Device.launch takes
+# What a scalar writer raises for anything it does not take; update() then explains or handles it.
+_UNUSUAL = (KeyError, ValueError, TypeError, OverflowError, struct.error)
 
 
 class LaunchGraph:
@@ -37,15 +43,24 @@ class LaunchGraph:
         self._launcher, self._pool = launcher, pool
         self._records: list[bytes] | None = []
         self._held: list[tuple[int, ...]] = []  # per launch, the buffer ids it holds a reference on
-        # The joined records and where each starts: an update of the same length is written in place.
+        # Per launch, its program and grid and its program's scalar writer (None for a placeholder): set_scalars' path.
+        self._targets: list[tuple[int, Grid] | None] = []
+        self._writers: list[ScalarWriter | None] = []
+        # The joined records and where each starts: an update of the same length is written in place. A launch in
+        # _written was last changed in the blob alone (set_scalars): its entry in _records is stale until the blob
+        # is dropped (_drop_blob).
         self._blob: bytearray | None = None
         self._starts: list[int] = []
+        self._written: set[int] = set()
         self._launches = 0  # launches the blob holds (placeholders queue none)
         try:
             for launch in launches:
                 record, held = self._pack(launch)
                 self._records.append(record)
                 self._held.append(held)
+                self._targets.append(None)
+                self._writers.append(None)
+                self._target(len(self._records) - 1, launch)
         except BaseException:
             self.close()
             raise
@@ -101,6 +116,8 @@ class LaunchGraph:
         old = self._held[index]
         record, held = self._pack(launch, old)
         self._held[index] = held
+        self._target(index, launch)
+        self._written.discard(index)
         blob, before = self._blob, self._records[index]
         self._records[index] = record
         if blob is not None:
@@ -108,22 +125,86 @@ class LaunchGraph:
                 start = self._starts[index]
                 blob[start : start + len(record)] = record
             else:
-                self._blob = None
+                self._drop_blob()
         if held is not old:
             self._release(old)
+
+    def set_scalars(self, index: int, scalars: Sequence[Scalar], grid: Grid | None = None) -> None:
+        """Replace the scalars of launch ``index``, and its grid unless ``grid`` is None, keeping its program and
+        buffers: what :meth:`update` does with the launch's other parts unchanged, checked the same way, for less.
+        A JIT's replay changes only its variables in most launches. A placeholder has nothing to keep: fill it with
+        :meth:`update`."""
+        try:
+            if index.__class__ is not int or not 0 <= index < len(self._writers):
+                raise IndexError(index)
+            writer = self._writers[index]
+            if writer is None:
+                raise KeyError(index)
+            blob = self._blob
+            if blob is None:
+                blob = self._join()
+            writer(blob, self._starts[index], scalars, grid)
+        except (IndexError, *_UNUSUAL):
+            self._set_scalars_slowly(index, scalars, grid)
+            return
+        self._written.add(index)
+        if grid is not None:
+            self._targets[index] = (self._targets[index][0], grid)  # type: ignore[index]
+
+    def _set_scalars_slowly(self, index: int, scalars: Sequence[Scalar], grid: Grid | None) -> None:
+        """set_scalars through :meth:`update`, which explains what is wrong (or handles a program that reaches buffers
+        by address)."""
+        if self._records is None:
+            raise BackendError(ErrorStatus.InvalidArgument, "set_scalars of a closed LaunchGraph")
+        if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(self._records):
+            target = self._targets[index]
+            if target is None:
+                raise BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"LaunchGraph.set_scalars: launch {index} is a placeholder; give it a whole launch with update",
+                )
+            prog, old_grid = target
+            self.update(index, (prog, self._held[index], scalars, old_grid if grid is None else grid))
+            return
+        self.update(index, None)  # raises the index error
+
+    def _target(self, index: int, launch: Launch | None) -> None:
+        """Remember launch ``index``'s program, grid and scalar writer (``launch`` was just packed)."""
+        if launch is None:
+            self._targets[index], self._writers[index] = None, None
+        else:
+            prog, grid = launch[0], tuple(launch[3])
+            self._targets[index] = (prog, grid)
+            # a grid that names a scalar (GridArg) follows the scalars: repacked by update
+            plain = all(type(entry) is int for entry in grid)
+            self._writers[index] = self._launcher.scalar_writer(prog) if plain else None
 
     def _joined(self) -> bytes:
         """The records of every launch, joined: a copy, since later updates change the graph's own in place."""
         if self._records is None:
             raise BackendError(ErrorStatus.InvalidArgument, "launch of a closed LaunchGraph")
-        if self._blob is None:
-            self._blob = bytearray(b"".join(self._records))
-            self._launches = sum(1 for record in self._records if record)
-            self._starts, start = [], 0
-            for record in self._records:
-                self._starts.append(start)
-                start += len(record)
-        return bytes(self._blob)
+        return bytes(self._blob if self._blob is not None else self._join())
+
+    def _join(self) -> bytearray:
+        """Join the records into the blob (there is none) and note where each starts."""
+        assert self._records is not None
+        self._blob = bytearray(b"".join(self._records))
+        self._launches = sum(1 for record in self._records if record)
+        self._starts, start = [], 0
+        for record in self._records:
+            self._starts.append(start)
+            start += len(record)
+        return self._blob
+
+    def _drop_blob(self) -> None:
+        """Forget the blob (a record changed length), keeping what set_scalars wrote into it."""
+        blob, records = self._blob, self._records
+        if blob is not None and records is not None:
+            for index in self._written:
+                start = self._starts[index]
+                records[index] = bytes(blob[start : start + len(records[index])])
+        self._written.clear()
+        self._blob = None
 
     def launch(self) -> None:
         """Queue every launch of the graph, in order; returns at once (errors surface at the next sync point)."""
@@ -154,6 +235,7 @@ class LaunchGraph:
 
     def _take_held(self) -> list[tuple[int, ...]]:
         held, self._held, self._records, self._blob = self._held, [], None, None
+        self._targets, self._writers = [], []
         return [] if self._launcher.closed else held
 
     def __del__(self) -> None:

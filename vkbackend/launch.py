@@ -41,6 +41,9 @@ class Launcher:
         self._pool = pool
         self._packers: dict[int, Callable[[Sequence[int], Sequence[Scalar], Grid], None]] = {}  # they queue the record
         self._graph_packers: dict[int, Callable[[Sequence[int], Sequence[Scalar], Grid], bytes]] = {}  # they return it
+        self._writers: dict[
+            int, records.ScalarWriter | None
+        ] = {}  # a graph's in-place scalar updates (records.scalar_writer)
         # Read directly by the launch paths: a launch costs a few hundred nanoseconds, a method call a good part of it.
         self._append = worker.queue.append
         self._progress = worker.progress
@@ -65,11 +68,13 @@ class Launcher:
                     self._ctx,
                     append,
                 )
+            self._writers[program.id] = records.scalar_writer(program.name, program.info, self._max_grid)
 
     def _forget(self, program: Program) -> None:
         """A program's last reference went: its launches are refused from now on."""
         self._packers.pop(program.id, None)
         self._graph_packers.pop(program.id, None)
+        self._writers.pop(program.id, None)
         records.forget_packer(program.name)
 
     def launch(self, prog: int, buffers: Sequence[int], scalars: Sequence[Scalar] = (), grid: Grid = (1, 1, 1)) -> None:
@@ -91,6 +96,12 @@ class Launcher:
             return self._graph_packers[prog](buffers, scalars, grid)
         except _UNUSUAL:
             return self._pack(prog, buffers, scalars, grid)
+
+    def scalar_writer(self, prog: int) -> records.ScalarWriter | None:
+        """The function a graph writes new scalars and a new grid of a launch of ``prog`` into its record with
+        (``records.scalar_writer``); None where there is none (a program that reaches buffers by address, or one
+        released)."""
+        return self._writers.get(prog)
 
     def enqueue(self, window: bytes, launches: int) -> None:
         """Queue packed records (a batch of ``launches`` launches) for the worker and let it begin submitting them while

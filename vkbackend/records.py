@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import linecache
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Optional
 
 from ._ffi import lib
 from .errors import BackendError, ErrorStatus
 from .spirv import ProgramInfo
+from .types import Grid, Scalar
 
 __all__ = [
     "DISPATCH",
@@ -27,6 +29,8 @@ __all__ = [
     "timestamp",
     "reset_queries",
     "dispatch_packer",
+    "scalar_writer",
+    "ScalarWriter",
     "forget_packer",
 ]
 
@@ -189,11 +193,65 @@ def dispatch_packer(
     return namespace["pack"]
 
 
+# A graph's cheap update: a launch's scalars (and grid) written over its record where it lies in the graph's joined
+# records, checked as the packer checks them; its program, buffers and record length stay. Everything is packed
+# before anything is written, so a launch that raises leaves the record as it was.
+_WRITER = """\
+def write(blob, start, scalars, grid):
+    [{scalars}] = scalars
+    ORDERED[scalars.__class__]
+    push = PUSH({push})
+    if grid is not None:
+        gx, gy, gz = grid
+        if not (0 < gx <= {mx} and 0 < gy <= {my} and 0 < gz <= {mz}) or gx is True or gy is True or gz is True:
+            raise ValueError("grid out of range")
+        blob[start + 8 : start + 20] = GRID(gx, gy, gz)
+    blob[start + {offset} : start + {end}] = push
+"""
+_GRID = struct.Struct("<3I")
+ScalarWriter = Callable[
+    [bytearray, int, Sequence[Scalar], Optional[Grid]], None
+]  # (blob, start, scalars, grid)  # the grid's place in a dispatch record: words 2 to 4 (_DISPATCH_HEADER)
+
+
+def scalar_writer(name: str, info: ProgramInfo, max_grid: tuple[int, int, int]) -> ScalarWriter | None:
+    """A function ``(blob, start, scalars, grid)`` that writes a launch's scalars, and its grid unless ``grid`` is
+    None, over the dispatch record of program ``info`` at byte ``start`` of ``blob``, raising ValueError, TypeError,
+    KeyError or struct.error for anything the packer would not take. None for a program that reaches buffers by
+    address: their addresses share the push constants, so its scalars are repacked with them."""
+    if info.addresses:
+        return None
+    push = [f"s{i}" for _, i in push_items(info)]
+    push_struct = struct.Struct("<" + push_format(info))
+    offset = struct.calcsize(_DISPATCH_HEADER) + 4 * len(info.buffers)
+    mx, my, mz = (int(m) for m in max_grid)
+    source = _WRITER.format(
+        scalars=", ".join(f"s{i}" for i in range(len(info.push_constants))),
+        mx=mx,
+        my=my,
+        mz=mz,
+        offset=offset,
+        end=offset + push_struct.size,
+        push=", ".join(push),
+    )
+    filename = _writer_filename(name)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"GRID": _GRID.pack, "PUSH": push_struct.pack, "ORDERED": _ORDERED}
+    exec(compile(source, filename, "exec"), namespace)
+    writer: ScalarWriter = namespace["write"]
+    return writer
+
+
 def forget_packer(name: str) -> None:
-    """Drop the sources of a released program's packers from linecache."""
+    """Drop the sources of a released program's packers and scalar writer from linecache."""
     for returning in (False, True):
         linecache.cache.pop(_packer_filename(name, returning), None)
+    linecache.cache.pop(_writer_filename(name), None)
 
 
 def _packer_filename(name: str, returning: bool) -> str:
     return f"<launch packer of {name}{' (graph)' if returning else ''}>"
+
+
+def _writer_filename(name: str) -> str:
+    return f"<scalar writer of {name}>"

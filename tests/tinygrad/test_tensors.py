@@ -319,6 +319,41 @@ def test_jit_replays_as_one_graph():
     assert len(_graph_runners()) > graphs_before
 
 
+def test_jit_replay_writes_new_variables_and_grids_in_place(monkeypatch):
+    """A replay writes the kernels whose variable (and grid) changed over their records (LaunchGraph.set_scalars) and
+    repacks those whose inputs changed: attention over the first p keys, p bound anew each call, against numpy."""
+    from vkbackend.graph import LaunchGraph
+
+    calls = {"scalars": 0, "scalars and grid": 0, "whole": 0}
+    set_scalars, update = LaunchGraph.set_scalars, LaunchGraph.update
+
+    def counted_set_scalars(self, index, scalars, grid=None):
+        calls["scalars" if grid is None else "scalars and grid"] += 1
+        return set_scalars(self, index, scalars, grid)
+
+    def counted_update(self, index, launch):
+        calls["whole"] += 1
+        return update(self, index, launch)
+
+    monkeypatch.setattr(LaunchGraph, "set_scalars", counted_set_scalars)
+    monkeypatch.setattr(LaunchGraph, "update", counted_update)
+    keys, values = rand(64, 16), rand(64, 16)
+    k, v = Tensor(keys).realize(), Tensor(values).realize()
+
+    @TinyJit
+    def attend(q: Tensor, p: Variable) -> Tensor:
+        return ((k[:p] @ q).softmax() @ v[:p]).realize()  # p scores: kernels whose grid follows p
+
+    bound = Variable("p", 1, 64)
+    for p in (5, 9, 17, 3, 40, 64, 1, 33):
+        q = rand(16)
+        scores = keys[:p] @ q
+        weights = np.exp(scores - scores.max())
+        want = (weights / weights.sum()) @ values[:p]
+        np.testing.assert_allclose(attend(Tensor(q), bound.bind(p)).numpy(), want, rtol=1e-4, atol=1e-5)
+    assert all(calls.values()), calls
+
+
 def _graph_runners() -> list:
     import gc
 

@@ -2,7 +2,8 @@
 
 tinygrad hands a graph runner each batch of kernels its JIT captured (``Compiled.graph``, as ``CUDAGraph`` and
 ``MetalGraph`` are). Every launch is packed once, here; a replay updates only the launches whose input buffers,
-variables or launch dimensions changed, then queues the whole batch with one call. Without it, each jitted kernel
+variables or launch dimensions changed (in place where only scalars or the grid did), then queues the whole batch with
+one call. Without it, each jitted kernel
 costs tinygrad's per-kernel Python and a ``Device.launch`` call: the bulk of a batch-1 decoding step.
 """
 
@@ -48,15 +49,29 @@ class VKGraph(GraphRunner):
     def __call__(self, input_uops: tuple[UOp, ...], var_vals: dict[str, int], wait: bool = False) -> float | None:
         for j, i, v in self.updated_vars(var_vals):
             self.vals[j][i] = v
+        # Most kernels change only their variables, and some their grid: those are written over their records in
+        # place. A new work-group size is another program, and new input buffers other bindings: a whole update.
+        whole: set[int] = set()
+        regrid: dict[int, list[int]] = {}
         for j, global_size, local_size in self.updated_launch_dims(var_vals):
-            self.grids[j] = self.runtimes[j].grid(global_size, local_size)
+            old_grid, old_local = self.grids[j]
+            grid, local = self.grids[j] = self.runtimes[j].grid(global_size, local_size)
+            if grid is None or old_grid is None or local != old_local:
+                whole.add(j)
+            elif grid != old_grid:
+                regrid[j] = grid
         for j in self.replaced:
             for pos, iidx in self.uop_replace[j]:
                 self.bufs[j][pos] = cast(Buffer, input_uops[iidx].buffer).ensure_allocated()
             self.bound[j] = self.runtimes[j].bound([b._buf for b in self.bufs[j]])
-        update = self.graph.update
+            whole.add(j)
+        graph = self.graph
         for j in self.updatable:
-            update(j, self._launch(j))  # a repack costs about what comparing with the last launch would
+            if j in whole:
+                graph.update(j, self._launch(j))
+            else:
+                offsets = self.bound[j][1]
+                graph.set_scalars(j, [*self.vals[j], *offsets] if offsets else self.vals[j], regrid.get(j))
         if wait:
             return self.graph.launch_timed() * 1e-9
         self.graph.launch()
