@@ -130,10 +130,12 @@ class Worker:
     def hand_over(self, item: bytes, launches: int) -> None:
         """Queue the records of ``launches`` launches (a graph's replay) for the GPU to start on while this thread goes
         on: through the express lane where the worker is parked with it armed and the worker would submit them whole
-        (at most LANE_REPLAY_LAUNCHES: the park submits them, no GIL changes hands), else, when the worker is parked
-        with room for another batch on the GPU, by waiting (GIL released, at most ``hand_over_ns``) until it has begun
-        its next submit, which holds them unless something queued before them went first (onto an idle GPU, a long
-        replay's first HEAD_DISPATCHES launches go on their own, so the GPU starts while the rest is recorded)."""
+        (at most LANE_REPLAY_LAUNCHES: the park submits them, no GIL changes hands), else, with room for another batch
+        on the GPU, by waiting (GIL released, at most ``hand_over_ns``) until the worker has begun its next submit,
+        which holds them unless something queued before them went first (onto an idle GPU, a long replay's first
+        HEAD_DISPATCHES launches go on their own, so the GPU starts while the rest is recorded). Also when the worker is
+        busy with an earlier replay's submit: it would need the GIL to take these records, and a caller that runs on
+        in Python keeps it (tinygrad's JIT runs half a millisecond of it after a decode token's last replay)."""
         progress = self._submitter.progress
         seen = progress.submits
         if self.idle and launches <= LANE_REPLAY_LAUNCHES:
@@ -142,7 +144,11 @@ class Worker:
                 return
         else:
             self.put(item)
-        if self.hand_over_ns and self.parked and self._submitter.in_flight < MAX_EARLY_IN_FLIGHT:
+        if (
+            self.hand_over_ns
+            and self._submitter.in_flight < MAX_EARLY_IN_FLIGHT
+            and threading.get_ident() != self._thread_id
+        ):
             if trace.enabled:
                 trace.event("hand_over")
             started = self.ctx.lib.vkb_hand_over(progress, seen, self.hand_over_ns)

@@ -26,8 +26,8 @@
  * A caller that queues a batch of launches and then runs more Python before its sync point (a framework's JIT replay)
  * would leave the GPU idle meanwhile, since the worker waits for the GIL to be free. So it hands the work over: it
  * waits in vkb_hand_over, GIL released, until the worker has begun to submit, and runs on while the worker records.
- * The worker, once submitted, lingers in vkb_submit_batch until the caller waits (or for a grace), again so that it
- * takes the GIL when it is free.
+ * The worker, once submitted, lingers in vkb_submit_batch until the caller waits or hands more work over (or for a
+ * grace), again so that it takes the GIL when it is free.
  *
  * The last batch in flight, when nothing runs on its completion (no frees, no staging buffers to give back), is
  * published from here the moment it completes (vkb_wait_last): the waiting caller runs on while the worker holds,
@@ -216,6 +216,7 @@ uint64_t vkb_express_settle(vkb_express *express, uint64_t seen, uint64_t timeou
 }
 
 int vkb_hand_over(vkb_progress *progress, uint32_t seen, uint64_t timeout_ns) {
+    __atomic_add_fetch(&progress->hand_overs, 1, __ATOMIC_ACQ_REL);
     __atomic_add_fetch(&progress->handing, 1, __ATOMIC_ACQ_REL);
     uint64_t start = vkb_now_ns();
     int started;
@@ -235,10 +236,13 @@ VkResult vkb_submit_counted(vkb_window *window, VkQueue queue, VkFence fence, vk
 
 VkResult vkb_submit_batch(vkb_window *window, VkQueue queue, VkFence fence, vkb_progress *progress, uint64_t linger_ns) {
     vkb_in_c(progress);
+    /* not ended by `handing`, which counts the caller who handed this over while it is still in vkb_hand_over; a hand-
+     * over that begins from here on is another caller's (or the same caller's next): the GIL is free for us now */
+    uint32_t hand_overs = __atomic_load_n(&progress->hand_overs, __ATOMIC_ACQUIRE);
     VkResult r = vkb_submit_counted(window, queue, fence, progress);
     uint64_t start = vkb_now_ns();
-    /* not ended by `handing`: the caller who handed this over may not have left vkb_hand_over yet */
-    while (linger_ns && !__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) && vkb_now_ns() - start < linger_ns)
+    while (linger_ns && !__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) &&
+           __atomic_load_n(&progress->hand_overs, __ATOMIC_ACQUIRE) == hand_overs && vkb_now_ns() - start < linger_ns)
         sched_yield();
     vkb_to_python(progress);
     return r;

@@ -83,6 +83,7 @@ typedef struct {
     uint32_t kick;        /* set by a thread that queued an item for the worker or woke it */
     uint64_t grace_ns;    /* how long a kicked worker waits for a caller to release the GIL before it takes it */
     uint32_t handing;     /* callers inside vkb_hand_over */
+    uint32_t hand_overs;  /* entries into vkb_hand_over: a new one ends the worker's linger after a submit */
     uint32_t submits;     /* windows the worker has begun to submit (vkb_submit_batch) */
     uint32_t worker_python; /* 0 while the worker waits in C, sleeps or runs a call (Worker.call); else 1: it runs
                                Python, or needs the GIL to */
