@@ -130,6 +130,33 @@ def test_info_matches_vulkaninfo(device, vulkaninfo):
         assert info.max_subgroup_size == info.subgroup_size
 
 
+def test_an_enumeration_past_its_first_array_grows_until_it_has_every_entry(device, monkeypatch):
+    """Enumerations ask for many entries in one call (before an instance exists each call loads every driver); a
+    driver with more than that answers VK_INCOMPLETE, and the array grows until the list is whole."""
+    from vkbackend import discovery
+
+    ffi, _ = discovery.vulkan()
+    raw = discovery.query_physical_devices()[device.index].handle
+    calls = []
+
+    def counted(*args):
+        calls.append(ffi.cast("uint32_t*", args[-2])[0])
+        return lib.vkEnumerateDeviceExtensionProperties(*args)
+
+    counted.__name__ = "vkEnumerateDeviceExtensionProperties"
+
+    def names() -> list[str]:
+        found = discovery._enumerate(counted, "VkExtensionProperties", raw, ffi.NULL)
+        return sorted(ffi.string(e.extensionName).decode() for e in found)
+
+    whole = names()
+    assert set(whole) == device.info.extensions and len(calls) == 1
+    monkeypatch.setattr(discovery, "_ENUMERATE_FIRST", 1)
+    calls.clear()
+    assert names() == whole
+    assert calls[0] == 1 and len(calls) >= 2 and calls[-1] >= len(whole)
+
+
 def test_info_dtypes_follow_the_features(device):
     caps = device.info.dtype_capabilities
     # VK_KHR_shader_bfloat16 gives bfloat16 loads, stores and conversions, no arithmetic

@@ -118,23 +118,27 @@ def mismatch(layout: Layout, words: np.ndarray) -> str | None:
     if len(words) != _WORDS:
         return f"{len(words)} words, not {_WORDS}"
     ids = words[:_INVOCATIONS]
-    for flat in range(_INVOCATIONS):
-        lane, warp = flat % 32, flat // 32
-        if ids[flat] & 0xFF != lane or (ids[flat] >> 8) & 0xFF != warp:
-            return f"invocation {flat} is lane {ids[flat] & 0xFF} of subgroup {(ids[flat] >> 8) & 0xFF}"
+    flat = np.arange(_INVOCATIONS)
+    lanes = flat % 32
+    wrong = np.flatnonzero((ids & 0xFF != lanes) | ((ids >> 8) & 0xFF != flat // 32))
+    if wrong.size:
+        first = int(wrong[0])
+        return f"invocation {first} is lane {ids[first] & 0xFF} of subgroup {(ids[first] >> 8) & 0xFF}"
     for use, bits in enumerate(layout):
-        base = _base(use)
         elements = 1 << sum(1 for kind, _ in bits if kind == "i")
         held = int(words[_base(3) + use])
         if held != elements or elements > _STRIDE:
             return f"{'ABC'[use]} has {held} components per invocation, not {elements}"
-        for flat in range(_INVOCATIONS):
-            lane = flat % 32
-            for i in range(elements):
-                place = sum((((i if kind == "i" else lane) >> j) & 1) << f for f, (kind, j) in enumerate(bits))
-                if words[base + flat * _STRIDE + i] != place:
-                    got = words[base + flat * _STRIDE : base + flat * _STRIDE + elements].tolist()
-                    return f"{'ABC'[use]} of invocation {flat} holds {got}"
+        # the element the layout places at component i of each invocation, all at once: bit f of the place is bit j of
+        # i or of the lane, as the layout's f-th entry says
+        components = np.arange(elements)[None, :]
+        place = np.zeros((_INVOCATIONS, elements), np.int64)
+        for f, (kind, j) in enumerate(bits):
+            place |= (((components if kind == "i" else lanes[:, None]) >> j) & 1) << f
+        got = words[_base(use) : _base(use + 1)].reshape(_INVOCATIONS, _STRIDE)[:, :elements]
+        wrong = np.flatnonzero((got != place).any(axis=1))
+        if wrong.size:
+            return f"{'ABC'[use]} of invocation {int(wrong[0])} holds {got[wrong[0]].tolist()}"
     return None
 
 
