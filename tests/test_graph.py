@@ -4,6 +4,8 @@ tested here: it compiles a separate program where the device can choose, and the
 
 from __future__ import annotations
 
+from collections import UserList
+
 import numpy as np
 import pytest
 from _buffers import download, upload
@@ -165,12 +167,13 @@ def test_set_scalars_refuses_what_update_refuses_and_leaves_the_launch(device, p
         ([2.0, 1.0, N], (0, 1, 1), "outside 1.."),
         ([2.0, 1.0, N], (1.5, 1, 1), "grid entry"),
         ([2.0, 1.0, N], (True, 1, 1), "grid entry"),
+        ([2.0, 1.0, -1], (1, 1, 1), "does not fit its type"),  # a good grid with a bad scalar: neither is written
     ]
     for scalars, grid, message in bad:
         with pytest.raises(BackendError, match=message):
             graph.set_scalars(0, scalars, grid)
     for index in (2, -1, True, "0"):
-        with pytest.raises(BackendError, match="outside"):
+        with pytest.raises(BackendError, match=r"LaunchGraph\.set_scalars: index .* is outside"):
             graph.set_scalars(index, [2.0, 1.0, N])
     with pytest.raises(BackendError, match="placeholder"):
         graph.set_scalars(1, [2.0, 1.0, N])
@@ -180,6 +183,45 @@ def test_set_scalars_refuses_what_update_refuses_and_leaves_the_launch(device, p
     graph.close()
     with pytest.raises(BackendError, match="closed LaunchGraph"):
         graph.set_scalars(0, [2.0, 1.0, N])
+
+
+_RELEASED_UNDER_A_GRAPH = """#version 450
+layout(local_size_x = 64) in;
+layout(push_constant) uniform P { uint n; uint tag; } p;
+layout(std430, binding = 0) writeonly buffer Out { uint y[]; };
+void main() { if (gl_GlobalInvocationID.x < p.n) y[gl_GlobalInvocationID.x] = p.tag ^ 0x5eedu; }
+"""
+
+
+def test_set_scalars_keeps_its_own_grid_and_checks_what_update_checks(device, pool, chain):
+    """The graph keeps a copy of the grid it was given (the caller's list may change after), refuses a released
+    program as update does, and a failed update given a one-shot iterable changes nothing."""
+    affine, x, y, z = chain
+    base = np.arange(N, dtype=np.float32)
+    grid = [N // 128, 1, 1]
+    graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID)])
+    graph.set_scalars(0, [3.0, 0.0, N], grid)
+    grid[0] = N // 64  # the caller's list, not the graph's
+    pool.host_to_pool(np.zeros(N, dtype=np.float32), y)
+    graph.set_scalars(0, UserList([3.0, 0.0, N]))  # not a list or tuple: repacked whole, with the grid it keeps
+    graph.launch()
+    np.testing.assert_array_equal(download(pool, y, np.float32, N), np.where(base < N // 2, 3 * base, 0))
+    with pytest.raises(BackendError, match="does not fit"):
+        graph.update(0, iter([affine, [x, z], [1.0, 0.0, -1], GRID]))  # refused: the graph keeps binding y
+    import vkbackend
+
+    # a program of this test's own (no other test holds a reference on it), released under the graph
+    scratch = device.compile(vkbackend.compile_glsl(_RELEASED_UNDER_A_GRAPH))
+    other = device.graph([(scratch, [z], [N, 7], GRID)])
+    device.release_program(scratch)
+    with pytest.raises(BackendError, match="released"):
+        other.set_scalars(0, [N, 8])
+    other.close()
+    pool.host_to_pool(np.zeros(N, dtype=np.float32), y)
+    graph.set_scalars(0, [1.0, 1.0, N], GRID)
+    graph.launch()
+    np.testing.assert_array_equal(download(pool, y, np.float32, N), base + 1)
+    graph.close()
 
 
 def test_set_scalars_follows_a_grid_that_names_a_scalar(device, pool, kernel):

@@ -145,22 +145,28 @@ def version_string(v: int) -> str:
     return f"{(v >> 22) & 0x7F}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
 
 
-_ENUMERATE_FIRST = 256  # entries asked for at first: more than any driver lists, so one call usually does
+_ENUMERATE_FIRST = 512  # entries asked for at first: so many that one call does on the drivers we know
+_ENUMERATE_MOST = 1 << 16  # a driver that still answers VK_INCOMPLETE for this many is broken
 
 
 def _enumerate(call, ctype: str, *args) -> list:
-    """Vulkan's enumeration into an array that grows while the driver reports VK_INCOMPLETE. It does not ask for the
-    count first: before an instance exists, every such call makes the loader load each driver (about 0.2 s for
-    NVIDIA's), so one call instead of two is what opening a device costs."""
+    """Vulkan's enumeration into an array that grows while the driver reports VK_INCOMPLETE. It asks once, with room
+    to spare, instead of asking for the count first: before an instance exists, every such call makes the loader load
+    each driver (about 0.2 s for NVIDIA's)."""
     ffi, lib = vulkan()
     capacity = _ENUMERATE_FIRST
     while True:
         count = ffi.new("uint32_t*", capacity)
         items = ffi.new(f"{ctype}[]", capacity)
         result = call(*args, count, items)
-        if result == lib.VK_INCOMPLETE:
+        if result == lib.VK_INCOMPLETE and capacity < _ENUMERATE_MOST:
             capacity *= 4
             continue
+        if result == lib.VK_INCOMPLETE:
+            raise BackendError(
+                ErrorStatus.Initialization,
+                f"{call.__name__} still answered VK_INCOMPLETE for {capacity} entries; the Vulkan driver is broken",
+            )
         check(result, call.__name__, ErrorStatus.Initialization)
         return _owned(ctype, items, count[0])
 

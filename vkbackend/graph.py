@@ -19,14 +19,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .errors import BackendError, ErrorStatus
-from .types import Grid, Scalar
+from .types import Grid, GridArg, Scalar
 
 if TYPE_CHECKING:
     from .launch import Launcher
     from .memory import MemoryPool
-    from .records import ScalarWriter
 
 Launch = tuple[int, Sequence[int], Sequence[Scalar], Grid]  # (program, buffers, scalars, grid), as Device.launch takes
+_Target = tuple[
+    int, tuple[int | GridArg, ...], bool
+]  # a launch's program, its grid, and whether the grid is plain numbers (no GridArg)
 # What a scalar writer raises for anything it does not take; update() then explains or handles it.
 _UNUSUAL = (KeyError, ValueError, TypeError, OverflowError, struct.error)
 
@@ -43,9 +45,9 @@ class LaunchGraph:
         self._launcher, self._pool = launcher, pool
         self._records: list[bytes] | None = []
         self._held: list[tuple[int, ...]] = []  # per launch, the buffer ids it holds a reference on
-        # Per launch, its program and grid and its program's scalar writer (None for a placeholder): set_scalars' path.
-        self._targets: list[tuple[int, Grid] | None] = []
-        self._writers: list[ScalarWriter | None] = []
+        # Per launch, its program, its grid and whether that is plain numbers (None for a placeholder): what
+        # set_scalars keeps.
+        self._targets: list[_Target | None] = []
         # The joined records and where each starts: an update of the same length is written in place. A launch in
         # _written was last changed in the blob alone (set_scalars): its entry in _records is stale until the blob
         # is dropped (_drop_blob).
@@ -55,12 +57,10 @@ class LaunchGraph:
         self._launches = 0  # launches the blob holds (placeholders queue none)
         try:
             for launch in launches:
-                record, held = self._pack(launch)
+                record, held, target = self._pack(launch)
                 self._records.append(record)
                 self._held.append(held)
-                self._targets.append(None)
-                self._writers.append(None)
-                self._target(len(self._records) - 1, launch)
+                self._targets.append(target)
         except BaseException:
             self.close()
             raise
@@ -68,11 +68,12 @@ class LaunchGraph:
     def __len__(self) -> int:
         return len(self._records or ())
 
-    def _pack(self, launch: Launch | None, held: tuple[int, ...] = ()) -> tuple[bytes, tuple[int, ...]]:
-        """A launch's record, checked, and the buffers it holds references on: ``held`` again when it binds the same
-        buffers (an update that changes only scalars or the grid takes no new references), else new ones."""
+    def _pack(self, launch: Launch | None, held: tuple[int, ...] = ()) -> tuple[bytes, tuple[int, ...], _Target | None]:
+        """A launch's record, checked; the buffers it holds references on: ``held`` again when it binds the same
+        buffers (an update that changes only scalars or the grid takes no new references), else new ones; and what
+        set_scalars keeps of it."""
         if launch is None:
-            return b"", ()
+            return b"", (), None
         try:
             prog, buffers, scalars, grid = launch
         except (TypeError, ValueError):
@@ -86,9 +87,11 @@ class LaunchGraph:
                 ),
             ) from None
         record = self._launcher.record(prog, buffers, scalars, grid)
+        grid = tuple(grid)  # the caller's may change later; record() took it, so it is a sequence
+        target = (prog, grid, all(type(entry) is int for entry in grid))
         if held and tuple(buffers) == held:
-            return record, held
-        return record, self._hold(buffers)
+            return record, held, target
+        return record, self._hold(buffers), target
 
     def _hold(self, buffers: Sequence[int]) -> tuple[int, ...]:
         pool = self._pool
@@ -106,20 +109,14 @@ class LaunchGraph:
     def update(self, index: int, launch: Launch | None) -> None:
         """Replace launch ``index`` (checked as :meth:`Device.launch` checks it, ``None`` for none); later replays use
         the new one."""
-        if self._records is None:
-            raise BackendError(ErrorStatus.InvalidArgument, "update of a closed LaunchGraph")
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self._records):
-            raise BackendError(
-                ErrorStatus.InvalidArgument,
-                f"LaunchGraph.update: index {index!r} is outside 0..{len(self._records) - 1}",
-            )
+        records = self._checked(index, "update")
         old = self._held[index]
-        record, held = self._pack(launch, old)
+        record, held, target = self._pack(launch, old)  # nothing changes before it has packed
         self._held[index] = held
-        self._target(index, launch)
+        self._targets[index] = target
         self._written.discard(index)
-        blob, before = self._blob, self._records[index]
-        self._records[index] = record
+        blob, before = self._blob, records[index]
+        records[index] = record
         if blob is not None:
             if len(record) == len(before):
                 start = self._starts[index]
@@ -135,11 +132,16 @@ class LaunchGraph:
         A JIT's replay changes only its variables in most launches. A placeholder has nothing to keep: fill it with
         :meth:`update`."""
         try:
-            if index.__class__ is not int or not 0 <= index < len(self._writers):
+            if index.__class__ is not int or not 0 <= index < len(self._targets):
                 raise IndexError(index)
-            writer = self._writers[index]
+            target = self._targets[index]
+            if target is None or not target[2]:  # a placeholder, or a grid that names a scalar (GridArg)
+                raise KeyError(index)
+            writer = self._launcher.scalar_writer(target[0])
             if writer is None:
                 raise KeyError(index)
+            if grid is not None:
+                grid = tuple(grid)  # kept below: the caller's may change later
             blob = self._blob
             if blob is None:
                 blob = self._join()
@@ -149,35 +151,32 @@ class LaunchGraph:
             return
         self._written.add(index)
         if grid is not None:
-            self._targets[index] = (self._targets[index][0], grid)  # type: ignore[index]
+            self._targets[index] = (target[0], grid, True)
 
     def _set_scalars_slowly(self, index: int, scalars: Sequence[Scalar], grid: Grid | None) -> None:
-        """set_scalars through :meth:`update`, which explains what is wrong (or handles a program that reaches buffers
-        by address)."""
-        if self._records is None:
-            raise BackendError(ErrorStatus.InvalidArgument, "set_scalars of a closed LaunchGraph")
-        if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(self._records):
-            target = self._targets[index]
-            if target is None:
-                raise BackendError(
-                    ErrorStatus.InvalidArgument,
-                    f"LaunchGraph.set_scalars: launch {index} is a placeholder; give it a whole launch with update",
-                )
-            prog, old_grid = target
-            self.update(index, (prog, self._held[index], scalars, old_grid if grid is None else grid))
-            return
-        self.update(index, None)  # raises the index error
+        """set_scalars through :meth:`update`, which explains what is wrong, or handles what the writer does not (a
+        grid that names a scalar, a program that reaches buffers by address)."""
+        self._checked(index, "set_scalars")
+        target = self._targets[index]
+        if target is None:
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"LaunchGraph.set_scalars: launch {index} is a placeholder; give it a whole launch with update",
+            )
+        prog, old_grid, _ = target
+        self.update(index, (prog, self._held[index], scalars, old_grid if grid is None else grid))
 
-    def _target(self, index: int, launch: Launch | None) -> None:
-        """Remember launch ``index``'s program, grid and scalar writer (``launch`` was just packed)."""
-        if launch is None:
-            self._targets[index], self._writers[index] = None, None
-        else:
-            prog, grid = launch[0], tuple(launch[3])
-            self._targets[index] = (prog, grid)
-            # a grid that names a scalar (GridArg) follows the scalars: repacked by update
-            plain = all(type(entry) is int for entry in grid)
-            self._writers[index] = self._launcher.scalar_writer(prog) if plain else None
+    def _checked(self, index: int, method: str) -> list[bytes]:
+        """The graph's records, once ``index`` is one of its launches (and the graph is open)."""
+        records = self._records
+        if records is None:
+            raise BackendError(ErrorStatus.InvalidArgument, f"{method} of a closed LaunchGraph")
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(records):
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"LaunchGraph.{method}: index {index!r} is outside 0..{len(records) - 1}",
+            )
+        return records
 
     def _joined(self) -> bytes:
         """The records of every launch, joined: a copy, since later updates change the graph's own in place."""
@@ -235,7 +234,7 @@ class LaunchGraph:
 
     def _take_held(self) -> list[tuple[int, ...]]:
         held, self._held, self._records, self._blob = self._held, [], None, None
-        self._targets, self._writers = [], []
+        self._targets = []
         return [] if self._launcher.closed else held
 
     def __del__(self) -> None:

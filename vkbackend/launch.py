@@ -99,9 +99,9 @@ class Launcher:
 
     def scalar_writer(self, prog: int) -> records.ScalarWriter | None:
         """The function a graph writes new scalars and a new grid of a launch of ``prog`` into its record with
-        (``records.scalar_writer``); None where there is none (a program that reaches buffers by address, or one
-        released)."""
-        return self._writers.get(prog)
+        (``records.scalar_writer``); None where it must repack the launch instead, which explains or handles the
+        case: a program released or reaching buffers by address, or a device closed, lost, forked or far behind."""
+        return self._writers.get(prog) if self._ctx.usable else None
 
     def enqueue(self, window: bytes, launches: int) -> None:
         """Queue packed records (a batch of ``launches`` launches) for the worker and let it begin submitting them while

@@ -315,7 +315,8 @@ class BatchSubmitter:
             )
             if trace.enabled:
                 trace.event("submit", serial)
-            # handed over by a caller who runs on: linger until it waits, so that the GIL is free then (fence.c)
+            # handed over by a caller who runs on: linger until it waits or hands more over, so that the GIL is free
+            # then (fence.c)
             linger_ns = self.progress.grace_ns if self.progress.handing else 0
             result = lib.vkb_submit_batch(w, ctx.handles.queue, self._signal(batch), self.progress, linger_ns)
             self._stats["submit_ns"] += w.submit_ns  # the express lane's are counted in C

@@ -19,10 +19,10 @@ A lone launch or short graph replay that finds the worker parked in C with nothi
 back in Python the worker drops the records, still at the head of its queue, and tracks the batch.
 
 A caller that queues a batch of launches and runs more Python before its sync point (a framework's JIT replay) hands
-them over (``hand_over``): to the express lane where it is armed, else, when the worker is parked in C (idle, or
-waiting on the GPU with room for another batch), the caller waits, with the GIL released, until the worker has begun
-to submit them, so the GPU runs them while the caller goes on; the worker then lingers in C until the caller waits
-(csrc/fence.c). Only where polling pays, like the poll itself.
+them over (``hand_over``): to the express lane where it is armed, else, with room for another batch on the GPU (the
+worker parked in C, or still submitting the last replay), the caller waits, with the GIL released, until the worker
+has begun to submit them, so the GPU runs them while the caller goes on; the worker then lingers in C until the
+caller waits or hands more over (csrc/fence.c). Only where polling pays, like the poll itself.
 
 The library leaves the interpreter's switch interval alone, so a worker back from a wait in C could wait up to that
 interval (5 ms by default) for the GIL while the caller runs Python. The worker's C waits and submits say as they
