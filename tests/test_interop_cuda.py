@@ -25,7 +25,7 @@ import pytest
 from vkbackend import DyLibNotFoundError, InitializationError, InvalidArgumentError, InvalidArgumentTypeError
 from vkbackend.config import VulkanConfig
 from vkbackend.interop import cuda, cuda_driver
-from vkbackend.interop.cuda_clocks import NVIDIA_VENDOR_ID, hold_compute_clocks, hold_compute_clocks_soon
+from vkbackend.interop.cuda_clocks import NVIDIA_VENDOR_ID, hold_compute_clocks
 
 MAPPED_AT = 0x7F0000000000
 REPO = Path(__file__).resolve().parents[1]
@@ -271,21 +271,6 @@ def test_an_nvidia_device_holds_the_cuda_context_of_its_gpu_until_released(monke
     held.release()
     held.release()  # once only
     assert fake.contexts == 0
-
-
-def test_a_device_holds_the_context_from_a_thread_of_its_own(monkeypatch):
-    """Opening the device does not wait for libcuda's start: the context is retained on a thread, which release()
-    waits for before dropping it."""
-    fake = FakeLibcuda(bytes(range(100, 116)))
-    monkeypatch.setattr(cuda_driver, "_loaded", cuda_driver.CudaDriver(fake))
-    holder = hold_compute_clocks_soon(NVIDIA_VENDOR_ID, fake.uuid)
-    assert holder is not None
-    held = holder.held()
-    assert held is not None and held.ordinal == 1 and fake.contexts == 1
-    holder.release()
-    holder.release()  # once only
-    assert fake.contexts == 0 and holder.held() is None
-    assert hold_compute_clocks_soon(0x1002, fake.uuid) is None  # another vendor: no thread
 
 
 def test_clocks_hold_nothing_for_another_vendor_or_a_gpu_cuda_does_not_see(monkeypatch):

@@ -21,7 +21,7 @@ from .context import DeviceContext
 from .discovery import DeviceInfo, Instance, PhysicalDevice, create_device, query_physical_devices
 from .errors import NO_DEVICE_HINT, BackendError, ErrorStatus
 from .graph import Launch, LaunchGraph
-from .interop.cuda_clocks import hold_compute_clocks_soon
+from .interop.cuda_clocks import hold_compute_clocks
 from .launch import Launcher
 from .memory import MemoryPool
 from .programs import ProgramCache, ProgramTable
@@ -89,9 +89,7 @@ class Device:
         self.launch = self._launcher.launch
         _lower_switch_interval(interval)
         vulkan11: Any = physical.vulkan11  # VkPhysicalDeviceVulkan11Properties (cdata)
-        self._clocks = (
-            hold_compute_clocks_soon(handles.info.vendor_id, bytes(vulkan11.deviceUUID)) if cuda_clocks else None
-        )
+        self._clocks = hold_compute_clocks(handles.info.vendor_id, bytes(vulkan11.deviceUUID)) if cuda_clocks else None
         log.debug("device %d ready: %s", self.index, handles.info.name)
 
     def __repr__(self) -> str:

@@ -8,20 +8,17 @@ NVIDIA GPU, libcuda loads and CUDA sees the same GPU (matched by UUID), :class:`
 CUDA primary context from open to close. It is the context PyTorch, CuPy and tinygrad's CUDA device share
 (``cuDevicePrimaryCtxRetain`` counts references), so where one of them runs in the process it costs nothing more.
 ``VKBACKEND_CUDA_CLOCKS=0`` (``VulkanConfig.cuda_clocks=False``) turns it off; anywhere else nothing is held.
-The context is retained on a thread of its own (:class:`ClocksHolder`): libcuda's start and the context's creation
-take about a quarter of a second, which opening the device need not wait for.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
-import threading
 
 from ..errors import BackendError
 from .cuda_driver import CudaDriver, device_with_uuid, driver
 
-__all__ = ["NVIDIA_VENDOR_ID", "ComputeClocks", "ClocksHolder", "hold_compute_clocks", "hold_compute_clocks_soon"]
+__all__ = ["NVIDIA_VENDOR_ID", "ComputeClocks", "hold_compute_clocks"]
 
 log = logging.getLogger("vkbackend")
 
@@ -64,36 +61,3 @@ def hold_compute_clocks(vendor_id: int, uuid: bytes) -> ComputeClocks | None:
         return None
     log.debug("holding CUDA device %d's primary context for its clocks", ordinal)
     return ComputeClocks(drv, ordinal, device)
-
-
-class ClocksHolder:
-    """:func:`hold_compute_clocks` run on a thread of its own; :meth:`release` waits for it, then drops what it took."""
-
-    def __init__(self, vendor_id: int, uuid: bytes) -> None:
-        self._held: ComputeClocks | None = None
-        self._thread = threading.Thread(
-            target=self._hold, args=(vendor_id, uuid), name="vkbackend-cuda-clocks", daemon=True
-        )
-        self._thread.start()
-
-    def _hold(self, vendor_id: int, uuid: bytes) -> None:
-        try:
-            self._held = hold_compute_clocks(vendor_id, uuid)
-        except Exception as error:  # noqa: BLE001 - a thread of ours: the device works without the clocks
-            log.debug("no CUDA context held for the GPU's clocks: %r", error)
-
-    def held(self) -> ComputeClocks | None:
-        """The retained context once the thread is done (it waits for it); None where none was."""
-        self._thread.join()
-        return self._held
-
-    def release(self) -> None:
-        """Wait for the thread, then drop the reference it took (once)."""
-        held, self._held = self.held(), None
-        if held is not None:
-            held.release()
-
-
-def hold_compute_clocks_soon(vendor_id: int, uuid: bytes) -> ClocksHolder | None:
-    """:func:`hold_compute_clocks` on a thread of its own, for an NVIDIA GPU; None (no thread) for another vendor."""
-    return ClocksHolder(vendor_id, uuid) if vendor_id == NVIDIA_VENDOR_ID else None

@@ -4,7 +4,6 @@ clocks (cuda_clocks.py) call. Nothing here runs at import, so vkbackend imports 
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -55,15 +54,6 @@ class CudaDriver:
 
 _lock = threading.Lock()
 _loaded: CudaDriver | None = None
-
-
-def _after_fork_in_child() -> None:
-    """A thread of the parent (a device's clocks holder, cuda_clocks.py) may have held the lock at the fork."""
-    global _lock
-    _lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def driver() -> CudaDriver:
