@@ -21,7 +21,7 @@ import os
 import threading
 import time
 
-__all__ = ["enabled", "event", "gpu_event", "dump", "events"]
+__all__ = ["enabled", "event", "gpu_event", "dump", "events", "clear"]
 
 _path = os.environ.get("VKBACKEND_TRACE", "")
 enabled: bool = bool(_path)
@@ -49,6 +49,11 @@ def events() -> list[tuple[int, str, str, int]]:
     """The events so far, in time order: ``(ns, thread name, event, serial)``."""
     names = {**_names, _GPU: "GPU"}
     return [(ns, names.get(ident, str(ident)), name, serial) for ns, ident, name, serial in sorted(_events)]
+
+
+def clear() -> None:
+    """Drop the events noted so far (a script that looks at what follows its warm-up)."""
+    _events.clear()
 
 
 def dump(path: str) -> None:
