@@ -195,13 +195,10 @@ def test_a_launch_nobody_waits_for_runs_within_the_grace(device, pool):
         pool.release(buf)
 
 
-@pytest.mark.parametrize(
-    "polling, launch_first", [(True, False), (False, False), (True, True)], ids=["polling", "asleep", "after-a-launch"]
-)
-def test_a_graph_launch_hands_its_work_to_a_parked_worker(device, pool, polling, launch_first):
-    """Where polling pays (forced here), a graph launch that finds the worker parked (polling or asleep with nothing
-    to do, or kicked by a launch it has not yet taken) returns only once the worker has begun to submit it, so the GPU
-    runs it while the caller goes on; the worker then lingers until the sync point, and every launch runs once."""
+@pytest.fixture
+def handing(device, pool):
+    """The worker's hand-over settings saved and put back at the end (polling, grace, hand-over wait, express lane),
+    with the AFFINE program and a zeroed buffer of 256 words: (worker, progress, program, buffer)."""
     worker = device._worker
     progress = worker._submitter.progress
     prog = device.compile(vkbackend.compile_glsl(AFFINE))
@@ -210,25 +207,7 @@ def test_a_graph_launch_hands_its_work_to_a_parked_worker(device, pool, polling,
     express = worker._submitter.express
     try:
         pool.host_to_pool(np.zeros(256, np.uint32), buf)
-        worker._submitter.express = False  # the lone launch first would take a submit of its own
-        device.launch(prog, [buf], [256, 1, 0], groups(256))  # and the park armed before is left
-        device.sync()
-        worker.idle_spin_ns = 30_000_000_000 if polling else 0
-        progress.grace_ns = 1_000_000_000  # a kicked worker waits for the hand-over (or a sync), however slow the host
-        worker.hand_over_ns = 20_000_000_000  # far longer than the test: a return before the submit is the failure
-        with device.graph([(prog, [buf], [256, 1, 3], groups(256))] * 3) as graph:
-            for round_ in range(1, 11):
-                device.sync()
-                wait_until_idle(device)
-                before = progress.submits
-                if launch_first:
-                    device.launch(prog, [buf], [256, 1, 3], groups(256))
-                graph.launch()
-                assert progress.submits == before + 1, f"round {round_}: the graph launch returned before its submit"
-                device.sync()
-        out = np.empty(256, np.uint32)
-        pool.pool_to_host(buf, out)
-        assert (out == 30 * (4 if launch_first else 3)).all(), out[:4]
+        yield worker, progress, prog, buf
     finally:
         progress.grace_ns = grace
         worker.hand_over_ns = hand_over_ns
@@ -238,53 +217,68 @@ def test_a_graph_launch_hands_its_work_to_a_parked_worker(device, pool, polling,
         pool.release(buf)
 
 
-def test_a_graph_launch_behind_a_replay_still_being_submitted_waits_for_its_own_submit(device, pool, spin):
+@pytest.mark.parametrize(
+    "polling, launch_first", [(True, False), (False, False), (True, True)], ids=["polling", "asleep", "after-a-launch"]
+)
+def test_a_graph_launch_hands_its_work_to_a_parked_worker(device, pool, handing, polling, launch_first):
+    """Where polling pays (forced here), a graph launch that finds the worker parked (polling or asleep with nothing
+    to do, or kicked by a launch it has not yet taken) returns only once the worker has begun to submit it, so the GPU
+    runs it while the caller goes on; the worker then lingers until the sync point, and every launch runs once."""
+    worker, progress, prog, buf = handing
+    worker._submitter.express = False  # the lone launch first would take a submit of its own
+    device.launch(prog, [buf], [256, 1, 0], groups(256))  # and the park armed before is left
+    device.sync()
+    worker.idle_spin_ns = 30_000_000_000 if polling else 0
+    progress.grace_ns = 1_000_000_000  # a kicked worker waits for the hand-over (or a sync), however slow the host
+    worker.hand_over_ns = 20_000_000_000  # far longer than the test: a return before the submit is the failure
+    with device.graph([(prog, [buf], [256, 1, 3], groups(256))] * 3) as graph:
+        for round_ in range(1, 11):
+            device.sync()
+            wait_until_idle(device)
+            before = progress.submits
+            if launch_first:
+                device.launch(prog, [buf], [256, 1, 3], groups(256))
+            graph.launch()
+            assert progress.submits == before + 1, f"round {round_}: the graph launch returned before its submit"
+            device.sync()
+    out = np.empty(256, np.uint32)
+    pool.pool_to_host(buf, out)
+    assert (out == 30 * (4 if launch_first else 3)).all(), out[:4]
+
+
+def test_a_graph_launch_behind_a_replay_still_being_submitted_waits_for_its_own_submit(device, pool, spin, handing):
     """Where polling pays (forced here), a graph launch that finds the worker busy with the last replay's submit (it
     lingers there for the grace, far longer than the test, and then needs the GIL to take the next records) waits,
     GIL released, until the worker has begun to submit it too: the GPU gets both replays while the caller runs on in
     Python. Every launch runs once, in order."""
     slow, grid, big = spin
-    worker = device._worker
-    progress = worker._submitter.progress
-    prog = device.compile(vkbackend.compile_glsl(AFFINE))
-    buf = pool.allocate(256 * 4)
-    grace, hand_over_ns, idle_spin_ns = progress.grace_ns, worker.hand_over_ns, worker.idle_spin_ns
-    express = worker._submitter.express
-    try:
-        pool.host_to_pool(np.zeros(256, np.uint32), buf)
-        worker._submitter.express = False
-        worker.idle_spin_ns = 30_000_000_000
-        progress.grace_ns = 30_000_000_000  # the worker lingers after a submit until a caller waits or hands over
-        worker.hand_over_ns = 20_000_000_000  # far longer than the test: a return before the submit is the failure
-        first = device.graph([(slow, [big], [SPIN_INNER], grid), (prog, [buf], [256, 1, 3], groups(256))])
-        second = device.graph([(prog, [buf], [256, 2, 1], groups(256))] * 3)
-        with first, second:
-            for round_ in range(1, 4):
-                device.sync()
-                wait_until_idle(device)
-                before, spin_serial = progress.submits, worker._submitter.submitted + 1
-                first.launch()
-                assert progress.submits == before + 1, f"round {round_}: the first launch returned before its submit"
-                second.launch()  # the spin still runs: the worker lingers in the first's submit, not parked
-                assert progress.submits == before + 2, f"round {round_}: the second launch returned before its submit"
-                spinning = not device._ctx.lib.vkb_marker_reached(progress, spin_serial)
-                assert spinning, f"round {round_}: the spin ended too soon to tell"
-                device.sync()
-        out = np.empty(256, np.uint32)
-        pool.pool_to_host(buf, out)
-        expected = 0
+    worker, progress, prog, buf = handing
+    worker._submitter.express = False
+    worker.idle_spin_ns = 30_000_000_000
+    progress.grace_ns = 30_000_000_000  # the worker lingers after a submit until a caller waits or hands over
+    worker.hand_over_ns = 20_000_000_000  # far longer than the test: a return before the submit is the failure
+    first = device.graph([(slow, [big], [SPIN_INNER], grid), (prog, [buf], [256, 1, 3], groups(256))])
+    second = device.graph([(prog, [buf], [256, 2, 1], groups(256))] * 3)
+    with first, second:
+        for round_ in range(1, 4):
+            device.sync()
+            wait_until_idle(device)
+            before, spin_serial = progress.submits, worker._submitter.submitted + 1
+            first.launch()
+            assert progress.submits == before + 1, f"round {round_}: the first launch returned before its submit"
+            second.launch()  # the spin still runs: the worker lingers in the first's submit, not parked
+            assert progress.submits == before + 2, f"round {round_}: the second launch returned before its submit"
+            spinning = not device._ctx.lib.vkb_marker_reached(progress, spin_serial)
+            assert spinning, f"round {round_}: the spin ended too soon to tell"
+            device.sync()
+    out = np.empty(256, np.uint32)
+    pool.pool_to_host(buf, out)
+    expected = 0
+    for _ in range(3):
+        expected = expected + 3
         for _ in range(3):
-            expected = expected + 3
-            for _ in range(3):
-                expected = 2 * expected + 1
-        assert (out == expected).all(), (out[:4], expected)
-    finally:
-        progress.grace_ns = grace
-        worker.hand_over_ns = hand_over_ns
-        worker.idle_spin_ns = idle_spin_ns
-        worker._submitter.express = express
-        worker.wake_up()
-        pool.release(buf)
+            expected = 2 * expected + 1
+    assert (out == expected).all(), (out[:4], expected)
 
 
 class ExpressLane:
