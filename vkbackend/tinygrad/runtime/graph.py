@@ -28,7 +28,7 @@ class VKGraph(GraphRunner):
         self.vals: list[list[int]] = []
         # Per kernel, the two parts of its launch that change apart: the grid (launch dimensions) and the buffers
         # (ids and view offsets); a replay recomputes only what its variables changed.
-        self.grids: list[tuple[list[int] | None, tuple[int, int, int] | None]] = []
+        self.grids: list[tuple[tuple[int, ...] | None, tuple[int, int, int] | None]] = []
         self.bound: list[tuple[list[int], list[int]]] = []
         zeros = {v: 0 for v in self.vars}
         for (_, ast, bufs, device_vars), runtime in zip(self.calls, self.runtimes):
@@ -52,7 +52,7 @@ class VKGraph(GraphRunner):
         # Most kernels change only their variables, and some their grid: those are written over their records in
         # place. A new work-group size is another program, and new input buffers other bindings: a whole update.
         whole: set[int] = set()
-        regrid: dict[int, list[int]] = {}
+        regrid: dict[int, tuple[int, ...]] = {}
         for j, global_size, local_size in self.updated_launch_dims(var_vals):
             old_grid, old_local = self.grids[j]
             grid, local = self.grids[j] = self.runtimes[j].grid(global_size, local_size)

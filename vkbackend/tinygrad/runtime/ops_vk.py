@@ -153,6 +153,9 @@ class VKAllocator(LRUAllocator["VKDevice"]):
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+_GRIDS_KEPT = 1024  # grid() answers a program keeps (a JIT's position variable takes up to its context's length)
+
+
 class VKProgram(Program["VKDevice"]):
     def __init__(self, dev: "VKDevice", obj: TinyELF):
         self.dev, self.name = dev, obj.name
@@ -170,6 +173,7 @@ class VKProgram(Program["VKDevice"]):
         self.max_threads = int(info.max_local_threads)
         # compiled variants: (VK_VIEWS, work-group size of a kernel on global ids, else None) -> program
         self.variants: dict[tuple[bool, tuple[int, int, int] | None], int] = {}
+        self._grids: dict[tuple, tuple] = {}  # grid()'s answers by (global size, local size)
         self._views_spirv: bytes | None = None
         self.prog = self.program(False, (1, 1, 1) if self.uses_gid else None)
 
@@ -234,21 +238,31 @@ class VKProgram(Program["VKDevice"]):
         self.dev.vk.launch(*launch)
         return None
 
-    def launch_args(self, bufs, global_size, local_size, vals) -> tuple[int, list[int], list, list[int]] | None:
+    def launch_args(self, bufs, global_size, local_size, vals) -> tuple[int, list[int], list, tuple[int, ...]] | None:
         """``(program, buffer ids, scalars, grid)`` for ``vkbackend.Device.launch``; None for an empty grid."""
         grid, local = self.grid(global_size, local_size)
         return None if grid is None else self.assemble(grid, local, self.bound(bufs), vals)
 
     def assemble(
-        self, grid: list[int], local, bound: tuple[list[int], list[int]], vals
-    ) -> tuple[int, list[int], list, list[int]]:
+        self, grid: tuple[int, ...], local, bound: tuple[list[int], list[int]], vals
+    ) -> tuple[int, list[int], list, tuple[int, ...]]:
         """The launch for a non-empty ``grid`` and work-group size from ``grid()``, and ``bound()``'s ids and offsets:
         view offsets select the ``VK_VIEWS`` variant and follow the scalars."""
         ids, offsets = bound
         return self.program(bool(offsets), local), ids, [*vals, *offsets], grid
 
-    def grid(self, global_size, local_size) -> tuple[list[int] | None, tuple[int, int, int] | None]:
-        """The launch's grid (None when it is empty) and, for a kernel on global ids, its work-group size."""
+    def grid(self, global_size, local_size) -> tuple[tuple[int, ...] | None, tuple[int, int, int] | None]:
+        """The launch's grid (None when it is empty) and, for a kernel on global ids, its work-group size; each answer
+        is kept (a JIT's replay asks again for the sizes its variables take, token after token)."""
+        key = (tuple(global_size), None if local_size is None else tuple(local_size))
+        found = self._grids.get(key)
+        if found is None:
+            if len(self._grids) >= _GRIDS_KEPT:
+                self._grids.clear()
+            found = self._grids[key] = self._fit_grid(global_size, local_size)
+        return found
+
+    def _fit_grid(self, global_size, local_size) -> tuple[tuple[int, ...] | None, tuple[int, int, int] | None]:
         gs = list(global_size) + [1] * (3 - len(global_size))
         local = None
         if self.uses_gid:
@@ -261,7 +275,7 @@ class VKProgram(Program["VKDevice"]):
         else:
             grid = [int(g) for g in gs]
             grid[0] = -(-grid[0] // self.widen)
-        return (grid if min(grid) > 0 else None), local
+        return (tuple(grid) if min(grid) > 0 else None), local
 
     def bound(self, bufs) -> tuple[list[int], list[int]]:
         """The buffer ids in the launch's order, and the view offsets the ``VK_VIEWS`` variant takes (empty when no
