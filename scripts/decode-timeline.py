@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The timeline of a few GPT-2 decode tokens on VK: the caller's replays of the JIT's graphs, their hand-over to the
-worker, the worker's submits and the GPU's own start and end of each batch, in microseconds from each token's start,
-under ``VKBACKEND_TRACE`` (``bench --tinygrad``'s gpt2_decode workload after two untimed passes). It shows where the GPU
-waits for the host within a token.
+worker (where polling pays: a GPU's, not lavapipe's), the worker's submits and the GPU's own start and end of each
+batch, in microseconds from each token's start, under ``VKBACKEND_TRACE`` (``bench --tinygrad``'s gpt2_decode workload
+after two untimed passes). It shows where the GPU waits for the host within a token. The whole trace is written at
+exit to ``VKBACKEND_TRACE`` where it is set, else to a temporary file whose name is printed.
 
     python3 scripts/decode-timeline.py
     python3 scripts/decode-timeline.py --quick --show 2
@@ -25,13 +26,15 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=48, help="tokens decoded after the warm passes (default 48)")
-    parser.add_argument("--show", type=int, default=3, help="tokens printed, the last ones but one (default 3)")
+    parser.add_argument("--show", type=int, default=3, help="tokens printed, the last ones (default 3)")
     parser.add_argument("--quick", action="store_true", help="the small model of bench --tinygrad --quick")
     args = parser.parse_args(argv)
     if not 1 <= args.show < args.tokens:
         parser.error("--show must be at least 1 and less than --tokens")
     os.environ["DEV"] = "VK"
-    os.environ.setdefault("VKBACKEND_TRACE", os.path.join(tempfile.mkdtemp(), "trace.json"))
+    if not os.environ.get("VKBACKEND_TRACE"):
+        os.environ["VKBACKEND_TRACE"] = os.path.join(tempfile.mkdtemp(), "trace.json")
+        print(f"the whole trace goes to {os.environ['VKBACKEND_TRACE']} at exit")
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     import tinygrad.engine.jit as jit
     from tinygrad import Device

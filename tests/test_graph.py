@@ -222,6 +222,10 @@ def test_set_scalars_keeps_its_own_grid_and_checks_what_update_checks(device, po
     graph.launch()
     np.testing.assert_array_equal(download(pool, y, np.float32, N), base + 1)
     graph.close()
+    with device.graph([(affine, [x, y], [2.0, 1.0, N], iter(GRID))]) as once:  # a grid that can be read only once
+        once.set_scalars(0, UserList([1.0, 2.0, N]))  # repacked whole, with the grid the graph kept
+        once.launch()
+        np.testing.assert_array_equal(download(pool, y, np.float32, N), base + 2)
 
 
 def test_set_scalars_follows_a_grid_that_names_a_scalar(device, pool, kernel):

@@ -86,9 +86,13 @@ class LaunchGraph:
                     else type(launch).__name__
                 ),
             ) from None
-        record = self._launcher.record(prog, buffers, scalars, grid)
-        grid = tuple(grid)  # the caller's may change later; record() took it, so it is a sequence
-        target = (prog, grid, all(type(entry) is int for entry in grid))
+        try:
+            kept = tuple(grid)  # the caller's may change later, or be an iterator that packing would use up
+        except TypeError:
+            self._launcher.record(prog, buffers, scalars, grid)  # not a grid: this says what is wrong
+            raise
+        record = self._launcher.record(prog, buffers, scalars, kept)
+        target = (prog, kept, all(type(entry) is int for entry in kept))
         if held and tuple(buffers) == held:
             return record, held, target
         return record, self._hold(buffers), target
@@ -142,14 +146,16 @@ class LaunchGraph:
                 raise KeyError(index)
             if grid is not None:
                 grid = tuple(grid)  # kept below: the caller's may change later
+                if not all(type(entry) is int for entry in grid):
+                    raise TypeError(grid)  # numpy integers or GridArg: update handles them
             blob = self._blob
             if blob is None:
                 blob = self._join()
+            self._written.add(index)  # before the write: it is in the blob alone from then on
             writer(blob, self._starts[index], scalars, grid)
         except (IndexError, *_UNUSUAL):
             self._set_scalars_slowly(index, scalars, grid)
             return
-        self._written.add(index)
         if grid is not None:
             self._targets[index] = (target[0], grid, True)
 

@@ -7,7 +7,8 @@ Chrome trace-event JSON (chrome://tracing or ui.perfetto.dev open it). ``scripts
 sync point down into where its time went. Off (the default), each traced place costs one attribute read.
 
 Events, by thread: callers: ``sync``, ``sync_done``, ``readback``, ``readback_ready``, ``readback_done``,
-``enqueue`` (a graph's records queued), ``wake_worker`` (a launch woke the sleeping worker); the worker: ``woke``,
+``enqueue`` (a graph's records queued), ``hand_over`` and ``handed_over`` or ``hand_over_timed_out`` (around a replay's
+wait for the worker's submit), ``wake_worker`` (a launch woke the sleeping worker); the worker: ``woke``,
 ``sleep``, ``submit`` and ``submitted`` (around recording and ``vkQueueSubmit``; their serial is the batch's),
 ``publish`` (the serial a waiting caller waits for), ``complete`` (the worker saw the batch complete); the GPU:
 ``gpu_start``, ``gpu_end``.
