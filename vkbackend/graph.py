@@ -26,9 +26,8 @@ if TYPE_CHECKING:
     from .memory import MemoryPool
 
 Launch = tuple[int, Sequence[int], Sequence[Scalar], Grid]  # (program, buffers, scalars, grid), as Device.launch takes
-_Target = tuple[
-    int, tuple[int | GridArg, ...], bool
-]  # a launch's program, its grid, and whether the grid is plain numbers (no GridArg)
+# A launch's program, its grid, and whether the grid is plain ints (no GridArg, no numpy integers): set_scalars' path.
+_Target = tuple[int, tuple[int | GridArg, ...], bool]
 # What a scalar writer raises for anything it does not take; update() then explains or handles it.
 _UNUSUAL = (KeyError, ValueError, TypeError, OverflowError, struct.error)
 
@@ -92,7 +91,7 @@ class LaunchGraph:
             self._launcher.record(prog, buffers, scalars, grid)  # not a grid: this says what is wrong
             raise
         record = self._launcher.record(prog, buffers, scalars, kept)
-        target = (prog, kept, all(type(entry) is int for entry in kept))
+        target = (prog, kept, _plain(kept))
         if held and tuple(buffers) == held:
             return record, held, target
         return record, self._hold(buffers), target
@@ -146,7 +145,7 @@ class LaunchGraph:
                 raise KeyError(index)
             if grid is not None:
                 grid = tuple(grid)  # kept below: the caller's may change later
-                if not all(type(entry) is int for entry in grid):
+                if not _plain(grid):
                     raise TypeError(grid)  # numpy integers or GridArg: update handles them
             blob = self._blob
             if blob is None:
@@ -248,3 +247,8 @@ class LaunchGraph:
         for buffers in self._take_held():
             for buf in buffers:
                 self._pool.release_from_finalizer(buf)
+
+
+def _plain(grid: tuple[int | GridArg, ...]) -> bool:
+    """Whether every entry of ``grid`` is a plain int, which a scalar writer takes as it is."""
+    return all(type(entry) is int for entry in grid)

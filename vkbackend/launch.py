@@ -41,9 +41,8 @@ class Launcher:
         self._pool = pool
         self._packers: dict[int, Callable[[Sequence[int], Sequence[Scalar], Grid], None]] = {}  # they queue the record
         self._graph_packers: dict[int, Callable[[Sequence[int], Sequence[Scalar], Grid], bytes]] = {}  # they return it
-        self._writers: dict[
-            int, records.ScalarWriter | None
-        ] = {}  # a graph's in-place scalar updates (records.scalar_writer)
+        # a graph's in-place updates of a launch's scalars and grid (records.scalar_writer)
+        self._writers: dict[int, records.ScalarWriter | None] = {}
         # Read directly by the launch paths: a launch costs a few hundred nanoseconds, a method call a good part of it.
         self._append = worker.queue.append
         self._progress = worker.progress

@@ -126,6 +126,10 @@ def reset_queries(first: int, count: int) -> bytes:
 # lavapipe's 2-core host, best of 20 rounds of 100,000); indexing the first scalar would cost about half as much but
 # lets a dict keyed 0, 1, ... through.
 _ORDERED = {list: None, tuple: None}  # the scalars' types the fast path takes: anything else is a KeyError
+# The grid check both generated functions make: every entry in 1..the device's maximum, and none of them True.
+_GRID_IN_RANGE = (
+    "0 < gx <= {} and 0 < gy <= {} and 0 < gz <= {} and gx is not True and gy is not True and gz is not True"
+)
 _PACKER = """\
 def pack(buffers, scalars, grid):
     [{buffers}] = buffers
@@ -133,8 +137,7 @@ def pack(buffers, scalars, grid):
     ORDERED[scalars.__class__]
     gx, gy, gz = grid
 {indexed}{addressed}\
-    if 0 < gx <= {mx} and 0 < gy <= {my} and 0 < gz <= {mz} and gx is not True and gy is not True and gz is not True \\
-            and ctx.usable:
+    if {in_range} and ctx.usable:
         {emit}
     raise ValueError("grid out of range, or the device not usable now")
 """
@@ -167,19 +170,14 @@ def dispatch_packer(
             *push,
         ]
     )
-    mx, my, mz = (int(m) for m in max_grid)
     source = _PACKER.format(
         buffers=", ".join(bufs),
         scalars=", ".join(scalars),
-        mx=mx,
-        my=my,
-        mz=mz,
+        in_range=_grid_in_range(max_grid),
         indexed="    buffers[0]\n" if bufs else "",
         addressed="".join(f"    e{j} = entries[b{j}]\n" for j in range(n_bound, len(bufs))),
         emit=f"return record({args})" if append is None else f"return append(record({args}))",
     )
-    filename = _packer_filename(name, append is None)
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = {
         "record": record.pack,
         "slot_of": slot_of,
@@ -189,8 +187,7 @@ def dispatch_packer(
         "DISPATCH": DISPATCH,
         "ORDERED": _ORDERED,
     }
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace["pack"]
+    return _define(source, _packer_filename(name, append is None), namespace, "pack")
 
 
 # A graph's cheap update: a launch's scalars (and grid) written over its record where it lies in the graph's joined
@@ -203,15 +200,14 @@ def write(blob, start, scalars, grid):
     push = PUSH({push})
     if grid is not None:
         gx, gy, gz = grid
-        if not (0 < gx <= {mx} and 0 < gy <= {my} and 0 < gz <= {mz}) or gx is True or gy is True or gz is True:
+        if not ({in_range}):
             raise ValueError("grid out of range")
         blob[start + 8 : start + 20] = GRID(gx, gy, gz)
     blob[start + {offset} : start + {end}] = push
 """
-_GRID = struct.Struct("<3I")
-ScalarWriter = Callable[
-    [bytearray, int, Sequence[Scalar], Optional[Grid]], None
-]  # (blob, start, scalars, grid)  # the grid's place in a dispatch record: words 2 to 4 (_DISPATCH_HEADER)
+_GRID = struct.Struct("<3I")  # the grid's place in a dispatch record: words 2 to 4 (_DISPATCH_HEADER)
+# (blob, start, scalars, grid): what scalar_writer makes
+ScalarWriter = Callable[[bytearray, int, Sequence[Scalar], Optional[Grid]], None]
 
 
 def scalar_writer(name: str, info: ProgramInfo, max_grid: tuple[int, int, int]) -> ScalarWriter | None:
@@ -224,21 +220,15 @@ def scalar_writer(name: str, info: ProgramInfo, max_grid: tuple[int, int, int]) 
     push = [f"s{i}" for _, i in push_items(info)]
     push_struct = struct.Struct("<" + push_format(info))
     offset = struct.calcsize(_DISPATCH_HEADER) + 4 * len(info.buffers)
-    mx, my, mz = (int(m) for m in max_grid)
     source = _WRITER.format(
         scalars=", ".join(f"s{i}" for i in range(len(info.push_constants))),
-        mx=mx,
-        my=my,
-        mz=mz,
+        in_range=_grid_in_range(max_grid),
         offset=offset,
         end=offset + push_struct.size,
         push=", ".join(push),
     )
-    filename = _writer_filename(name)
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = {"GRID": _GRID.pack, "PUSH": push_struct.pack, "ORDERED": _ORDERED}
-    exec(compile(source, filename, "exec"), namespace)
-    writer: ScalarWriter = namespace["write"]
+    writer: ScalarWriter = _define(source, _writer_filename(name), namespace, "write")
     return writer
 
 
@@ -247,6 +237,19 @@ def forget_packer(name: str) -> None:
     for returning in (False, True):
         linecache.cache.pop(_packer_filename(name, returning), None)
     linecache.cache.pop(_writer_filename(name), None)
+
+
+def _grid_in_range(max_grid: tuple[int, int, int]) -> str:
+    """The grid check of the generated functions, for a device whose grid entries reach ``max_grid``."""
+    return _GRID_IN_RANGE.format(*(int(m) for m in max_grid))
+
+
+def _define(source: str, filename: str, namespace: dict, function: str) -> Callable:
+    """``function`` as defined by ``source`` in ``namespace``, its source registered with linecache under
+    ``filename`` so that tracebacks through it show its lines."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace[function]
 
 
 def _packer_filename(name: str, returning: bool) -> str:
