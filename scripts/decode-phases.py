@@ -19,7 +19,6 @@ loader's path.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import statistics
 import sys
@@ -43,17 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     from tinygrad import Device
 
     from vkbackend.bench.tinygrad.call_times import CallTimes
-    from vkbackend.bench.tinygrad.cases import TinygradWorkloads
-    from vkbackend.bench.tinygrad.spec import TgSizes
+    from vkbackend.bench.tinygrad.cases import graph_runner_types, warm_gpt2_decoder
 
-    token, seeded = TinygradWorkloads(args.device, TgSizes.quick() if args.quick else TgSizes.full()).gpt2_decoder()
-    for _ in range(2):  # compilation, JIT capture, and a warm pass
-        for i, t in enumerate(seeded):
-            token(i, t)
+    token, seeded = warm_gpt2_decoder(args.device, args.quick)
     spent = CallTimes()
 
     spent.wrap(jit, "_prepare_jit_inputs", "prepare the JIT's inputs")
-    runners = {type(o) for o in gc.get_objects() if isinstance(o, jit.GraphRunner)}
+    runners = graph_runner_types()
     for cls in runners:
         spent.wrap(cls, "__call__", "graph replays")
     spent.wrap(type(Device[args.device].allocator), "_copyout", "copy-out, with its wait")

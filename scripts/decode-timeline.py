@@ -16,7 +16,6 @@ the order of events is what it shows. GPU times are placed on the host's clock t
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 import tempfile
@@ -36,19 +35,14 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["VKBACKEND_TRACE"] = os.path.join(tempfile.mkdtemp(), "trace.json")
         print(f"the whole trace goes to {os.environ['VKBACKEND_TRACE']} at exit")
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    import tinygrad.engine.jit as jit
     from tinygrad import Device
 
     import vkbackend.tinygrad  # noqa: F401 - the VK device, for a checkout that was never installed
     from vkbackend import trace
-    from vkbackend.bench.tinygrad.cases import TinygradWorkloads
-    from vkbackend.bench.tinygrad.spec import TgSizes
+    from vkbackend.bench.tinygrad.cases import graph_runner_types, warm_gpt2_decoder
 
-    token, seeded = TinygradWorkloads("VK", TgSizes.quick() if args.quick else TgSizes.full()).gpt2_decoder()
-    for _ in range(2):  # compilation, JIT capture, and a warm pass
-        for i, t in enumerate(seeded):
-            token(i, t)
-    for cls in {type(o) for o in gc.get_objects() if isinstance(o, jit.GraphRunner)}:
+    token, seeded = warm_gpt2_decoder("VK", args.quick)
+    for cls in graph_runner_types():
         _mark(cls, "__call__", "replay", "replayed", lambda runner: len(runner.calls), trace)
     _mark(type(Device["VK"].allocator), "_copyout", "copyout", None, lambda _: 0, trace)
     trace.clear()

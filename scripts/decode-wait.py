@@ -14,7 +14,6 @@ Run it from a checkout (tinygrad 0.14.0 installed); a CUDA run needs nvrtc on th
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import statistics
 import sys
@@ -36,18 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     if args.device == "VK":
         import vkbackend.tinygrad  # noqa: F401 - the VK device, for a checkout that was never installed
-    import tinygrad.engine.jit as jit
     from tinygrad import Device
 
-    from vkbackend.bench.tinygrad.cases import TinygradWorkloads
-    from vkbackend.bench.tinygrad.spec import TgSizes
+    from vkbackend.bench.tinygrad.cases import graph_runner_types, warm_gpt2_decoder
 
-    token, seeded = TinygradWorkloads(args.device, TgSizes.quick() if args.quick else TgSizes.full()).gpt2_decoder()
-    for _ in range(2):  # compilation, JIT capture, and a warm pass
-        for i, t in enumerate(seeded):
-            token(i, t)
+    token, seeded = warm_gpt2_decoder(args.device, args.quick)
     marks: dict[str, float | None] = {"first": None, "sleep": 0.0, "copy_start": 0.0, "copy_end": 0.0}
-    for cls in {type(o) for o in gc.get_objects() if isinstance(o, jit.GraphRunner)}:
+    for cls in graph_runner_types():
         _first_call(cls, marks)
     _timed_copyout(type(Device[args.device].allocator), marks)
     for _ in range(2):

@@ -7,11 +7,13 @@ and the MLP step's per-kernel GPU times (``kernels``).
 
 from __future__ import annotations
 
+import gc
 import subprocess
 from collections.abc import Callable
 
 import numpy as np
 from tinygrad import Context, Device, Tensor, TinyJit, UOp, dtypes, nn
+from tinygrad.engine.jit import GraphRunner
 from tinygrad.nn.optim import Adam, AdamW, Optimizer
 
 from vkbackend.bench.tinygrad.kernels import kernel_times
@@ -127,3 +129,19 @@ class TinygradWorkloads(Workloads):
             record.kernel, record.index = name, index
             records.append(record)
         return records
+
+
+def warm_gpt2_decoder(device: str, quick: bool = False) -> tuple[Callable[[int, int], float], list[int]]:
+    """:meth:`TinygradWorkloads.gpt2_decoder` on ``device`` (the small model of ``bench --tinygrad --quick`` with
+    ``quick``) after two untimed passes: compilation, the JIT's capture and a warm pass (the decode scripts')."""
+    token, seeded = TinygradWorkloads(device, TgSizes.quick() if quick else TgSizes.full()).gpt2_decoder()
+    for _ in range(2):
+        for i, t in enumerate(seeded):
+            token(i, t)
+    return token, seeded
+
+
+def graph_runner_types() -> set[type[GraphRunner]]:
+    """The classes of the JIT graph runners alive in this process (``VKGraph``, ``CUDAGraph``, ...): what a script
+    wraps to time or trace the replays."""
+    return {type(o) for o in gc.get_objects() if isinstance(o, GraphRunner)}
