@@ -43,11 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     spent.wrap(realize, "get_runtime", "tinygrad: get_runtime (load each program)")
     if args.device == "VK":
         import vkbackend.tinygrad  # noqa: F401 - the VK device, for a checkout that was never installed
-        from vkbackend import programs, validation
+        from vkbackend import pipelines, programs, validation
         from vkbackend.tinygrad.compiler import compiler
 
-        spent.wrap(programs.ProgramCache, "compile", "vkbackend: Device.compile (reflect, validate, pipeline)")
-        spent.wrap(programs.ProgramCache, "_create", "vkbackend: pipeline creation (on the worker)")
+        spent.wrap(
+            programs.ProgramCache,
+            "compile",
+            "vkbackend: Device.compile (reflect, validate; a pipeline unless in the background)",
+        )
+        spent.wrap(pipelines, "make", "vkbackend: pipeline creation, summed over the threads making them")
         spent.wrap(type(validation.validator), "check", "vkbackend: SPIR-V validation")
         spent.wrap(compiler, "compile_variant", "vkbackend: GLSL to SPIR-V in this process")
     from tinygrad import Device

@@ -12,7 +12,7 @@ import threading
 import numpy as np
 import pytest
 from _buffers import download
-from _reliability import run_script
+from _reliability import run_isolated, run_script
 
 import vkbackend
 from vkbackend import BufferBinding, ProgramInfo, PushMember
@@ -283,6 +283,102 @@ def test_compiles_from_several_threads(device, pool):
         device.release_program(results[i])
         pool.release(views[i])
     pool.release(out)
+
+
+# ----- pipelines made in the background ------------------------------------------------------------------------------
+@pytest.fixture
+def held_makes(monkeypatch):
+    """Pipelines made in the background (on the pipeline threads) wait until the test opens the gate
+    (``gate.set()``); ``started`` is set when one is being made."""
+    from vkbackend import pipelines
+
+    gate, started = threading.Event(), threading.Event()
+    make = pipelines.make
+
+    def held(*args):
+        if threading.current_thread().name.startswith("vkbackend-pipelines"):
+            started.set()
+            assert gate.wait(30), "the test never opened the gate"
+        return make(*args)
+
+    monkeypatch.setattr(pipelines, "make", held)
+    yield gate, started
+    gate.set()
+
+
+def test_a_background_compile_returns_before_its_pipeline_is_made(device, pool, held_makes):
+    """compile(background=True) returns while the driver still makes the pipeline; launches and a graph of the program
+    queued meanwhile, and a launch of another program queued behind them, run once it is made, in order."""
+    gate, started = held_makes
+    affine = device.compile(with_generator(spirv_of("affine"), secrets.randbits(16)), background=True)
+    assert started.wait(30) and not gate.is_set()  # returned while its pipeline is being made
+    x, y = pool.allocate(4 * 256), pool.allocate(4 * 256)
+    pool.host_to_pool(np.arange(256, dtype=np.float32), x)
+    grid = (256 // 64, 1, 1)
+    device.launch(affine, [x, y], [2.0, 1.0, 256], grid)  # y = 2x + 1
+    with device.graph([(affine, [y, x], [3.0, 0.0, 256], grid)]) as graph:  # x = 3y
+        graph.launch()
+    device.launch(affine, [x, y], [1.0, -1.0, 256], grid)  # y = x - 1
+    gate.set()
+    expected = 3 * (2 * np.arange(256, dtype=np.float32) + 1) - 1
+    np.testing.assert_array_equal(download(pool, y, np.float32, 256), expected)
+    device.release_program(affine)
+    pool.release(x)
+    pool.release(y)
+
+
+def test_a_pipeline_the_driver_fails_to_make_in_the_background(device, pool, held_makes):
+    """The failure is raised once, at the next sync point; the launch queued before it is skipped and one of another
+    program queued behind it runs; a later launch is refused with the error; a new compile of the same SPIR-V makes a
+    new program that runs; nothing is left behind. The program's place in the table is past the table's length, as a
+    long-running process's programs are."""
+    from vkbackend import testing
+
+    gate, _ = held_makes
+    spirv = with_generator(spirv_of("affine"), secrets.randbits(16))
+    x, y, z = (pool.allocate(4 * 256) for _ in range(3))
+    pool.host_to_pool(np.arange(256, dtype=np.float32), x)
+    pool.host_to_pool(np.zeros(256, dtype=np.float32), y)
+    good = device.compile(spirv_of("affine"))
+    device.sync()
+    before = {kind: n for kind, n in device.stats()["live_objects"].items() if kind != "fences"}
+    programs = device._programs
+    programs._next_index = max(programs._next_index, programs.table.capacity)
+    testing.inject("vkCreateComputePipelines", "VK_ERROR_OUT_OF_HOST_MEMORY")
+    failed = device.compile(spirv, background=True)
+    device.launch(failed, [x, y], [2.0, 1.0, 256], (4, 1, 1))
+    device.launch(good, [x, z], [1.0, 5.0, 256], (4, 1, 1))
+    gate.set()
+    error = expect_status(ErrorStatus.KernelCompilation, device.sync)
+    assert "vkCreateComputePipelines" in str(error)
+    device.sync()  # raised once
+    error = expect_status(ErrorStatus.KernelCompilation, device.launch, failed, [x, y], [2.0, 1.0, 256], (4, 1, 1))
+    assert "could not be made" in str(error) and "compile it again" in str(error)
+    np.testing.assert_array_equal(download(pool, y, np.float32, 256), np.zeros(256, np.float32))  # skipped
+    np.testing.assert_array_equal(download(pool, z, np.float32, 256), np.arange(256, dtype=np.float32) + 5)
+    again = device.compile(spirv, background=True)
+    assert again != failed
+    device.launch(again, [x, y], [2.0, 1.0, 256], (4, 1, 1))
+    np.testing.assert_array_equal(download(pool, y, np.float32, 256), 2 * np.arange(256, dtype=np.float32) + 1)
+    device.release_program(failed)
+    device.release_program(again)
+    device.sync()
+    after = {kind: n for kind, n in device.stats()["live_objects"].items() if kind != "fences"}
+    assert after == before
+    device.release_program(good)
+    for buf in (x, y, z):
+        pool.release(buf)
+
+
+def test_a_device_closed_while_pipelines_are_made_in_the_background_destroys_them():
+    """close() waits for the pipelines being made, runs what was queued behind them, and leaves no Vulkan object; a
+    background compile that was checking its SPIR-V as the device closed raises the closed error."""
+    r = run_isolated("programs_background_close")
+    assert r["returned_early"] and r["close"] == "ok"
+    assert r["live_after_close"] == {}, r["live_after_close"]
+    assert r["compile_during_close"] == "InvalidArgument" and r["close_racing"] == "ok"  # the closed error, no crash
+    assert r["live_at_end"] == {}, r["live_at_end"]
+    assert r["validation"] == ""
 
 
 # ----- the persistent pipeline cache ---------------------------------------------------------------------------------

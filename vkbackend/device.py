@@ -111,7 +111,7 @@ class Device:
         return self._ctx.closed
 
     # ----- programs -----------------------------------------------------------------------------------------------
-    def compile(self, spirv: bytes, entry_point: str = "main", robust: bool = True) -> int:
+    def compile(self, spirv: bytes, entry_point: str = "main", robust: bool = True, background: bool = False) -> int:
         """Compile SPIR-V into a program id; the same SPIR-V and entry point return the cached program.
 
         Out-of-bounds accesses of a program through its bound buffers are harmless by default (robust buffer access:
@@ -119,8 +119,15 @@ class Device:
         ``robust=False`` is for kernels whose bounds are proven, such as a compiler's: where the device can
         choose per program (``info.pipeline_robustness``) they run without the checks, which can cost several times
         the kernel's time (docs/reliability.md); on other devices the device-wide setting holds.
+
+        SPIR-V that is malformed, invalid or beyond the device's limits raises ``KernelCompilation`` here either way.
+        ``background=True`` returns once it is checked and has the driver make the pipeline on another thread (a
+        driver's compile can take tens of milliseconds): launches of the program may be queued at once and run once
+        it is made. Should the driver fail to make it, the error is raised at the next sync point, the launches
+        queued meanwhile are skipped (those queued after them still run), later launches raise it (a graph's
+        replays skip it and report it at the sync point), and a new compile of the SPIR-V tries again.
         """
-        prog = self._programs.compile(spirv, entry_point, robust)
+        prog = self._programs.compile(spirv, entry_point, robust, background)
         self._launcher.add(self._programs.get(prog))
         return prog
 

@@ -68,9 +68,12 @@ class Launcher:
                     append,
                 )
             self._writers[program.id] = records.scalar_writer(program.name, program.info, self._max_grid)
+        if program.failed is not None:  # its pipeline failed in the background before the packers were made
+            self._forget(program)
 
     def _forget(self, program: Program) -> None:
-        """A program's last reference went: its launches are refused from now on."""
+        """A program's last reference went, or its pipeline could not be made: its launches take the slow path, which
+        refuses them, from now on."""
         self._packers.pop(program.id, None)
         self._graph_packers.pop(program.id, None)
         self._writers.pop(program.id, None)
@@ -144,6 +147,11 @@ class Launcher:
             addressed = [self._pool.entries[b] for b in buffers[p.n_buffers :]]
         except (KeyError, TypeError):
             raise self._launch_error(prog, buffers) from None
+        if p.failed is not None:
+            raise BackendError(
+                ErrorStatus.KernelCompilation,
+                f"launch of {p.name}: its pipeline could not be made ({p.failed}); release it and compile it again",
+            )
         if len(buffers) != p.n_buffers + p.n_addresses or len(scalars) != p.n_scalars:
             raise _count_error(p, buffers, scalars)
         grid = self._resolve_grid(grid, scalars)

@@ -1,10 +1,12 @@
 """ProgramCache: SPIR-V in, compute pipelines out, cached by content; and ProgramTable, which records name them by.
 
 Reflection (spirv.py) runs in the caller's thread, so malformed SPIR-V and interfaces over the device's limits fail
-there, before anything reaches the driver; validation (validation.py) follows. Pipelines are created on the worker,
-against the device's persistent pipeline cache (pipeline_cache.py). Each program has an index in the C program table
-(``vkb_program*[]``, decl/vkb.h) that its dispatch records name; indices are never reused, so a queued record of a
-released program names no other.
+there, before anything reaches the driver; validation (validation.py) follows. Pipelines are made (pipelines.py)
+against the device's persistent pipeline cache (pipeline_cache.py): on the worker while the caller waits, or with
+``background=True`` on the device's pipeline threads while the caller goes on, the worker listing the program when
+its queue reaches that point, so the launches queued after the compile wait for it there. Each program has an index
+in the C program table (``vkb_program*[]``, decl/vkb.h) that its dispatch records name; indices are never reused, so
+a queued record of a released program names no other.
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 
-from . import ids, records
+from . import ids, pipelines, records
 from .context import DeviceContext
-from .errors import BackendError, ErrorStatus, InvalidArgumentTypeError, check
+from .errors import BackendError, ErrorStatus, InvalidArgumentTypeError
 from .finalizers import collecting
 from .pipeline_cache import PipelineCache
 from .spirv import ProgramInfo, reflect
-from .structs import new_struct
 from .validation import check_capabilities, validator
 
 log = logging.getLogger("vkbackend")
@@ -51,6 +53,7 @@ class Program:
         "access",
         "key",
         "robust",
+        "failed",
     )
 
     def __init__(self, prog_id: int, index: int, key: bytes, info: ProgramInfo, robust: bool = True) -> None:
@@ -68,6 +71,7 @@ class Program:
         self.refcount = 1
         self.pipeline = self.layout = self.set_layout = None
         self.c_program = self.access = None
+        self.failed: BackendError | None = None  # why its pipeline could not be made in the background
 
     @property
     def push_words(self) -> int:
@@ -76,7 +80,7 @@ class Program:
 
 class ProgramTable:
     """The C table of programs that dispatch records name by index, grown on demand. Written on the worker (when a
-    pipeline is made or destroyed), read by the recorder on the worker."""
+    program is listed, its pipeline made, or destroyed or could not be made), read by the recorder on the worker."""
 
     def __init__(self, ffi) -> None:
         self._ffi = ffi
@@ -85,17 +89,21 @@ class ProgramTable:
         self._programs: dict[int, Program] = {}  # by index, released ones included while their pipelines live
         self._tombstones: dict[int, tuple] = {}  # destroyed programs' entries (kept alive) and names
 
-    def put(self, prog: Program) -> None:
-        if prog.index >= self.capacity:
-            grown = self._ffi.new("vkb_program*[]", max(self.capacity * 2, prog.index + 1))
+    def _ensure(self, index: int) -> None:
+        if index >= self.capacity:
+            grown = self._ffi.new("vkb_program*[]", max(self.capacity * 2, index + 1))
             self._ffi.memmove(grown, self.array, self._ffi.sizeof("vkb_program*") * self.capacity)
             self.array, self.capacity = grown, len(grown)
+
+    def put(self, prog: Program) -> None:
+        self._ensure(prog.index)
         self.array[prog.index] = prog.c_program
         self._programs[prog.index] = prog
 
     def remove(self, prog: Program) -> None:
-        """Replace a destroyed program by a tombstone: its record lengths without a pipeline, so that a queued record
-        of it (a LaunchGraph's replay, say) is skipped alone and the rest of its window still runs."""
+        """Replace a destroyed program, or one whose pipeline could not be made, by a tombstone: its record lengths
+        without a pipeline, so that a queued record of it (a LaunchGraph's replay, say) is skipped alone and the rest
+        of its window still runs."""
         tombstone = self._ffi.new(
             "vkb_program*",
             {
@@ -106,6 +114,7 @@ class ProgramTable:
             },
         )
         self._tombstones[prog.index] = (tombstone, prog.access, prog.name)
+        self._ensure(prog.index)
         self.array[prog.index] = tombstone
         self._programs.pop(prog.index, None)
 
@@ -143,14 +152,17 @@ class ProgramCache:
         self._next_index = 0
         self._orphans: deque[int] = deque()  # releases asked for during a garbage collection
         self._released: Callable[[Program], None] | None = None
+        self._makers = pipelines.PipelineMakers(ctx)
+        self._unlisted: dict[int, Program] = {}  # compiled in the background, not yet in the table, by index
         self.pipeline_cache = PipelineCache(ctx)
         worker.call(self.pipeline_cache.open)
 
-    def compile(self, spirv: bytes, entry_point: str = "main", robust: bool = True) -> int:
+    def compile(self, spirv: bytes, entry_point: str = "main", robust: bool = True, background: bool = False) -> int:
         """The program id for ``spirv``'s ``entry_point``; compiled once, then served from the cache.
 
         ``robust=False`` runs the program without bounds checks on its storage buffers where the device can choose per
-        pipeline (``DeviceInfo.pipeline_robustness``); elsewhere the device-wide setting holds.
+        pipeline (``DeviceInfo.pipeline_robustness``); elsewhere the device-wide setting holds. ``background=True``
+        returns once the SPIR-V is checked, its pipeline made on another thread (:meth:`_install`).
         """
         self.ctx.ensure_usable()
         if self._orphans:
@@ -182,11 +194,29 @@ class ProgramCache:
                     return prog.id
                 prog = Program(ids.next_program_id(), self._next_index, key, info, robust)
                 self._next_index += 1
+            if background:
+                self._start(prog, spirv)
+                return prog.id
             self._worker.call(self._create, prog, spirv)
             with self._lock:
                 self._by_key[key] = prog
                 self.programs[prog.id] = prog
         return prog.id
+
+    def _start(self, prog: Program, spirv: bytes) -> None:
+        """A background compile: the program registered first (the worker may list it, or find it failed, before this
+        returns), its pipeline begun on a pipeline thread, and the worker's queue told to list it there."""
+        with self._lock:
+            self._by_key[prog.key] = prog
+            self.programs[prog.id] = prog
+            self._unlisted[prog.index] = prog
+        try:
+            made = self._makers.submit(prog, spirv, self.pipeline_cache.handle)
+        except BaseException:  # closed meanwhile: no pipeline will be made
+            with self._lock:
+                del self._by_key[prog.key], self.programs[prog.id], self._unlisted[prog.index]
+            raise
+        self._worker.after_done(made, lambda made: self._install(prog, made))
 
     def _check_limits(self, info: ProgramInfo) -> None:
         dev = self.ctx.info
@@ -220,106 +250,31 @@ class ProgramCache:
             )
 
     def _create(self, prog: Program, spirv: bytes) -> None:
-        """On the worker: shader module, layouts and pipeline, then the program's entry in the table."""
-        ctx = self.ctx
-        ffi, lib, dev = ctx.ffi, ctx.lib, ctx.device
-        created = []  # (destroy function, handle) to undo on failure
-        try:
-            minfo = new_struct("VkShaderModuleCreateInfo", codeSize=len(spirv), pCode=spirv)
-            module = ffi.new("VkShaderModule*")
-            check(
-                lib.vkCreateShaderModule(dev, minfo, ffi.NULL, module),
-                f"vkCreateShaderModule for {prog.name}",
-                ErrorStatus.KernelCompilation,
-            )
-            created.append((lib.vkDestroyShaderModule, module[0]))
-            flags = lib.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR if ctx.info.push_descriptors else 0
-            dinfo = new_struct(
-                "VkDescriptorSetLayoutCreateInfo",
-                flags=flags,
-                bindingCount=prog.n_buffers,
-                pBindings=[
-                    {
-                        "binding": i,
-                        "descriptorType": lib.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                        "descriptorCount": 1,
-                        "stageFlags": lib.VK_SHADER_STAGE_COMPUTE_BIT,
-                    }
-                    for i in range(prog.n_buffers)
-                ],
-            )
-            set_layout = ffi.new("VkDescriptorSetLayout*")
-            check(
-                lib.vkCreateDescriptorSetLayout(dev, dinfo, ffi.NULL, set_layout),
-                f"vkCreateDescriptorSetLayout for {prog.name}",
-                ErrorStatus.KernelCompilation,
-            )
-            created.append((lib.vkDestroyDescriptorSetLayout, set_layout[0]))
-            linfo = new_struct(
-                "VkPipelineLayoutCreateInfo",
-                setLayoutCount=1,
-                pSetLayouts=set_layout,
-                pushConstantRangeCount=1 if prog.push_words else 0,
-                pPushConstantRanges={
-                    "stageFlags": lib.VK_SHADER_STAGE_COMPUTE_BIT,
-                    "offset": 0,
-                    "size": prog.push_words * 4,
-                },
-            )
-            layout = ffi.new("VkPipelineLayout*")
-            check(
-                lib.vkCreatePipelineLayout(dev, linfo, ffi.NULL, layout),
-                f"vkCreatePipelineLayout for {prog.name}",
-                ErrorStatus.KernelCompilation,
-            )
-            created.append((lib.vkDestroyPipelineLayout, layout[0]))
-            unchecked = None
-            if not prog.robust:
-                unchecked = new_struct(
-                    "VkPipelineRobustnessCreateInfoEXT",
-                    storageBuffers=lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT,
-                    uniformBuffers=lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
-                    vertexInputs=lib.VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
-                    images=lib.VK_PIPELINE_ROBUSTNESS_IMAGE_BEHAVIOR_DEVICE_DEFAULT_EXT,
-                )
-            pinfo = new_struct(
-                "VkComputePipelineCreateInfo",
-                pNext=unchecked,
-                stage={"stage": lib.VK_SHADER_STAGE_COMPUTE_BIT, "module": module[0], "pName": prog.info.entry_point},
-                layout=layout[0],
-                basePipelineIndex=-1,
-            )
-            pipeline = ffi.new("VkPipeline*")
-            check(
-                lib.vkCreateComputePipelines(dev, self.pipeline_cache.handle, 1, pinfo, ffi.NULL, pipeline),
-                f"vkCreateComputePipelines for {prog.name}",
-                ErrorStatus.KernelCompilation,
-            )
-        except BackendError:
-            for destroy, handle in reversed(created):
-                destroy(dev, handle, ffi.NULL)
-            raise
-        lib.vkDestroyShaderModule(dev, module[0], ffi.NULL)
-        prog.pipeline, prog.layout, prog.set_layout = pipeline[0], layout[0], set_layout[0]
-        access = bytes(
-            (lib.VKB_ACCESS_READ if b.readable else 0) | (lib.VKB_ACCESS_WRITE if b.writable else 0)
-            for b in (*prog.info.buffers, *prog.info.addresses)
-        )
-        prog.access = ffi.new("uint8_t[]", access or b"\0")
-        prog.c_program = ffi.new(
-            "vkb_program*",
-            {
-                "pipeline": prog.pipeline,
-                "layout": prog.layout,
-                "set_layout": prog.set_layout,
-                "n_buffers": prog.n_buffers,
-                "n_addresses": prog.n_addresses,
-                "push_words": prog.push_words,
-                "access": prog.access,
-            },
-        )
+        """On the worker: the program's pipeline made, then its entry in the table."""
+        pipelines.make(self.ctx, prog, spirv, self.pipeline_cache.handle)
         with self._lock:  # listed here, on the worker: a caller woken by close() must not leave its pipeline behind
             self.table.put(prog)
+
+    def _install(self, prog: Program, made: Future) -> None:
+        """On the worker, where its queue reaches a background compile (``made`` done): the program's entry in the
+        table, before the launches queued after it are recorded. Where the pipeline could not be made the program
+        stays failed: its entry is a tombstone (its queued launches are skipped), later launches are refused with the
+        error, a new compile of the same SPIR-V tries again, and the error is raised at the next sync point."""
+        error = made.exception()
+        with self._lock:
+            self._unlisted.pop(prog.index, None)
+            if error is None:
+                self.table.put(prog)
+                return
+            prog.failed = (
+                error if isinstance(error, BackendError) else BackendError(ErrorStatus.KernelCompilation, repr(error))
+            )
+            self.table.remove(prog)
+            if self._by_key.get(prog.key) is prog:
+                del self._by_key[prog.key]
+        if self._released is not None:
+            self._released(prog)  # the launcher drops its packers: a launch of it takes the slow path, which refuses
+        self.ctx.fail(prog.failed)
 
     def get(self, prog_id: int, what: str = "program") -> Program:
         """The live program ``prog_id``, or ``InvalidArgument`` (:meth:`not_live_error`)."""
@@ -351,8 +306,8 @@ class ProgramCache:
         return BackendError(ErrorStatus.InvalidArgument, f"{what}: {message}")
 
     def on_release(self, released: Callable[[Program], None]) -> None:
-        """Have ``released(program)`` called whenever a program's last reference goes (the launcher drops its
-        packer)."""
+        """Have ``released(program)`` called whenever a program's last reference goes, or its pipeline could not be
+        made in the background (the launcher drops its packers)."""
         self._released = released
 
     def release(self, prog_id: int) -> None:
@@ -384,23 +339,28 @@ class ProgramCache:
             if prog.refcount > 0:
                 return
             del self.programs[prog_id]
-            del self._by_key[prog.key]
+            if self._by_key.get(prog.key) is prog:  # a failed program's key went to the next compile
+                del self._by_key[prog.key]
         self._worker.defer(lambda: self._destroy(prog))
         if self._released is not None:
             self._released(prog)
 
     def _destroy(self, prog: Program) -> None:
-        ffi, lib, dev = self.ctx.ffi, self.ctx.lib, self.ctx.device
         with self._lock:
             self.table.remove(prog)
-        lib.vkDestroyPipeline(dev, prog.pipeline, ffi.NULL)
-        lib.vkDestroyPipelineLayout(dev, prog.layout, ffi.NULL)
-        lib.vkDestroyDescriptorSetLayout(dev, prog.set_layout, ffi.NULL)
+        pipelines.destroy(self.ctx, prog)
 
     def destroy(self) -> None:
-        """Save the pipeline cache and destroy every pipeline (the device must be idle)."""
+        """Save the pipeline cache and destroy every pipeline (the device must be idle, its worker stopped): also those
+        made in the background that the worker never listed. A background compile from now on raises the closed
+        error."""
+        self._makers.shutdown()
         for prog in self.table.programs():
             self._destroy(prog)
+        with self._lock:
+            unlisted, self._unlisted = list(self._unlisted.values()), {}
+        for prog in unlisted:
+            pipelines.destroy(self.ctx, prog)
         self.programs.clear()
         self._by_key.clear()
         self.pipeline_cache.destroy()

@@ -45,7 +45,7 @@ WAIT_CALLS = "waiting for a batch (vkWaitForFences, vkGetFenceStatus)"  # what a
 # why the recorder skipped a record (vkb_window.error_code, decl/vkb.h), by the name of its code there
 _RECORD_ERRORS = {
     "VKB_ERROR_GRID": "its grid is outside 1..maxComputeWorkGroupCount per axis",
-    "VKB_ERROR_PROGRAM": "the program was released or is unknown",
+    "VKB_ERROR_PROGRAM": "the program was released, its pipeline could not be made, or it is unknown",
     "VKB_ERROR_SLOT": "a buffer was released before the launch ran",
     "VKB_ERROR_MALFORMED": "a malformed record",
 }

@@ -43,6 +43,7 @@ the fast path reads only ``ctx.usable``, which both states turn off (``DeviceCon
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 import time
@@ -60,7 +61,7 @@ log = logging.getLogger("vkbackend")
 
 __all__ = ["Worker"]
 
-_COPY, _DEFER, _CALL, _MARK, _STOP = range(5)
+_COPY, _DEFER, _CALL, _AWAIT, _MARK, _STOP = range(6)
 _EXPRESS_ARMED = lib.VKB_EXPRESS_ARMED
 _EXPRESS_SERVING = (lib.VKB_EXPRESS_CLAIMED, lib.VKB_EXPRESS_FULL)  # a launcher claimed the lane; the park serves it
 _EXPRESS_TAKEN = (*_EXPRESS_SERVING, lib.VKB_EXPRESS_DONE)  # a launcher claimed this arming of the lane
@@ -266,6 +267,12 @@ class Worker:
         except IndexError:
             return False
         return item.__class__ is tuple and item[0] == _DEFER and item[1] is fn
+
+    def after_done(self, future: concurrent.futures.Future, fn) -> None:
+        """Run ``fn(future)`` on the worker where its queue reaches this point, once ``future`` is done: what is queued
+        after waits for it, while what came before goes to the GPU. An error ``fn`` raises is kept for the next sync
+        point."""
+        self.put((_AWAIT, future, fn))
 
     def call(self, fn, *args):
         """Run ``fn(*args)`` on the worker and return its result (or raise its error) in the caller's thread."""
@@ -533,6 +540,19 @@ class Worker:
             _, fn, nbytes = item
             if sub.after_queued(fn, nbytes) >= FREE_FLUSH_BYTES and sub.in_flight < MAX_EARLY_IN_FLIGHT:
                 sub.submit()
+        elif kind == _AWAIT:
+            _, future, fn = item
+            if not future.done():
+                if sub.pending and sub.in_flight < MAX_EARLY_IN_FLIGHT:
+                    sub.submit()  # the GPU runs what came before while the worker waits
+                self._set_watched(True)  # the queue is not drained meanwhile
+                self.progress.worker_python = 0  # waiting with the GIL released: launchers need not yield to it
+                try:
+                    concurrent.futures.wait([future])
+                finally:
+                    self.progress.worker_python = 1
+                    self._set_watched(False)
+            fn(future)
         elif kind == _CALL:
             _, fn, args, future = item
             self._set_watched(True)  # the queue is not drained meanwhile (a pipeline creation takes milliseconds)

@@ -214,20 +214,26 @@ def test_retyping_matches_the_reference_on_tensor_core_kernels(glslang, shape, l
 
 
 @pytest.mark.parametrize(
-    "shape", [TCShape(16, 16, 16, "bf16", "f32"), TCShape(16, 8, 16, "bf16", "f32")], ids=TCShape.token
+    "shapes",
+    [
+        [TCShape(16, 16, 16, "bf16", "f32")],
+        [TCShape(16, 8, 16, "bf16", "f32")],
+        [TCShape(16, 16, 16, "bf16", "f32"), TCShape(16, 8, 16, "bf16", "f32")],
+    ],
+    ids=lambda shapes: "+".join(map(TCShape.token, shapes)),
 )
-def test_retyping_matches_the_reference_on_the_layout_probe(glslang, shape):
-    """The layout probe reads its bfloat16 matrices' components back (runtime/coopmat_layout.py): the loads' bitcasts
-    too are as the reference makes them."""
+def test_retyping_matches_the_reference_on_the_layout_probe(glslang, shapes):
+    """The layout probe reads its bfloat16 matrices' components back (runtime/coopmat_layout.py), one shape or several
+    in one module: the loads' bitcasts too are as the reference makes them."""
     import vkbackend
     from vkbackend import glsl
     from vkbackend.tinygrad.runtime import coopmat_layout
 
     if glsl._find_compiler((13, 0)) is None:
         pytest.skip("no glslangValidator 13 or newer (pip install 'vkbackend[glsl]')")
-    spirv = vkbackend.compile_glsl(coopmat_layout._source(shape), target_env="vulkan1.3")
+    spirv = vkbackend.compile_glsl(coopmat_layout._source(shapes), target_env="vulkan1.3")
     _same(retype_cooperative_matrices, reference_retype, spirv)
-    assert coopmat_layout._probe_spirv(shape) == reference_retype(spirv)
+    assert coopmat_layout._probe_spirv(shapes) == reference_retype(spirv)
 
 
 def test_retyping_a_module_without_float16_matrices_fails_as_the_reference_does(glslang):

@@ -234,28 +234,61 @@ def test_the_probe_runs_only_for_a_vendor_whose_layout_is_known():
 
 def test_a_bfloat16_shape_that_does_not_hold_the_layout_costs_the_float16_ones_nothing(monkeypatch):
     """The float16 shapes decide the family; each bfloat16 shape joins it only where its own probe matches, so one
-    whose probe mismatches, fails to compile or whose tiles bfloat16 cannot number is left out alone."""
+    whose probe mismatches, fails to compile or whose tiles bfloat16 cannot number is left out alone: a module of
+    several shapes that fails is probed again shape by shape."""
     from vkbackend.errors import BackendError, ErrorStatus
 
     f16, bf16, bf16_small = F16_F32, TCShape(16, 16, 16, "bf16", "f32"), TCShape(16, 8, 16, "bf16", "f32")
     big = TCShape(16, 32, 16, "bf16", "f32")  # a B tile of 512 elements
     caps = dataclasses.replace(FULL, tc_threads=32, tc_shapes=(f16, bf16, bf16_small, big))
-    device = SimpleNamespace(info=SimpleNamespace(vendor_id=0x10DE, name="test"))
+    device = SimpleNamespace(info=SimpleNamespace(vendor_id=0x10DE, name="test", local_mem_size=49152))
     nv = {s: _probe_words(s, _nv_expected(s.m, s.n, s.k).__getitem__) for s in (f16, bf16, bf16_small)}
-    probed: list[TCShape] = []
+    modules: list[list[TCShape]] = []
 
-    def run(dev, shape):
-        probed.append(shape)
-        if shape == bf16_small:
+    def run(dev, shapes):
+        modules.append(list(shapes))
+        if bf16_small in shapes:
             raise BackendError(ErrorStatus.KernelCompilation, "no bfloat16 here")
-        return nv[shape] if shape == f16 else nv[f16 if shape == bf16 else shape][::-1].copy()
+        return [nv[s] if s == f16 else nv[f16 if s == bf16 else s][::-1].copy() for s in shapes]
 
-    monkeypatch.setattr(coopmat_layout, "_run_probe", run)
+    started: list[list[TCShape]] = []
+    monkeypatch.setattr(coopmat_layout, "_start", lambda dev, shapes: started.append(list(shapes)) or [])
+    monkeypatch.setattr(coopmat_layout, "_run_module", run)
     assert coopmat_layout.probe_layout(device, caps) == coopmat_layout.Probed("nv", (f16,))
-    assert probed == [f16, bf16, bf16_small]  # the big one is not run
-    monkeypatch.setattr(coopmat_layout, "_run_probe", lambda dev, shape: nv[shape])
+    assert modules == [[f16], [bf16, bf16_small], [bf16], [bf16_small]]  # the big one is not run
+    assert started == [[f16, bf16, bf16_small]]  # every module's pipeline begun at once
+    monkeypatch.setattr(coopmat_layout, "_run_module", lambda dev, shapes: [nv[s] for s in shapes])
     caps = dataclasses.replace(caps, tc_shapes=(f16, bf16))
     assert coopmat_layout.probe_layout(device, caps) == coopmat_layout.Probed("nv", (f16, bf16))
+
+
+def test_a_float16_shape_that_cannot_be_probed_leaves_every_shape_staged(monkeypatch):
+    """Without a probe of every float16 shape (no glslang 13, or the driver refused one) the layout is not known."""
+    from vkbackend.errors import BackendError, ErrorStatus
+
+    f16_small = TCShape(16, 8, 16, "f16", "f32")
+    caps = dataclasses.replace(FULL, tc_threads=32, tc_shapes=(F16_F32, f16_small))
+    device = SimpleNamespace(info=SimpleNamespace(vendor_id=0x10DE, name="test", local_mem_size=49152))
+    nv = {s: _probe_words(s, _nv_expected(s.m, s.n, s.k).__getitem__) for s in caps.tc_shapes}
+
+    def run(dev, shapes):
+        if f16_small in shapes:
+            raise BackendError(ErrorStatus.KernelCompilation, "refused")
+        return [nv[s] for s in shapes]
+
+    monkeypatch.setattr(coopmat_layout, "_start", lambda dev, shapes: [])
+    monkeypatch.setattr(coopmat_layout, "_run_module", run)
+    assert coopmat_layout.probe_layout(device, caps) == coopmat_layout.Probed("chunk", caps.tc_shapes)
+
+
+def test_probe_modules_keep_input_types_apart_and_fit_shared_memory():
+    """One module per input type (a module's matrices are retyped to bfloat16 together), split where the shapes'
+    tiles would pass the device's shared memory; shapes keep their order."""
+    a, b = F16_F32, TCShape(16, 8, 16, "f16", "f16")  # 3 KiB and 1 KiB of tiles
+    bf = TCShape(16, 16, 16, "bf16", "f32")
+    assert coopmat_layout.modules([a, bf, b], 49152) == [[a, b], [bf]]
+    assert coopmat_layout.modules([a, b, a], 4096) == [[a, b], [a]]
+    assert coopmat_layout.modules([a, a], 1024) == [[a], [a]]  # a shape too big alone still gets its module
 
 
 def test_the_probe_reads_bfloat16_components_as_their_bits():
@@ -310,14 +343,23 @@ def test_a_vk_device_probes_once_and_keeps_no_failed_probe(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "shape",
-    [F16_F32, TCShape(16, 8, 8, "f16", "f16"), TCShape(16, 16, 16, "bf16", "f32"), TCShape(16, 8, 16, "bf16", "f32")],
-    ids=TCShape.token,
+    "shapes",
+    [
+        [F16_F32],
+        [TCShape(16, 8, 8, "f16", "f16")],
+        [TCShape(16, 16, 16, "bf16", "f32")],
+        [TCShape(16, 8, 16, "bf16", "f32")],
+        [F16_F32, TCShape(16, 8, 16, "f16", "f32"), TCShape(16, 8, 8, "f16", "f16")],
+        [TCShape(16, 16, 16, "bf16", "f32"), TCShape(16, 8, 16, "bf16", "f32")],
+    ],
+    ids=lambda shapes: "+".join(map(TCShape.token, shapes)),
 )
-def test_the_layout_probe_compiles(glslang13, shape):
-    spirv = coopmat_layout._probe_spirv(shape)
+def test_the_layout_probe_compiles(glslang13, shapes):
+    spirv = coopmat_layout._probe_spirv(shapes)
     _spirv_val(spirv, "vulkan1.3")
-    assert _bfloat16_matrix_components(spirv) == (2 if shape.dtype_in == "bf16" else 0)
+    matrix_types = {("A", s.m, s.k) for s in shapes} | {("B", s.k, s.n) for s in shapes}  # retyped where bfloat16
+    assert _bfloat16_matrix_components(spirv) == (len(matrix_types) if shapes[0].dtype_in == "bf16" else 0)
+    assert reflect(spirv, "main").shared_memory_bytes == sum(map(coopmat_layout._shared_bytes, shapes))
 
 
 def test_shapes_tinygrad_cannot_describe_get_no_tensor_core():
@@ -734,10 +776,31 @@ def test_nvidias_cooperative_matrices_take_registers_by_default(vk_device, glsla
         pytest.skip(f"{info.name} is not NVIDIA's: no register layout is known for it")
     monkeypatch.setenv(SWITCH, "1")
     everything = caps_from_info(info)
+    vk_device.vk.sync()
+    pipelines = vk_device.vk.stats()["live_objects"]["pipelines"]
     assert coopmat_layout.probe_layout(vk_device.vk, everything) == coopmat_layout.Probed("nv", everything.tc_shapes)
+    vk_device.vk.sync()
+    assert vk_device.vk.stats()["live_objects"]["pipelines"] == pipelines  # the probe's programs are released
     monkeypatch.delenv(SWITCH)
     caps = parse_arch(vk_device.arch)
     assert caps.tc_layout == "nv" and caps.tc_shapes == caps_from_info(info).tc_shapes
+
+
+def test_a_probe_module_of_several_shapes_reads_as_each_shape_alone(vk_device, glslang13, monkeypatch):
+    """Work group w of a module probes its w-th shape into its own words: on a device with cooperative matrices each
+    shape's words from the module of all its input type's shapes are those of its module alone."""
+    info = vk_device.vk.info
+    if "VK_KHR_cooperative_matrix" not in info.extensions:
+        pytest.skip(NO_COOPMAT)
+    monkeypatch.setenv(SWITCH, "1")
+    shapes = caps_from_info(info).tc_shapes
+    if not shapes:
+        pytest.skip(f"none of the device's cooperative-matrix shapes is one the renderer can use: {info}")
+    for group in coopmat_layout.modules(shapes, int(info.local_mem_size)):
+        together = coopmat_layout._run_module(vk_device.vk, group)
+        for shape, words in zip(group, together, strict=True):
+            alone = coopmat_layout._run_module(vk_device.vk, [shape])[0]
+            assert np.array_equal(words, alone), shape.token()
 
 
 @pytest.mark.parametrize("din,dout", [("f16", "f32"), ("f16", "f16"), ("bf16", "f32")])

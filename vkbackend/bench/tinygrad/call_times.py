@@ -6,6 +6,7 @@ vkbackend's own functions, module-level or methods).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,11 +15,13 @@ __all__ = ["CallTimes"]
 
 
 class CallTimes:
-    """Calls and summed wall seconds per label, of the functions :meth:`wrap` replaced."""
+    """Calls and summed wall seconds per label, of the functions :meth:`wrap` replaced (from any thread: calls on
+    several threads at once add up past the wall time)."""
 
     def __init__(self) -> None:
         self.calls: dict[str, int] = {}
         self.seconds: dict[str, float] = {}
+        self._lock = threading.Lock()
 
     def wrap(self, owner: object, name: str, label: str) -> None:
         """Replace ``owner.name`` (a module's function or a class's method) with a wrapper that counts each call and
@@ -33,8 +36,9 @@ class CallTimes:
             try:
                 return fn(*args, **kwargs)
             finally:
-                calls[label] += 1
-                seconds[label] += time.perf_counter() - start
+                with self._lock:
+                    calls[label] += 1
+                    seconds[label] += time.perf_counter() - start
 
         setattr(owner, name, wrapper)
 

@@ -7,13 +7,16 @@ components directly, with no staging through shared memory. :func:`probe_layout`
 shape into cooperative matrices, in a work group of four 32-invocation warps (32 x 2 x 2: the register path relies on
 every 32 x Y x Z work group splitting into subgroups the same way), reads back every invocation's components, how
 many it holds and its subgroup ids, and names the family the device matches: ``"nv"`` (NVIDIA's), else ``"chunk"``
-(no layout the renderer can hand registers to). It runs only on a vendor whose family the renderer knows.
+(no layout the renderer can hand registers to). One kernel probes every shape of an input type, a work group each. It
+runs only on a vendor whose family the renderer knows.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -42,10 +45,16 @@ def _base(use: int) -> int:
 _WORDS = _base(3) + 3  # the probe's output
 
 
-def _source(shape: TCShape) -> str:
-    """The probe of one shape: each matrix loaded from a row-major tile whose element ``i`` is ``i`` (exact in float16
-    and bfloat16 up to 256), every invocation's components written out (bfloat16 A and B ones as their bits: the
-    matrices are declared float16 and retyped in the SPIR-V, compiler/bf16_spirv.py)."""
+def _shared_bytes(shape: TCShape) -> int:
+    """The shared memory one shape's probe declares: its A, B and C tiles."""
+    return 2 * (shape.m * shape.k + shape.k * shape.n) + (4 if shape.dtype_out == "f32" else 2) * shape.m * shape.n
+
+
+def _block(shape: TCShape, w: int) -> tuple[str, str]:
+    """The shared tiles and the code of work group ``w``'s probe of ``shape``: each matrix loaded from a row-major
+    tile whose element ``i`` is ``i`` (exact in float16 and bfloat16 up to 256), every invocation's components written
+    out from word ``w * _WORDS`` (bfloat16 A and B ones as their bits: the matrices are declared float16 and retyped in
+    the SPIR-V, compiler/bf16_spirv.py)."""
     m, n, k = shape.m, shape.n, shape.k
     ct = "float" if shape.dtype_out == "f32" else "float16_t"
     bf16 = shape.dtype_in == "bf16"
@@ -53,11 +62,42 @@ def _source(shape: TCShape) -> str:
         ("uint16_t", "uint16_t(floatBitsToUint(float(i)) >> 16u)") if bf16 else ("float16_t", "float16_t(float(i))")
     )
     read = "uint(float16BitsToUint16({}[i]))" if bf16 else "uint(float({}[i]))"
+    out = w * _WORDS
+    values = (read.format("ma"), read.format("mb"), "uint(float(mc[i]))")
     reads = "\n".join(
-        f"  for (int i = 0; i < {mat}.length(); i++)"
-        f" o[{_base(use)}u + inv*{_STRIDE}u + uint(i)] = {read.format(mat) if use < 2 else f'uint(float({mat}[i]))'};"
-        for use, mat in enumerate(("ma", "mb", "mc"))
+        f"    for (int i = 0; i < {mat}.length(); i++) o[{out + _base(use)}u + inv*{_STRIDE}u + uint(i)] = {value};"
+        for use, (mat, value) in enumerate(zip(("ma", "mb", "mc"), values))
     )
+    shared = f"shared {it} sa{w}[{m * k}]; shared {it} sb{w}[{k * n}]; shared {ct} sc{w}[{m * n}];"
+    code = f"""  if (gl_WorkGroupID.x == {w}u) {{
+    for (uint i = inv; i < {m * k}u; i += {_INVOCATIONS}u) sa{w}[i] = {init};
+    for (uint i = inv; i < {k * n}u; i += {_INVOCATIONS}u) sb{w}[i] = {init};
+    for (uint i = inv; i < {m * n}u; i += {_INVOCATIONS}u) sc{w}[i] = {ct}(float(i));
+    barrier();
+    coopmat<float16_t, gl_ScopeSubgroup, {m}, {k}, gl_MatrixUseA> ma;
+    coopmat<float16_t, gl_ScopeSubgroup, {k}, {n}, gl_MatrixUseB> mb;
+    coopmat<{ct}, gl_ScopeSubgroup, {m}, {n}, gl_MatrixUseAccumulator> mc;
+    coopMatLoad(ma, sa{w}, 0, {k}u, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(mb, sb{w}, 0, {n}u, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(mc, sc{w}, 0, {n}u, gl_CooperativeMatrixLayoutRowMajor);
+    o[{out}u + inv] = gl_SubgroupInvocationID | (gl_SubgroupID << 8);
+    if (inv == 0u) {{
+      o[{out + _base(3)}u] = uint(ma.length());
+      o[{out + _base(3) + 1}u] = uint(mb.length());
+      o[{out + _base(3) + 2}u] = uint(mc.length());
+    }}
+{reads}
+  }}"""
+    return shared, code
+
+
+def _source(shapes: Sequence[TCShape]) -> str:
+    """One kernel that probes every shape of ``shapes`` (all of one input type), work group ``w`` the ``w``-th, its
+    output ``_WORDS`` words from word ``w * _WORDS``: one module to compile, validate and make a pipeline of, one launch
+    and one read-back for them all (each costs a device's opening tens of milliseconds)."""
+    blocks = [_block(shape, w) for w, shape in enumerate(shapes)]
+    shared = "\n".join(b[0] for b in blocks)
+    code = "\n".join(b[1] for b in blocks)
     return f"""#version 450
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_cooperative_matrix : require
@@ -66,35 +106,40 @@ def _source(shape: TCShape) -> str:
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 layout(local_size_x = 32, local_size_y = {_WARPS[0]}, local_size_z = {_WARPS[1]}) in;
 layout(std430, binding = 0) buffer O {{ uint o[]; }};
-shared {it} sa[{m * k}]; shared {it} sb[{k * n}]; shared {ct} sc[{m * n}];
+{shared}
 void main() {{
   uint inv = gl_LocalInvocationIndex;
-  for (uint i = inv; i < {m * k}u; i += {_INVOCATIONS}u) sa[i] = {init};
-  for (uint i = inv; i < {k * n}u; i += {_INVOCATIONS}u) sb[i] = {init};
-  for (uint i = inv; i < {m * n}u; i += {_INVOCATIONS}u) sc[i] = {ct}(float(i));
-  barrier();
-  coopmat<float16_t, gl_ScopeSubgroup, {m}, {k}, gl_MatrixUseA> ma;
-  coopmat<float16_t, gl_ScopeSubgroup, {k}, {n}, gl_MatrixUseB> mb;
-  coopmat<{ct}, gl_ScopeSubgroup, {m}, {n}, gl_MatrixUseAccumulator> mc;
-  coopMatLoad(ma, sa, 0, {k}u, gl_CooperativeMatrixLayoutRowMajor);
-  coopMatLoad(mb, sb, 0, {n}u, gl_CooperativeMatrixLayoutRowMajor);
-  coopMatLoad(mc, sc, 0, {n}u, gl_CooperativeMatrixLayoutRowMajor);
-  o[inv] = gl_SubgroupInvocationID | (gl_SubgroupID << 8);
-  if (inv == 0u) {{
-    o[{_base(3)}u] = uint(ma.length());
-    o[{_base(3) + 1}u] = uint(mb.length());
-    o[{_base(3) + 2}u] = uint(mc.length());
-  }}
-{reads}
+{code}
 }}"""
 
 
-def _probe_spirv(shape: TCShape) -> bytes:
-    """The probe of ``shape`` compiled (raises ``BackendError(KernelCompilation)`` without glslang 13)."""
+def _probe_spirv(shapes: Sequence[TCShape]) -> bytes:
+    """The probe of ``shapes`` (all of one input type) compiled (raises ``BackendError(KernelCompilation)`` without
+    glslang 13); kept, since :func:`_start` and :func:`_run_module` both need it."""
+    return _compiled(tuple(shapes))
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled(shapes: tuple[TCShape, ...]) -> bytes:
     import vkbackend  # noqa: PLC0415 - the probe compiles GLSL: only when tensor cores are switched on
 
-    spirv = vkbackend.compile_glsl(_source(shape), target_env="vulkan1.3")
-    return retype_cooperative_matrices(spirv) if shape.dtype_in == "bf16" else spirv
+    spirv = vkbackend.compile_glsl(_source(shapes), target_env="vulkan1.3")
+    return retype_cooperative_matrices(spirv) if shapes[0].dtype_in == "bf16" else spirv
+
+
+def modules(shapes: Sequence[TCShape], shared_max: int) -> list[list[TCShape]]:
+    """``shapes`` split into probe modules, in order: float16 and bfloat16 inputs apart (a module's matrices are
+    retyped to bfloat16 all together), each module's shared tiles within the device's ``shared_max`` bytes."""
+    out: list[list[TCShape]] = []
+    for dtype in dict.fromkeys(s.dtype_in for s in shapes):
+        group: list[TCShape] = []
+        for shape in (s for s in shapes if s.dtype_in == dtype):
+            if group and sum(map(_shared_bytes, group)) + _shared_bytes(shape) > shared_max:
+                out.append(group)
+                group = []
+            group.append(shape)
+        out.append(group)
+    return out
 
 
 def _as_values(words: np.ndarray, shape: TCShape) -> np.ndarray:
@@ -152,20 +197,63 @@ class Probed:
     shapes: tuple[TCShape, ...]
 
 
-def _run_probe(device, shape: TCShape) -> np.ndarray:
-    """The probe of ``shape`` run on ``device``: its output words, bfloat16 components as values (``_as_values``)."""
-    prog = device.compile(_probe_spirv(shape))
+def _start(device, shapes: Sequence[TCShape]) -> list[int]:
+    """The programs of every probe module of ``shapes`` (:func:`modules`), compiled with their pipelines made in the
+    background, all at once: the driver makes them side by side while the probes run in turn, each taking its own
+    reference (the same SPIR-V gives the same program). One that does not compile is left to its run to report."""
+    started = []
+    for group in modules(shapes, int(device.info.local_mem_size)):
+        try:
+            started.append(device.compile(_probe_spirv(group), background=True))
+        except BackendError as error:
+            if error.status is not ErrorStatus.KernelCompilation:
+                for prog in started:
+                    device.release_program(prog)
+                raise
+    return started
+
+
+def _run_module(device, shapes: Sequence[TCShape]) -> list[np.ndarray]:
+    """One probe module of ``shapes`` run on ``device``: each shape's output words, bfloat16 components as values
+    (``_as_values``)."""
+    prog = device.compile(_probe_spirv(shapes), background=True)
     pool = device.memory_pool
-    buf = pool.allocate(4 * _WORDS)
+    buf = pool.allocate(4 * _WORDS * len(shapes))
     try:
-        pool.host_to_pool(np.zeros(_WORDS, np.uint32), buf)
-        device.launch(prog, [buf], (), (1, 1, 1))
-        out = np.empty(_WORDS, np.uint32)
+        pool.host_to_pool(np.zeros(_WORDS * len(shapes), np.uint32), buf)
+        device.launch(prog, [buf], (), (len(shapes), 1, 1))
+        out = np.empty(_WORDS * len(shapes), np.uint32)
         pool.pool_to_host(buf, out)
     finally:
         pool.release(buf)
         device.release_program(prog)
-    return _as_values(out, shape)
+    return [_as_values(out[w * _WORDS : (w + 1) * _WORDS], shape) for w, shape in enumerate(shapes)]
+
+
+def _run_probes(device, shapes: Sequence[TCShape]) -> dict[TCShape, np.ndarray | BackendError]:
+    """Each shape's probe output on ``device``, or the ``KernelCompilation`` error that kept it from running: the
+    shapes go in as few modules as fit (:func:`modules`), and where a module of several fails to compile or make a
+    pipeline, each of its shapes is probed alone, so that a shape the compiler or the driver refuses costs the others
+    nothing. Other errors (the device's) are raised."""
+    found: dict[TCShape, np.ndarray | BackendError] = {}
+    for group in modules(shapes, int(device.info.local_mem_size)):
+        try:
+            found.update(zip(group, _run_module(device, group)))
+            continue
+        except BackendError as error:
+            if error.status is not ErrorStatus.KernelCompilation:
+                raise
+            if len(group) == 1:
+                found[group[0]] = error
+                continue
+        for shape in group:
+            try:
+                found[shape] = _run_module(device, [shape])[0]
+            except BackendError as error:
+                if error.status is not ErrorStatus.KernelCompilation:
+                    raise
+                found[shape] = error
+    return found
 
 
 def probe_layout(device, caps: DeviceCaps) -> Probed:
@@ -181,32 +269,41 @@ def probe_layout(device, caps: DeviceCaps) -> Probed:
     candidates = [family for family, vendor in FAMILIES.items() if vendor == device.info.vendor_id]
     if not f16 or caps.tc_threads != 32 or not candidates:
         return staged
-    for shape in f16:
-        try:
-            out = _run_probe(device, shape)
-        except BackendError as error:
-            if error.status is not ErrorStatus.KernelCompilation:
-                raise
-            log.info("vkbackend: no cooperative-matrix probe on %s (%s)", device.info.name, error)
+    bf16 = [s for s in caps.tc_shapes if s.dtype_in == "bf16"]
+    numbered = [s for s in bf16 if max(s.m * s.k, s.k * s.n) <= _BF16_EXACT]
+    started = _start(device, [*f16, *numbered])
+    try:
+        return _probed(device, caps, f16, bf16, numbered, candidates)
+    finally:
+        for prog in started:
+            device.release_program(prog)
+
+
+def _probed(device, caps: DeviceCaps, f16: list, bf16: list, numbered: list, candidates: list) -> Probed:
+    """:func:`probe_layout`'s answer once the probes' programs are started: the float16 shapes' family, then the
+    bfloat16 shapes that hold it."""
+    staged = Probed("chunk", caps.tc_shapes)
+    for shape, out in _run_probes(device, f16).items():
+        if isinstance(out, BackendError):
+            log.info("vkbackend: no cooperative-matrix probe on %s (%s)", device.info.name, out)
             return staged  # without glslang 13 no tensor-core kernel compiles either
         for family in list(candidates):
             why = _mismatch_of(shape, family, out)
             if why is not None:
                 log.info("vkbackend: %s %s is not the %s layout: %s", device.info.name, shape.token(), family, why)
                 candidates.remove(family)
-        if not candidates:
-            return staged
+    if not candidates:
+        return staged
     family, held = candidates[0], list(f16)
-    for shape in (s for s in caps.tc_shapes if s.dtype_in == "bf16"):
-        if max(shape.m * shape.k, shape.k * shape.n) > _BF16_EXACT:
+    outs = _run_probes(device, numbered) if numbered else {}
+    for shape in bf16:
+        out = outs.get(shape)
+        if out is None:
             why = f"its tiles have more than {_BF16_EXACT} elements, which bfloat16 cannot number exactly"
+        elif isinstance(out, BackendError):
+            why = f"its probe did not compile ({out})"
         else:
-            try:
-                why = _mismatch_of(shape, family, _run_probe(device, shape))
-            except BackendError as error:
-                if error.status is not ErrorStatus.KernelCompilation:
-                    raise
-                why = f"its probe did not compile ({error})"
+            why = _mismatch_of(shape, family, out)
         if why is None:
             held.append(shape)
         else:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from tinygrad.device import BufferSpec, Compiled, LRUAllocator, Program, TinyELF
 
 from vkbackend.config import env_flag
-from vkbackend.errors import BackendError
+from vkbackend.errors import BackendError, ErrorStatus
 from vkbackend.ids import label
 from vkbackend.tinygrad.compiler.compiler import compile_variant, with_local_size
 from vkbackend.tinygrad.compiler.kernel_format import unpack_lib
@@ -218,7 +218,8 @@ class VKProgram(Program["VKDevice"]):
         # a kernel's time on NVIDIA); where the device cannot choose per pipeline, its own setting holds.
         # VKBACKEND_TINYGRAD_ROBUST=1 keeps the checks (to measure them, or to chase a kernel that reads out of bounds).
         robust = env_flag("VKBACKEND_TINYGRAD_ROBUST", False)
-        prog = self.variants[(views, local)] = self.dev.vk.compile(spirv, robust=robust)
+        # made in the background: tinygrad renders and compiles its next kernel while the driver makes this pipeline
+        prog = self.variants[(views, local)] = self.dev.vk.compile(spirv, robust=robust, background=True)
         return prog
 
     def __call__(
@@ -233,10 +234,25 @@ class VKProgram(Program["VKDevice"]):
         launch = self.launch_args(bufs, global_size, local_size, vals)
         if launch is None:
             return 0.0 if wait else None
-        if wait:
-            return self.dev.vk.launch_timed(*launch) * 1e-9
-        self.dev.vk.launch(*launch)
+        try:
+            if wait:
+                return self.dev.vk.launch_timed(*launch) * 1e-9
+            self.dev.vk.launch(*launch)
+        except BackendError as error:
+            if (
+                error.status is ErrorStatus.KernelCompilation
+            ):  # its pipeline could not be made: the next call tries again
+                self.forget_variant(launch[0])
+            raise
         return None
+
+    def forget_variant(self, prog: int) -> None:
+        """Drop the compiled variant ``prog`` (its pipeline could not be made), so that its next use compiles it
+        again."""
+        for key, value in list(self.variants.items()):
+            if value == prog:
+                del self.variants[key]
+                self.dev.vk.release_program(prog)
 
     def launch_args(self, bufs, global_size, local_size, vals) -> tuple[int, list[int], list, tuple[int, ...]] | None:
         """``(program, buffer ids, scalars, grid)`` for ``vkbackend.Device.launch``; None for an empty grid."""
