@@ -8,6 +8,7 @@ import os
 import secrets
 import struct
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -368,6 +369,104 @@ def test_a_pipeline_the_driver_fails_to_make_in_the_background(device, pool, hel
     device.release_program(good)
     for buf in (x, y, z):
         pool.release(buf)
+
+
+def _wait_failed(device, prog: int) -> None:
+    """Until the worker has found ``prog``'s background pipeline failed."""
+    deadline = time.monotonic() + 30
+    while device._programs.programs[prog].failed is None:
+        assert time.monotonic() < deadline, "the worker never reached the failed compile"
+        time.sleep(0.001)
+
+
+def test_a_failed_background_pipeline_is_reported_once(device, pool, held_makes):
+    """A launch refused for the failure reports it, and the next sync point does not again; a program released before
+    its pipeline failed reports nothing (nobody holds it)."""
+    from vkbackend import testing
+
+    gate, started = held_makes
+    x = pool.allocate(4 * 256)
+    testing.inject("vkCreateComputePipelines", "VK_ERROR_OUT_OF_HOST_MEMORY")
+    failed = device.compile(with_generator(spirv_of("affine"), secrets.randbits(16)), background=True)
+    gate.set()
+    _wait_failed(device, failed)
+    expect_status(ErrorStatus.KernelCompilation, device.launch, failed, [x, x], [1.0, 0.0, 256], (4, 1, 1))
+    device.sync()
+    device.release_program(failed)
+    gate.clear()
+    testing.inject("vkCreateComputePipelines", "VK_ERROR_OUT_OF_HOST_MEMORY")
+    released = device.compile(with_generator(spirv_of("affine"), secrets.randbits(16)), background=True)
+    assert started.wait(30)
+    device.release_program(released)
+    gate.set()
+    device.sync()
+    pool.release(x)
+
+
+def test_a_compile_of_the_same_spirv_meanwhile_finds_it_only_once_the_worker_waits_for_it(device, pool, monkeypatch):
+    """A second thread compiling the same SPIR-V while the first is starting its background pipeline gets the same
+    program only once the worker's queue holds the wait for it, so the second thread's launches are recorded after
+    the pipeline exists, and a launch of another program in the same window runs too."""
+    from vkbackend import pipelines
+
+    paused, go = threading.Event(), threading.Event()
+    submit = pipelines.PipelineMakers.submit
+
+    def slow(self, *args):
+        paused.set()
+        assert go.wait(30), "the test never let the submit go on"
+        return submit(self, *args)
+
+    monkeypatch.setattr(pipelines.PipelineMakers, "submit", slow)
+    spirv = with_generator(spirv_of("affine"), secrets.randbits(16))
+    ids: dict[str, int] = {}
+    first = threading.Thread(target=lambda: ids.update(first=device.compile(spirv, background=True)))
+    first.start()
+    assert paused.wait(30)
+    second = threading.Thread(target=lambda: ids.update(second=device.compile(spirv, background=True)))
+    second.start()
+    second.join(0.3)
+    assert second.is_alive(), "the second compile found the program before the worker was told to wait for it"
+    go.set()
+    first.join(30)
+    second.join(30)
+    assert ids["first"] == ids["second"]
+    other = device.compile(spirv_of("affine"))
+    x, y, z = (pool.allocate(4 * 256) for _ in range(3))
+    pool.host_to_pool(np.arange(256, dtype=np.float32), x)
+    device.launch(ids["second"], [x, y], [2.0, 1.0, 256], (4, 1, 1))
+    device.launch(other, [x, z], [3.0, 0.0, 256], (4, 1, 1))
+    np.testing.assert_array_equal(download(pool, y, np.float32, 256), 2 * np.arange(256, dtype=np.float32) + 1)
+    np.testing.assert_array_equal(download(pool, z, np.float32, 256), 3 * np.arange(256, dtype=np.float32))
+    for prog in (ids["first"], ids["second"], other):
+        device.release_program(prog)
+    for buf in (x, y, z):
+        pool.release(buf)
+
+
+def test_the_launcher_refuses_a_program_that_failed_before_its_packers_were_made(device, pool):
+    """Where the worker finds the pipeline failed before ``Device.compile`` has made the program's packers, making
+    them drops them again: the launch takes the slow path, which refuses it."""
+    from vkbackend.errors import BackendError
+
+    prog_id = device.compile(with_generator(spirv_of("affine"), secrets.randbits(16)))
+    prog = device._programs.get(prog_id)
+    launcher = device._launcher
+    x = pool.allocate(4 * 256)
+    try:
+        launcher._forget(prog)
+        prog.failed = BackendError(ErrorStatus.KernelCompilation, "vkCreateComputePipelines failed (a stand-in)")
+        launcher.add(prog)
+        error = expect_status(ErrorStatus.KernelCompilation, device.launch, prog_id, [x, x], [1.0, 0.0, 256], (4, 1, 1))
+        assert "could not be made" in str(error)
+    finally:
+        prog.failed = None
+        launcher._forget(prog)
+        launcher.add(prog)
+    device.launch(prog_id, [x, x], [1.0, 0.0, 256], (4, 1, 1))
+    device.sync()
+    device.release_program(prog_id)
+    pool.release(x)
 
 
 def test_a_device_closed_while_pipelines_are_made_in_the_background_destroys_them():

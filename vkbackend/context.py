@@ -69,6 +69,12 @@ class DeviceContext:
             if self.pending_error is None:
                 self.pending_error = error
 
+    def forget_pending(self, error: BackendError) -> None:
+        """Drop the pending error where it is ``error``, which the caller reports another way (once is enough)."""
+        with self.error_lock:
+            if self.pending_error is error:
+                self.pending_error = None
+
     def raise_pending(self) -> None:
         """At a sync point: raise the first asynchronous error since the last one."""
         if self.lost is not None:

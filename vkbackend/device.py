@@ -123,9 +123,10 @@ class Device:
         SPIR-V that is malformed, invalid or beyond the device's limits raises ``KernelCompilation`` here either way.
         ``background=True`` returns once it is checked and has the driver make the pipeline on another thread (a
         driver's compile can take tens of milliseconds): launches of the program may be queued at once and run once
-        it is made. Should the driver fail to make it, the error is raised at the next sync point, the launches
-        queued meanwhile are skipped (those queued after them still run), later launches raise it (a graph's
-        replays skip it and report it at the sync point), and a new compile of the SPIR-V tries again.
+        it is made. Should the driver fail to make it, the error is raised once, by the next sync point or a launch
+        of the program, whichever comes first: the launches queued meanwhile are skipped (the others still run),
+        later launches raise it (a graph's replays skip it and report it at the sync point), and a compile of the
+        same SPIR-V after that tries again (one before it returns the same program).
         """
         prog = self._programs.compile(spirv, entry_point, robust, background)
         self._launcher.add(self._programs.get(prog))

@@ -148,6 +148,7 @@ class Launcher:
         except (KeyError, TypeError):
             raise self._launch_error(prog, buffers) from None
         if p.failed is not None:
+            self._ctx.forget_pending(p.failed)  # reported here, not again at the next sync point
             raise BackendError(
                 ErrorStatus.KernelCompilation,
                 f"launch of {p.name}: its pipeline could not be made ({p.failed}); release it and compile it again",

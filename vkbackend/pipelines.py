@@ -14,7 +14,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from .errors import BackendError, ErrorStatus, check
+from .errors import ErrorStatus, check
 from .structs import new_struct
 
 if TYPE_CHECKING:
@@ -26,18 +26,24 @@ __all__ = ["make", "destroy", "PipelineMakers"]
 MAKERS = 8  # the most threads one device makes pipelines on (the H200's driver made 28 in 0.15 s on 8, 0.47 on one)
 
 
+def access(ctx: DeviceContext, prog: Program):
+    """``prog``'s C access flags (read, write) per buffer, bound ones first: what the recorder's hazard tracking and a
+    tombstone read."""
+    lib = ctx.lib
+    flags = bytes(
+        (lib.VKB_ACCESS_READ if b.readable else 0) | (lib.VKB_ACCESS_WRITE if b.writable else 0)
+        for b in (*prog.info.buffers, *prog.info.addresses)
+    )
+    return ctx.ffi.new("uint8_t[]", flags or b"\0")
+
+
 def make(ctx: DeviceContext, prog: Program, spirv: bytes, cache) -> None:
     """Make ``prog``'s shader module, layouts and pipeline against pipeline cache ``cache``, and its C entry
-    (``prog.c_program``); on a failure (``KernelCompilation``) what was made is destroyed first."""
+    (``prog.c_program``); on a failure (``KernelCompilation``, or whatever else stopped it) what was made is destroyed
+    first."""
     ffi, lib, dev = ctx.ffi, ctx.lib, ctx.device
-    prog.access = ffi.new(
-        "uint8_t[]",
-        bytes(
-            (lib.VKB_ACCESS_READ if b.readable else 0) | (lib.VKB_ACCESS_WRITE if b.writable else 0)
-            for b in (*prog.info.buffers, *prog.info.addresses)
-        )
-        or b"\0",
-    )
+    if prog.access is None:
+        prog.access = access(ctx, prog)
     created = []  # (destroy function, handle) to undo on failure
 
     def create(function: str, info, handle_type: str, destroy_fn):
@@ -102,7 +108,7 @@ def make(ctx: DeviceContext, prog: Program, spirv: bytes, cache) -> None:
             f"vkCreateComputePipelines for {prog.name}",
             ErrorStatus.KernelCompilation,
         )
-    except BackendError:
+    except BaseException:
         for destroy_fn, handle in reversed(created):
             destroy_fn(dev, handle, ffi.NULL)
         raise
@@ -154,7 +160,10 @@ class PipelineMakers:
                 )
             try:
                 return self._pool.submit(make, self._ctx, prog, spirv, cache)
-            except RuntimeError:  # the interpreter is exiting: concurrent.futures starts no more work, so make it here
+            except RuntimeError as error:
+                if "interpreter shutdown" not in str(error):
+                    raise
+                # the interpreter is exiting: concurrent.futures takes no more work, so make it here
                 made: Future = Future()
                 try:
                     make(self._ctx, prog, spirv, cache)

@@ -204,19 +204,24 @@ class ProgramCache:
         return prog.id
 
     def _start(self, prog: Program, spirv: bytes) -> None:
-        """A background compile: the program registered first (the worker may list it, or find it failed, before this
-        returns), its pipeline begun on a pipeline thread, and the worker's queue told to list it there."""
+        """A background compile (under the creation lock): the program registered by id, its pipeline begun on a
+        pipeline thread and the worker's queue told to list it there; only then is it found by its SPIR-V, so that
+        another thread's launch of it is queued behind the worker's wait for it."""
+        prog.access = pipelines.access(self.ctx, prog)  # a failed program's tombstone needs it too
         with self._lock:
-            self._by_key[prog.key] = prog
             self.programs[prog.id] = prog
             self._unlisted[prog.index] = prog
         try:
             made = self._makers.submit(prog, spirv, self.pipeline_cache.handle)
         except BaseException:  # closed meanwhile: no pipeline will be made
             with self._lock:
-                del self._by_key[prog.key], self.programs[prog.id], self._unlisted[prog.index]
+                self.programs.pop(prog.id, None)
+                self._unlisted.pop(prog.index, None)
             raise
         self._worker.after_done(made, lambda made: self._install(prog, made))
+        with self._lock:
+            if prog.failed is None:  # the worker may already have found it failed: a new compile then tries again
+                self._by_key[prog.key] = prog
 
     def _check_limits(self, info: ProgramInfo) -> None:
         dev = self.ctx.info
@@ -259,7 +264,8 @@ class ProgramCache:
         """On the worker, where its queue reaches a background compile (``made`` done): the program's entry in the
         table, before the launches queued after it are recorded. Where the pipeline could not be made the program
         stays failed: its entry is a tombstone (its queued launches are skipped), later launches are refused with the
-        error, a new compile of the same SPIR-V tries again, and the error is raised at the next sync point."""
+        error, a new compile of the same SPIR-V tries again, and, unless the program was released meanwhile or a
+        launch's refusal reports it first, the error is raised at the next sync point."""
         error = made.exception()
         with self._lock:
             self._unlisted.pop(prog.index, None)
@@ -272,9 +278,11 @@ class ProgramCache:
             self.table.remove(prog)
             if self._by_key.get(prog.key) is prog:
                 del self._by_key[prog.key]
+            live = self.programs.get(prog.id) is prog
         if self._released is not None:
             self._released(prog)  # the launcher drops its packers: a launch of it takes the slow path, which refuses
-        self.ctx.fail(prog.failed)
+        if live:
+            self.ctx.fail(prog.failed)
 
     def get(self, prog_id: int, what: str = "program") -> Program:
         """The live program ``prog_id``, or ``InvalidArgument`` (:meth:`not_live_error`)."""

@@ -270,8 +270,8 @@ class Worker:
 
     def after_done(self, future: concurrent.futures.Future, fn) -> None:
         """Run ``fn(future)`` on the worker where its queue reaches this point, once ``future`` is done: what is queued
-        after waits for it, while what came before goes to the GPU. An error ``fn`` raises is kept for the next sync
-        point."""
+        after waits for it, while what came before goes to the GPU (where fewer than MAX_IN_FLIGHT batches run; the
+        worker reaps none meanwhile). An error ``fn`` raises is kept for the next sync point."""
         self.put((_AWAIT, future, fn))
 
     def call(self, fn, *args):
@@ -543,7 +543,7 @@ class Worker:
         elif kind == _AWAIT:
             _, future, fn = item
             if not future.done():
-                if sub.pending and sub.in_flight < MAX_EARLY_IN_FLIGHT:
+                if sub.pending and sub.in_flight < MAX_IN_FLIGHT:
                     sub.submit()  # the GPU runs what came before while the worker waits
                 self._set_watched(True)  # the queue is not drained meanwhile
                 self.progress.worker_python = 0  # waiting with the GIL released: launchers need not yield to it

@@ -241,7 +241,9 @@ def test_a_bfloat16_shape_that_does_not_hold_the_layout_costs_the_float16_ones_n
     f16, bf16, bf16_small = F16_F32, TCShape(16, 16, 16, "bf16", "f32"), TCShape(16, 8, 16, "bf16", "f32")
     big = TCShape(16, 32, 16, "bf16", "f32")  # a B tile of 512 elements
     caps = dataclasses.replace(FULL, tc_threads=32, tc_shapes=(f16, bf16, bf16_small, big))
-    device = SimpleNamespace(info=SimpleNamespace(vendor_id=0x10DE, name="test", local_mem_size=49152))
+    device = SimpleNamespace(
+        info=SimpleNamespace(vendor_id=0x10DE, name="test", local_mem_size=49152), sync=lambda: None
+    )
     nv = {s: _probe_words(s, _nv_expected(s.m, s.n, s.k).__getitem__) for s in (f16, bf16, bf16_small)}
     modules: list[list[TCShape]] = []
 
@@ -268,7 +270,9 @@ def test_a_float16_shape_that_cannot_be_probed_leaves_every_shape_staged(monkeyp
 
     f16_small = TCShape(16, 8, 16, "f16", "f32")
     caps = dataclasses.replace(FULL, tc_threads=32, tc_shapes=(F16_F32, f16_small))
-    device = SimpleNamespace(info=SimpleNamespace(vendor_id=0x10DE, name="test", local_mem_size=49152))
+    device = SimpleNamespace(
+        info=SimpleNamespace(vendor_id=0x10DE, name="test", local_mem_size=49152), sync=lambda: None
+    )
     nv = {s: _probe_words(s, _nv_expected(s.m, s.n, s.k).__getitem__) for s in caps.tc_shapes}
 
     def run(dev, shapes):
@@ -279,6 +283,32 @@ def test_a_float16_shape_that_cannot_be_probed_leaves_every_shape_staged(monkeyp
     monkeypatch.setattr(coopmat_layout, "_start", lambda dev, shapes: [])
     monkeypatch.setattr(coopmat_layout, "_run_module", run)
     assert coopmat_layout.probe_layout(device, caps) == coopmat_layout.Probed("chunk", caps.tc_shapes)
+
+
+def test_a_module_the_driver_failed_to_make_costs_the_other_modules_nothing(monkeypatch):
+    """Every module's pipeline is begun at once; the sync that follows raises a failed one's error (a
+    ``KernelCompilation``), which the probe takes there, so that no other module's read-back raises it: the float16
+    shapes keep their family. Any other error is the device's, and raised."""
+    from vkbackend.errors import BackendError, ErrorStatus
+
+    caps = dataclasses.replace(FULL, tc_threads=32, tc_shapes=(F16_F32,))
+    nv = {F16_F32: _probe_words(F16_F32, _nv_expected(16, 16, 16).__getitem__)}
+    raised = [BackendError(ErrorStatus.KernelCompilation, "vkCreateComputePipelines for a bfloat16 module")]
+
+    def sync():
+        if raised:
+            raise raised.pop()
+
+    device = SimpleNamespace(
+        info=SimpleNamespace(vendor_id=0x10DE, name="test", local_mem_size=49152), sync=sync, closed=False
+    )
+    device.release_program = lambda prog: None
+    monkeypatch.setattr(coopmat_layout, "_start", lambda dev, shapes: [1])
+    monkeypatch.setattr(coopmat_layout, "_run_module", lambda dev, shapes: [nv[s] for s in shapes])
+    assert coopmat_layout.probe_layout(device, caps) == coopmat_layout.Probed("nv", (F16_F32,))
+    raised.append(BackendError(ErrorStatus.DeviceLost, "lost"))
+    with pytest.raises(BackendError, match="lost"):
+        coopmat_layout.probe_layout(device, caps)
 
 
 def test_probe_modules_keep_input_types_apart_and_fit_shared_memory():

@@ -218,14 +218,16 @@ def _run_module(device, shapes: Sequence[TCShape]) -> list[np.ndarray]:
     (``_as_values``)."""
     prog = device.compile(_probe_spirv(shapes), background=True)
     pool = device.memory_pool
-    buf = pool.allocate(4 * _WORDS * len(shapes))
+    buf = None
     try:
+        buf = pool.allocate(4 * _WORDS * len(shapes))
         pool.host_to_pool(np.zeros(_WORDS * len(shapes), np.uint32), buf)
         device.launch(prog, [buf], (), (len(shapes), 1, 1))
         out = np.empty(_WORDS * len(shapes), np.uint32)
         pool.pool_to_host(buf, out)
     finally:
-        pool.release(buf)
+        if buf is not None:
+            pool.release(buf)
         device.release_program(prog)
     return [_as_values(out[w * _WORDS : (w + 1) * _WORDS], shape) for w, shape in enumerate(shapes)]
 
@@ -273,10 +275,17 @@ def probe_layout(device, caps: DeviceCaps) -> Probed:
     numbered = [s for s in bf16 if max(s.m * s.k, s.k * s.n) <= _BF16_EXACT]
     started = _start(device, [*f16, *numbered])
     try:
+        try:
+            device.sync()  # every module's pipeline made: one that failed raises here, not at another's read-back
+        except BackendError as error:
+            if error.status is not ErrorStatus.KernelCompilation:
+                raise
+            # its run compiles it again, and a module that fails again is probed shape by shape
         return _probed(device, caps, f16, bf16, numbered, candidates)
     finally:
         for prog in started:
-            device.release_program(prog)
+            if not device.closed:  # closed meanwhile (its error is on its way): nothing is left to release
+                device.release_program(prog)
 
 
 def _probed(device, caps: DeviceCaps, f16: list, bf16: list, numbered: list, candidates: list) -> Probed:

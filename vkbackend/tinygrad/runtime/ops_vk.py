@@ -234,14 +234,14 @@ class VKProgram(Program["VKDevice"]):
         launch = self.launch_args(bufs, global_size, local_size, vals)
         if launch is None:
             return 0.0 if wait else None
+        if wait:
+            return self.dev.vk.launch_timed(*launch) * 1e-9
         try:
-            if wait:
-                return self.dev.vk.launch_timed(*launch) * 1e-9
             self.dev.vk.launch(*launch)
         except BackendError as error:
-            if (
-                error.status is ErrorStatus.KernelCompilation
-            ):  # its pipeline could not be made: the next call tries again
+            # a launch raises no earlier error, so this is its own program's: its pipeline could not be made, and the
+            # next call compiles it again
+            if error.status is ErrorStatus.KernelCompilation:
                 self.forget_variant(launch[0])
             raise
         return None
