@@ -46,16 +46,17 @@ def make(ctx: DeviceContext, prog: Program, spirv: bytes, cache) -> None:
         prog.access = access(ctx, prog)
     created = []  # (destroy function, handle) to undo on failure
 
-    def create(function: str, info, handle_type: str, destroy_fn):
+    def create(function, info, handle_type: str, destroy_fn):
         handle = ffi.new(handle_type + "*")
-        result = getattr(lib, function)(dev, info, ffi.NULL, handle)
-        check(result, f"{function} for {prog.name}", ErrorStatus.KernelCompilation)
+        check(
+            function(dev, info, ffi.NULL, handle), f"{function.__name__} for {prog.name}", ErrorStatus.KernelCompilation
+        )
         created.append((destroy_fn, handle[0]))
         return handle
 
     try:
         minfo = new_struct("VkShaderModuleCreateInfo", codeSize=len(spirv), pCode=spirv)
-        module = create("vkCreateShaderModule", minfo, "VkShaderModule", lib.vkDestroyShaderModule)
+        module = create(lib.vkCreateShaderModule, minfo, "VkShaderModule", lib.vkDestroyShaderModule)
         flags = lib.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR if ctx.info.push_descriptors else 0
         dinfo = new_struct(
             "VkDescriptorSetLayoutCreateInfo",
@@ -72,7 +73,7 @@ def make(ctx: DeviceContext, prog: Program, spirv: bytes, cache) -> None:
             ],
         )
         set_layout = create(
-            "vkCreateDescriptorSetLayout", dinfo, "VkDescriptorSetLayout", lib.vkDestroyDescriptorSetLayout
+            lib.vkCreateDescriptorSetLayout, dinfo, "VkDescriptorSetLayout", lib.vkDestroyDescriptorSetLayout
         )
         linfo = new_struct(
             "VkPipelineLayoutCreateInfo",
@@ -85,7 +86,7 @@ def make(ctx: DeviceContext, prog: Program, spirv: bytes, cache) -> None:
                 "size": prog.push_words * 4,
             },
         )
-        layout = create("vkCreatePipelineLayout", linfo, "VkPipelineLayout", lib.vkDestroyPipelineLayout)
+        layout = create(lib.vkCreatePipelineLayout, linfo, "VkPipelineLayout", lib.vkDestroyPipelineLayout)
         unchecked = None
         if not prog.robust:
             unchecked = new_struct(
