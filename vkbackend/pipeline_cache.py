@@ -23,7 +23,8 @@ HEADER = struct.Struct("<4I16s")  # VkPipelineCacheHeaderVersionOne: size, versi
 
 
 class PipelineCache:
-    """One device's pipeline cache. Used on the worker only."""
+    """One device's pipeline cache: opened, saved and destroyed on the worker; pipelines are made against it on any
+    thread (it is not created externally synchronised, so the driver synchronises it)."""
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx

@@ -5,6 +5,8 @@ Vulkan lets any thread create and destroy these objects (the pipeline cache sync
 externally synchronised), so the worker need not make them: it only lists a made program in the table its records
 name programs by (programs.py), in queue order. A pipeline can take the driver tens of milliseconds to compile; made on
 another thread, that overlaps what the caller does next, and the launches queued behind it wait on the worker.
+
+Each function takes a ``programs.Program`` (not named in the annotations: programs.py imports this module).
 """
 
 from __future__ import annotations
@@ -19,14 +21,13 @@ from .structs import new_struct
 
 if TYPE_CHECKING:
     from .context import DeviceContext
-    from .programs import Program
 
-__all__ = ["make", "destroy", "PipelineMakers"]
+__all__ = ["access", "make", "destroy", "PipelineMakers"]
 
 MAKERS = 8  # the most threads one device makes pipelines on (the H200's driver made 28 in 0.15 s on 8, 0.47 on one)
 
 
-def access(ctx: DeviceContext, prog: Program):
+def access(ctx: DeviceContext, prog):
     """``prog``'s C access flags (read, write) per buffer, bound ones first: what the recorder's hazard tracking and a
     tombstone read."""
     lib = ctx.lib
@@ -37,7 +38,7 @@ def access(ctx: DeviceContext, prog: Program):
     return ctx.ffi.new("uint8_t[]", flags or b"\0")
 
 
-def make(ctx: DeviceContext, prog: Program, spirv: bytes, cache) -> None:
+def make(ctx: DeviceContext, prog, spirv: bytes, cache) -> None:
     """Make ``prog``'s shader module, layouts and pipeline against pipeline cache ``cache``, and its C entry
     (``prog.c_program``); on a failure (``KernelCompilation``, or whatever else stopped it) what was made is destroyed
     first."""
@@ -129,7 +130,7 @@ def make(ctx: DeviceContext, prog: Program, spirv: bytes, cache) -> None:
     )
 
 
-def destroy(ctx: DeviceContext, prog: Program) -> None:
+def destroy(ctx: DeviceContext, prog) -> None:
     """Destroy what :func:`make` made for ``prog`` (nothing where it failed); no launch of it may be running."""
     ffi, lib, dev = ctx.ffi, ctx.lib, ctx.device
     if prog.pipeline is not None:
@@ -149,7 +150,7 @@ class PipelineMakers:
         self._pool: ThreadPoolExecutor | None = None
         self._shut = False
 
-    def submit(self, prog: Program, spirv: bytes, cache) -> Future:
+    def submit(self, prog, spirv: bytes, cache) -> Future:
         """Make ``prog``'s pipeline (:func:`make`) on one of the threads; the future's exception is its failure. The
         device's closed error once :meth:`shutdown` has run (its device is being destroyed)."""
         with self._lock:
