@@ -18,8 +18,6 @@ loader's path.
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import sys
 import time
@@ -27,24 +25,16 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("device", help="the tinygrad device: VK, CUDA, CPU, ...")
-    parser.add_argument("--tokens", type=int, default=256, help="tokens timed (default 256)")
-    parser.add_argument("--quick", action="store_true", help="the small model of bench --tinygrad --quick")
-    args = parser.parse_args(argv)
-    if args.tokens < 1:
-        parser.error("--tokens must be at least 1")
-    os.environ["DEV"] = args.device
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    if args.device == "VK":
-        import vkbackend.tinygrad  # noqa: F401 - the VK device, for a checkout that was never installed
+    from vkbackend.bench.tinygrad.decoding import warm_decoder_from_argv
+
+    args, token, seeded = warm_decoder_from_argv(__doc__, argv, 256, "tokens timed")
     import tinygrad.engine.jit as jit
     from tinygrad import Device
 
     from vkbackend.bench.tinygrad.call_times import CallTimes
-    from vkbackend.bench.tinygrad.cases import graph_runner_types, warm_gpt2_decoder
+    from vkbackend.bench.tinygrad.cases import graph_runner_types
 
-    token, seeded = warm_gpt2_decoder(args.device, args.quick)
     spent = CallTimes()
 
     spent.wrap(jit, "_prepare_jit_inputs", "prepare the JIT's inputs")

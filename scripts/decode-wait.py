@@ -13,8 +13,6 @@ Run it from a checkout (tinygrad 0.14.0 installed); a CUDA run needs nvrtc on th
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import sys
 import time
@@ -24,22 +22,14 @@ SLEEP_S = 0.004  # before the copy-out, in the second way: longer than a token's
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("device", help="the tinygrad device: VK, CUDA, ...")
-    parser.add_argument("--tokens", type=int, default=128, help="tokens timed each way (default 128)")
-    parser.add_argument("--quick", action="store_true", help="the small model of bench --tinygrad --quick")
-    args = parser.parse_args(argv)
-    if args.tokens < 1:
-        parser.error("--tokens must be at least 1")
-    os.environ["DEV"] = args.device
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    if args.device == "VK":
-        import vkbackend.tinygrad  # noqa: F401 - the VK device, for a checkout that was never installed
+    from vkbackend.bench.tinygrad.decoding import warm_decoder_from_argv
+
+    args, token, seeded = warm_decoder_from_argv(__doc__, argv, 128, "tokens timed each way")
     from tinygrad import Device
 
-    from vkbackend.bench.tinygrad.cases import graph_runner_types, warm_gpt2_decoder
+    from vkbackend.bench.tinygrad.cases import graph_runner_types
 
-    token, seeded = warm_gpt2_decoder(args.device, args.quick)
     marks: dict[str, float | None] = {"first": None, "sleep": 0.0, "copy_start": 0.0, "copy_end": 0.0}
     for cls in graph_runner_types():
         _first_call(cls, marks)

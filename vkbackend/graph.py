@@ -14,11 +14,11 @@ is skipped and reported as ``KernelLaunch`` at the next sync point.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .errors import BackendError, ErrorStatus
+from .records import REFUSED
 from .types import Grid, GridArg, Scalar
 
 if TYPE_CHECKING:
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 Launch = tuple[int, Sequence[int], Sequence[Scalar], Grid]  # (program, buffers, scalars, grid), as Device.launch takes
 # A launch's program, its grid, and whether the grid is plain ints (no GridArg, no numpy integers): set_scalars' path.
 _Target = tuple[int, tuple[int | GridArg, ...], bool]
-# What a scalar writer raises for anything it does not take; update() then explains or handles it.
-_UNUSUAL = (KeyError, ValueError, TypeError, OverflowError, struct.error)
 
 
 class LaunchGraph:
@@ -152,7 +150,7 @@ class LaunchGraph:
                 blob = self._join()
             self._written.add(index)  # before the write: it is in the blob alone from then on
             writer(blob, self._starts[index], scalars, grid)
-        except (IndexError, *_UNUSUAL):
+        except (IndexError, *REFUSED):
             self._set_scalars_slowly(index, scalars, grid)
             return
         if grid is not None:

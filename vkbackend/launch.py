@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["Launcher"]
 
 _U32_MAX = 0xFFFFFFFF
-# What a packer raises for anything it does not take; the slow path then explains or handles it.
-_UNUSUAL = (KeyError, ValueError, TypeError, OverflowError, struct.error)
 
 
 class Launcher:
@@ -84,7 +82,7 @@ class Launcher:
         (:meth:`vkbackend.Device.launch` says what it takes)."""
         try:
             self._packers[prog](buffers, scalars, grid)  # checks, packs and queues the record
-        except _UNUSUAL:
+        except records.REFUSED:
             self._append(self._pack(prog, buffers, scalars, grid))
         # Worker.put without its kick: the worker takes launches when its wait on the GPU ends, many at a time.
         if self._worker.idle:
@@ -96,7 +94,7 @@ class Launcher:
         """One launch checked and packed, not queued (a graph packs once and queues many times)."""
         try:
             return self._graph_packers[prog](buffers, scalars, grid)
-        except _UNUSUAL:
+        except records.REFUSED:
             return self._pack(prog, buffers, scalars, grid)
 
     def scalar_writer(self, prog: int) -> records.ScalarWriter | None:

@@ -31,6 +31,7 @@ __all__ = [
     "dispatch_packer",
     "scalar_writer",
     "ScalarWriter",
+    "REFUSED",
     "forget_packer",
 ]
 
@@ -126,6 +127,9 @@ def reset_queries(first: int, count: int) -> bytes:
 # lavapipe's 2-core host, best of 20 rounds of 100,000); indexing the first scalar would cost about half as much but
 # lets a dict keyed 0, 1, ... through.
 _ORDERED = {list: None, tuple: None}  # the scalars' types the fast path takes: anything else is a KeyError
+# What a generated packer or scalar writer raises for anything it does not take: its caller then takes the slow path,
+# which explains or handles it.
+REFUSED = (KeyError, ValueError, TypeError, OverflowError, struct.error)
 # The grid check both generated functions make: every entry in 1..the device's maximum, and none of them True.
 _GRID_IN_RANGE = (
     "0 < gx <= {} and 0 < gy <= {} and 0 < gz <= {} and gx is not True and gy is not True and gz is not True"
@@ -202,10 +206,11 @@ def write(blob, start, scalars, grid):
         gx, gy, gz = grid
         if not ({in_range}):
             raise ValueError("grid out of range")
-        blob[start + 8 : start + 20] = GRID(gx, gy, gz)
+        blob[start + {grid_at} : start + {grid_end}] = GRID(gx, gy, gz)
     blob[start + {offset} : start + {end}] = push
 """
-_GRID = struct.Struct("<3I")  # the grid's place in a dispatch record: words 2 to 4 (_DISPATCH_HEADER)
+_GRID = struct.Struct("<3I")  # the grid in a dispatch record: words 2 to 4 (_DISPATCH_HEADER), after kind and index
+_GRID_AT = struct.calcsize("<2I")
 # (blob, start, scalars, grid): what scalar_writer makes
 ScalarWriter = Callable[[bytearray, int, Sequence[Scalar], Optional[Grid]], None]
 
@@ -223,6 +228,8 @@ def scalar_writer(name: str, info: ProgramInfo, max_grid: tuple[int, int, int]) 
     source = _WRITER.format(
         scalars=", ".join(f"s{i}" for i in range(len(info.push_constants))),
         in_range=_grid_in_range(max_grid),
+        grid_at=_GRID_AT,
+        grid_end=_GRID_AT + _GRID.size,
         offset=offset,
         end=offset + push_struct.size,
         push=", ".join(push),

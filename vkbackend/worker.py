@@ -44,10 +44,12 @@ the fast path reads only ``ctx.usable``, which both states turn off (``DeviceCon
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 
 from . import trace
 from ._ffi import lib
@@ -545,29 +547,32 @@ class Worker:
             if not future.done():
                 if sub.pending and sub.in_flight < MAX_IN_FLIGHT:
                     sub.submit()  # the GPU runs what came before while the worker waits
-                self._set_watched(True)  # the queue is not drained meanwhile
-                self.progress.worker_python = 0  # waiting with the GIL released: launchers need not yield to it
-                try:
+                with self._away():
                     concurrent.futures.wait([future])
-                finally:
-                    self.progress.worker_python = 1
-                    self._set_watched(False)
             fn(future)
         elif kind == _CALL:
             _, fn, args, future = item
-            self._set_watched(True)  # the queue is not drained meanwhile (a pipeline creation takes milliseconds)
-            self.progress.worker_python = 0  # mostly in C: launchers need not yield to it meanwhile
-            try:
-                future.value = fn(*args)
-            except BaseException as error:  # handed to the caller, who raises it
-                future.error = error
-            finally:
-                self.progress.worker_python = 1
-                self._set_watched(False)
+            with self._away():  # a pipeline creation, say, takes milliseconds
+                try:
+                    future.value = fn(*args)
+                except BaseException as error:  # handed to the caller, who raises it
+                    future.error = error
             future.event.set()
         elif kind == _STOP:
             return True
         return False
+
+    @contextlib.contextmanager
+    def _away(self) -> Iterator[None]:
+        """The worker is away from its queue for a while, mostly in C with the GIL released (a call, a wait for a
+        pipeline): launchers watch the queue's length themselves, and need not yield the GIL to it."""
+        self._set_watched(True)
+        self.progress.worker_python = 0
+        try:
+            yield
+        finally:
+            self.progress.worker_python = 1
+            self._set_watched(False)
 
     def _publish(self, serial) -> None:
         """Submit the window at once and publish, for a waiting caller, the serial of the last batch submitted: it

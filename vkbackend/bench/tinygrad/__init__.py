@@ -4,7 +4,8 @@ that must agree (docs/performance.md).
 
 Modules: ``runner`` (the driver), ``spec`` (cases, sizes, records), ``protocol`` (seeded data, checksums, the timing
 protocol), ``models`` and ``cases`` (the workloads in tinygrad), ``torch_twins`` (the same in PyTorch), ``kernels``
-(per-kernel GPU times of a captured JIT), ``call_times`` (calls and time of wrapped functions, for scripts/) and
+(per-kernel GPU times of a captured JIT), ``call_times`` (calls and time of wrapped functions, for scripts/),
+``decoding`` (the decode scripts' command line and warmed decoder) and
 ``child`` (one implementation and workload per process: ``python -m vkbackend.bench.tinygrad.child``). They share
 ``vkbackend.bench``'s child, report, spec and units modules.
 
