@@ -1,16 +1,23 @@
 """csrc/copy.c, the host copy of every transfer: memcpy, or (a download's) streaming stores from STREAM_MIN bytes with a
-head up to a cache line and a tail copied apart; parts split over threads. Every byte arrives, at any alignment, and
-none around it is touched."""
+head up to a cache line and a tail copied apart; parts split over the copy crew's threads (or threads of its own, where
+another copy is using the crew). Every byte arrives, at any alignment, and none around it is touched; and
+transfers.part_sizes, how a transfer is cut into parts."""
 
 from __future__ import annotations
+
+import os
+import select
+import signal
+import threading
 
 import numpy as np
 import pytest
 
 from vkbackend._ffi import ffi, lib
+from vkbackend.memory.transfers import SMALLEST_PART, part_sizes
 
 STREAM_MIN = 1 << 20  # copy.c's VKB_STREAM_MIN, from which vkb_copy_streaming streams
-SPLIT_MIN = 8 << 20  # copy.c splits a copy over threads from two parts of 4 MiB
+SPLIT_MIN = 2 << 20  # copy.c splits a copy over threads from two parts of 1 MiB
 GUARD = 80  # bytes around the destination that must keep their value
 _SOURCE = np.random.default_rng(0).integers(0, 256, 3 * SPLIT_MIN + 4096, np.uint8)
 
@@ -62,3 +69,88 @@ def test_a_round_trip_through_staging_at_odd_offsets(pool):
     finally:
         pool.release(buf)
     assert np.array_equal(out[5:], data[3:]) and not out[:5].any()
+
+
+def test_split_copies_keep_the_crew_they_started():
+    """The crew's threads are started once and serve every later split copy: none starts threads of its own."""
+    _check(lib.vkb_copy, 3 * SPLIT_MIN + 3, 0, 0, 16)  # 6 parts: 5 for the crew (at least)
+    grown = lib.vkb_copy_crew_size()
+    assert grown >= 5
+    for i in range(10):
+        _check(lib.vkb_copy_streaming if i % 2 else lib.vkb_copy, 3 * SPLIT_MIN + 3, i, 2 * i, 16)
+    assert lib.vkb_copy_crew_size() == grown
+
+
+def test_split_copies_from_several_threads_at_once():
+    """Copies that find the crew busy start threads of their own; all arrive whole."""
+    failures: list[BaseException] = []
+
+    def copies(seed: int) -> None:
+        try:
+            for i in range(12):
+                _check(lib.vkb_copy, SPLIT_MIN + 4096 * (seed + i) + seed, seed, i, 4)
+        except BaseException as error:  # reported by the main thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=copies, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # the point of the test
+def test_a_forked_child_copies_with_a_crew_of_its_own():
+    """A child forked while the parent's crew copies (its lock possibly held) starts from an empty crew and copies."""
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            _check(lib.vkb_copy, 3 * SPLIT_MIN, 0, 0, 8)
+
+    thread = threading.Thread(target=busy)
+    thread.start()
+    try:
+        for _ in range(5):
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: copy, report, leave without running the parent's exit handlers
+                empty = lib.vkb_copy_crew_size() == 0
+                try:
+                    _check(lib.vkb_copy, 3 * SPLIT_MIN, 1, 3, 8)
+                    ok = empty and lib.vkb_copy_crew_size() > 0
+                except BaseException:
+                    ok = False
+                os.write(write, b"1" if ok else b"0")
+                os._exit(0)
+            os.close(write)
+            ready, _, _ = select.select([read], [], [], 60)
+            answer = os.read(read, 1) if ready else b""
+            os.close(read)
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            assert answer == b"1", "the child's copy hung" if not ready else "the child's copy or crew was wrong"
+            assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        stop.set()
+        thread.join()
+
+
+@pytest.mark.parametrize("largest", [4096, 1 << 20, 8 << 20, 32 << 20, 64 << 20])
+def test_part_sizes_cover_a_transfer_and_shrink_at_its_end(largest):
+    mib = 1 << 20
+    for nbytes in [1, 4095, SMALLEST_PART - 1, SMALLEST_PART, 2 * SMALLEST_PART + 1, 32 * mib, 64 * mib + 61, 1 << 30]:
+        sizes = part_sizes(nbytes, largest)
+        assert sum(sizes) == nbytes and all(0 < n <= largest for n in sizes), (nbytes, largest)
+        assert sizes == sorted(sizes, reverse=True), "largest first: an upload's last part is its smallest"
+        if nbytes >= 2 * SMALLEST_PART and largest >= 2 * SMALLEST_PART:
+            assert sizes[-1] < 2 * SMALLEST_PART and min(sizes) > SMALLEST_PART // 2, (nbytes, largest, sizes)
+
+
+def test_part_sizes_of_64_mib_through_32_mib_buffers():
+    mib = 1 << 20
+    assert part_sizes(64 * mib, 32 * mib) == [32 * mib, 16 * mib, 8 * mib, 8 * mib]
+    assert part_sizes(10 * mib, 32 * mib) == [10 * mib]

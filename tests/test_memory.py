@@ -384,6 +384,17 @@ def test_small_read_backs_read_mapped_memory_straight(direct):
     assert r["validation"] == ""
 
 
+def test_transfers_through_large_staging_buffers_move_in_shrinking_parts():
+    """Through 32 MiB staging buffers (a GPU's) a transfer of two and a bit moves in parts that shrink toward an
+    upload's end and a download's start, a copy each, and every byte arrives, from and into odd addresses."""
+    r = run_isolated("memory_transfer_parts")
+    assert r["staging"] == 32 << 20
+    assert r["parts"] > 3  # two whole staging buffers, then the rest in smaller parts
+    assert r["upload_copies"] == r["parts"] and r["download_copies"] == r["parts"]
+    assert r["right"]
+    assert r["validation"] == ""
+
+
 @pytest.mark.parametrize("direct", ["1", "0"])
 def test_uploads_into_a_quiet_device_write_mapped_memory_straight(direct):
     """An upload into a small buffer in memory the host can map, while nothing is queued or running, is a copy into

@@ -8,6 +8,7 @@ from _reliability import groups, quiet_within, worker_held
 from isolated import affine_scene, report
 
 from vkbackend.memory.pool import DIRECT_WRITE_MAX, SUBALLOC_MAX
+from vkbackend.memory.transfers import part_sizes
 
 result = {}
 dev, pool, prog, buf, x = affine_scene()
@@ -50,7 +51,7 @@ result["view_right"] = bool((got == want).all())
 block = pool.allocate(12 << 20)
 data = np.random.default_rng(3).integers(0, 1 << 32, 3 << 20, dtype=np.uint32)
 result["block_copies"] = copies_of(lambda: pool.host_to_pool(data, block))
-result["block_parts"] = -(-data.nbytes // pool.transfers.ring.buffer_bytes)  # its copies through staging
+result["block_parts"] = len(part_sizes(data.nbytes, pool.transfers.ring.buffer_bytes))  # its copies through staging
 back = np.empty_like(data)
 pool.pool_to_host(block, back)
 result["block_right"] = bool((back == data).all())
@@ -59,7 +60,7 @@ assert DIRECT_WRITE_MAX >= 12 << 20 and SUBALLOC_MAX >= 12 << 20
 big = pool.allocate(DIRECT_WRITE_MAX + 4)
 words = np.arange((DIRECT_WRITE_MAX + 4) // 4, dtype=np.uint32)
 result["over_copies"] = copies_of(lambda: pool.host_to_pool(words, big))
-result["over_parts"] = -(-words.nbytes // pool.transfers.ring.buffer_bytes)
+result["over_parts"] = len(part_sizes(words.nbytes, pool.transfers.ring.buffer_bytes))
 back = np.empty_like(words)
 pool.pool_to_host(big, back)
 result["over_right"] = bool((back == words).all())

@@ -52,10 +52,12 @@ int vkb_spirv_tools_loaded(void);
 int vkb_spirv_validate(const uint32_t *words, size_t word_count, int vulkan_minor, char **message);
 void vkb_spirv_message_free(char *message);
 
-/* copy.c: memcpy with the GIL released (cffi releases it around every call), split over threads when large.
- * vkb_copy_streaming: the same with streaming stores from 1 MiB, for a destination not read soon (a download's). */
+/* copy.c: memcpy with the GIL released (cffi releases it around every call), split over threads from 2 MiB (the
+ * copy crew's, kept for the process). vkb_copy_streaming: the same with streaming stores from 1 MiB, for a
+ * destination not read soon (a download's). vkb_copy_crew_size: the crew's threads started so far. */
 void vkb_copy(void *dst, const void *src, size_t n, int threads);
 void vkb_copy_streaming(void *dst, const void *src, size_t n, int threads);
+int vkb_copy_crew_size(void);
 
 /* fence.c: waits that poll (a blocking vkWaitForFences can oversleep by milliseconds on some drivers). Every batch
  * ends by writing the low 32 bits of its serial into a host-mapped word (the completion marker, vkb_window), and

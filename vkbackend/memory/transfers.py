@@ -1,8 +1,10 @@
 """Transfers between host memory and device buffers, streamed through the staging ring.
 
-``upload``: per staging buffer, take one, memcpy into it in C with the GIL released (split over up to 8 threads), queue
-a copy record; it returns when the source has been read, and the copies run in stream order with launches. ``download``
-keeps two staging buffers in flight: while the GPU copies part k+1 into staging, the caller copies part k out, with
+A transfer moves in parts (``part_sizes``): whole staging buffers, then smaller ones toward the end of an upload and the
+start of a download, so that the copy that runs alone there (the GPU's) is short. ``upload``: per part, take a staging
+buffer, memcpy into it in C with the GIL released (split over up to 8 of the copy crew's threads, csrc/copy.c), queue a
+copy record; it returns when the source has been read, and the copies run in stream order with launches. ``download``
+keeps staging buffers in flight: while the GPU copies part k+1 into staging, the caller copies part k out, with
 streaming stores (the caller's memory is not read first); it is a sync point. A staging buffer is never waited for while
 holding another, so threads transferring at once cannot deadlock on the ring.
 
@@ -23,7 +25,28 @@ from .. import records, trace
 from ..wakeup import WAKE_S
 from .staging import Lease, StagingRing
 
-__all__ = ["Transfers"]
+__all__ = ["Transfers", "part_sizes"]
+
+SMALLEST_PART = 8 << 20  # what a transfer's parts shrink to at its end (an upload) or start (a download)
+
+
+def part_sizes(nbytes: int, largest: int) -> list[int]:
+    """The sizes of a transfer's parts, at most ``largest`` (a staging buffer) each, in upload order: whole staging
+    buffers, then about half of what is left each time, until less than two SMALLEST_PART are left, which are the
+    last part. The copy that runs alone at an upload's end, the GPU's of its last part, is then small; a download
+    takes the parts in reverse order, so that the GPU's copy that runs alone at its start is. A part costs a staging
+    lease, a copy record and a host copy's start-up, so they shrink no further."""
+    sizes: list[int] = []
+    left = nbytes
+    while left > 0:
+        if left <= largest and left < 2 * SMALLEST_PART:
+            n = left
+        else:
+            half = (left - left // 2 + 0xFFFF) & ~0xFFFF  # at least what is left after it, in whole 64 KiB blocks
+            n = min(largest, max(half, SMALLEST_PART))
+        sizes.append(n)
+        left -= n
+    return sizes
 
 
 class Transfers:
@@ -44,8 +67,7 @@ class Transfers:
         try:
             self._begin(token)
             pos = 0
-            while pos < nbytes:
-                n = min(ring.buffer_bytes, nbytes - pos)
+            for n in part_sizes(nbytes, ring.buffer_bytes):
                 lease = Lease(ring)
                 ring.acquire(lease)
                 lib.vkb_copy(lease.host, src_ptr + pos, n, self.copy_threads)
@@ -82,8 +104,9 @@ class Transfers:
         try:
             self._begin(token)
             pos = 0
-            while pos < nbytes:
-                n = min(ring.buffer_bytes, nbytes - pos)
+            sizes = part_sizes(nbytes, ring.buffer_bytes)  # taken from the end: the small parts first
+            while sizes:
+                n = sizes[-1]
                 lease = Lease(ring, pos, n)
                 leases.append(lease)
                 if not ring.acquire(lease, block=len(leases) == 1):  # never wait for one while holding another
@@ -92,6 +115,7 @@ class Transfers:
                     continue
                 lease.serial = worker.queue_awaited_copy(records.copy(src_slot, lease.slot, offset + pos, 0, n))
                 pos += n
+                sizes.pop()
             while leases:
                 finish_oldest()
             if trace.enabled:
