@@ -385,11 +385,11 @@ def test_small_read_backs_read_mapped_memory_straight(direct):
 
 
 def test_transfers_through_large_staging_buffers_move_in_shrinking_parts():
-    """Through 32 MiB staging buffers (a GPU's) a transfer of two and a bit moves in parts that shrink toward an
-    upload's end and a download's start, a copy each, and every byte arrives, from and into odd addresses."""
+    """Through 32 MiB staging buffers (a GPU's) a transfer of two of them and a bit moves in parts that shrink toward
+    an upload's end and a download's start, a copy each, and every byte arrives, from and into odd addresses."""
     r = run_isolated("memory_transfer_parts")
     assert r["staging"] == 32 << 20
-    assert r["parts"] > 3  # two whole staging buffers, then the rest in smaller parts
+    assert r["parts"] > 3  # a whole staging buffer, then parts that halve
     assert r["upload_copies"] == r["parts"] and r["download_copies"] == r["parts"]
     assert r["right"]
     assert r["validation"] == ""

@@ -2,6 +2,7 @@
  * memcpy into pinned or write-combined memory is far below what the DMA engine moves. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef void (*vkb_copy_fn)(char *dst, const char *src, size_t n);
@@ -36,21 +37,24 @@ static void vkb_copy_stream(char *dst, const char *src, size_t n) {
 static void vkb_copy_stream(char *dst, const char *src, size_t n) { memcpy(dst, src, n); }
 #endif
 
-/* Copies are split into whole pages of at least MIN_PART bytes each, one per thread, from 2 * MIN_PART on. */
+/* A copy of 2 * MIN_PART or more is split into shares of at least MIN_PART, rounded up to whole pages (the last one
+ * shorter), at most one per thread it may use; whichever thread is free takes the next. */
 enum { MAX_THREADS = 16, MIN_PART = 1 << 20 };
 
 /* The crew: copy threads kept for the process, so that a split copy does not start threads of its own (starting and
  * joining seven took 0.3-0.5 ms on a 2-core host, about what a 4 MiB part's copy takes). A copy lists its parts in
  * the crew's job and wakes it; the caller and the crew's threads take parts from the job until none is left, and the
  * caller returns once every part is done. One copy uses the crew at a time: another that finds it busy starts threads
- * of its own. The crew's threads block the asynchronous signals (the caller's thread takes interrupts, as Python
- * expects), and a forked child, which has none of them, begins with an empty crew. */
+ * of its own. The crew's threads block the asynchronous signals: a signal a crew thread caught would interrupt no
+ * Python thread's blocking call, as Python expects its handlers to. A forked child, which has none of the crew's
+ * threads, begins with an empty crew. */
 typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t work, done;  /* work: a job was listed; done: its last part finished */
     vkb_copy_part *parts;
     int n_parts, next, left;    /* the job's parts; the next one to take; those not yet finished */
     int busy, members;          /* a copy uses the crew; threads started */
+    uint64_t served, alone;     /* split copies the crew served; those that found it busy and started threads */
 } vkb_crew;
 static vkb_crew crew = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER};
 static pthread_once_t crew_once = PTHREAD_ONCE_INIT;
@@ -79,7 +83,6 @@ static void *vkb_crew_member(void *unused) {
         while (crew.next >= crew.n_parts) pthread_cond_wait(&crew.work, &crew.lock);
         vkb_crew_take_parts();
     }
-    return NULL;
 }
 
 /* Under crew.lock: start members until there are `wanted` (as many as can be started). */
@@ -105,8 +108,8 @@ static void vkb_crew_grow(int wanted) {
 static int vkb_crew_copy(vkb_copy_part *parts, int n) {
     pthread_once(&crew_once, vkb_crew_register);
     pthread_mutex_lock(&crew.lock);
-    if (crew.busy) { pthread_mutex_unlock(&crew.lock); return 0; }
-    crew.busy = 1;
+    if (crew.busy) { crew.alone++; pthread_mutex_unlock(&crew.lock); return 0; }
+    crew.busy = 1, crew.served++;
     vkb_crew_grow(n - 1);
     crew.parts = parts, crew.n_parts = n, crew.next = 0, crew.left = n;
     pthread_cond_broadcast(&crew.work);
@@ -117,11 +120,10 @@ static int vkb_crew_copy(vkb_copy_part *parts, int n) {
     return 1;
 }
 
-int vkb_copy_crew_size(void) {
+void vkb_copy_crew_counts(int *members, uint64_t *served, uint64_t *alone) {
     pthread_mutex_lock(&crew.lock);
-    int members = crew.members;
+    *members = crew.members, *served = crew.served, *alone = crew.alone;
     pthread_mutex_unlock(&crew.lock);
-    return members;
 }
 
 static void *vkb_copy_thread(void *arg) {

@@ -54,10 +54,11 @@ void vkb_spirv_message_free(char *message);
 
 /* copy.c: memcpy with the GIL released (cffi releases it around every call), split over threads from 2 MiB (the
  * copy crew's, kept for the process). vkb_copy_streaming: the same with streaming stores from 1 MiB, for a
- * destination not read soon (a download's). vkb_copy_crew_size: the crew's threads started so far. */
+ * destination not read soon (a download's). vkb_copy_crew_counts: the crew's threads started so far, the split
+ * copies it served, and those that found it busy and started threads of their own. */
 void vkb_copy(void *dst, const void *src, size_t n, int threads);
 void vkb_copy_streaming(void *dst, const void *src, size_t n, int threads);
-int vkb_copy_crew_size(void);
+void vkb_copy_crew_counts(int *members, uint64_t *served, uint64_t *alone);
 
 /* fence.c: waits that poll (a blocking vkWaitForFences can oversleep by milliseconds on some drivers). Every batch
  * ends by writing the low 32 bits of its serial into a host-mapped word (the completion marker, vkb_window), and

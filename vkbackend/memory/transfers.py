@@ -2,7 +2,8 @@
 
 A transfer moves in parts (``part_sizes``): whole staging buffers, then smaller ones toward the end of an upload and the
 start of a download, so that the copy that runs alone there (the GPU's) is short. ``upload``: per part, take a staging
-buffer, memcpy into it in C with the GIL released (split over up to 8 of the copy crew's threads, csrc/copy.c), queue a
+buffer, memcpy into it in C with the GIL released (split over up to 8 threads: the caller's and the copy crew's,
+csrc/copy.c, or threads of its own where another copy uses the crew), queue a
 copy record; it returns when the source has been read, and the copies run in stream order with launches. ``download``
 keeps staging buffers in flight: while the GPU copies part k+1 into staging, the caller copies part k out, with
 streaming stores (the caller's memory is not read first); it is a sync point. A staging buffer is never waited for while
@@ -33,9 +34,10 @@ SMALLEST_PART = 8 << 20  # what a transfer's parts shrink to at its end (an uplo
 def part_sizes(nbytes: int, largest: int) -> list[int]:
     """The sizes of a transfer's parts, at most ``largest`` (a staging buffer) each, in upload order: whole staging
     buffers, then about half of what is left each time, until less than two SMALLEST_PART are left, which are the
-    last part. The copy that runs alone at an upload's end, the GPU's of its last part, is then small; a download
-    takes the parts in reverse order, so that the GPU's copy that runs alone at its start is. A part costs a staging
-    lease, a copy record and a host copy's start-up, so they shrink no further."""
+    last part (8-16 MiB). The copy that runs alone at an upload's end, the GPU's of its last part, is then small; a
+    download takes the parts in reverse order, so that the GPU's copy that runs alone at its start is. A part costs a
+    staging lease, a copy record and a host copy's start-up, so they shrink no further. Staging buffers smaller than
+    two SMALLEST_PART (lavapipe's 8 MiB) are taken whole, the last part what is left."""
     sizes: list[int] = []
     left = nbytes
     while left > 0:
