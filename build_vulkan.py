@@ -48,6 +48,7 @@ CSRC_ORDER = [
     "express.c",
     "fence.c",
     "slots.c",
+    "scalars.c",
     "recorder.c",
     "glslang.c",
     "spirv_val.c",

@@ -115,7 +115,12 @@ def _fields(cls: type) -> list[str]:
 
 
 # Classes users get from the library rather than construct, and where from.
-MADE_BY = {"Device": "`vkbackend.devices()`", "MemoryPool": "`Device.memory_pool`", "LaunchGraph": "`Device.graph()`"}
+MADE_BY = {
+    "Device": "`vkbackend.devices()`",
+    "MemoryPool": "`Device.memory_pool`",
+    "LaunchGraph": "`Device.graph()`",
+    "GraphVariables": "`LaunchGraph.bind_variables()`",
+}
 
 
 def _class(name: str, cls: type) -> list[str]:

@@ -243,6 +243,159 @@ def test_set_scalars_follows_a_grid_that_names_a_scalar(device, pool, kernel):
     pool.release(out)
 
 
+def test_variables_write_every_scalar_they_feed(device, pool, kernel):
+    """Each variable goes into every 32- and 64-bit integer scalar it feeds, at any padding, for the next replays;
+    the other scalars keep their values."""
+    scalars = kernel("scalars")  # i32, f64, u32, i64, f32, u64, flag, row: row r of the outputs holds launch r's
+    out32, out64 = pool.allocate(4 * 4 * 3), pool.allocate(8 * 3 * 3)
+    fixed = [0, 1.5, 0, 0, 2.5, 0, True]
+    graph = device.graph([(scalars, [out32, out64], [*fixed, row], (1, 1, 1)) for row in range(3)])
+    variables = graph.bind_variables([[(0, 0), (1, 3)], [(0, 2), (2, 5)], []])
+    for first, second in ((-(2**31), 2**32 - 1), (7, 0), (2**31 - 1, 12)):
+        variables.set([first, second, 99])
+        graph.launch()
+        o32 = download(pool, out32, np.uint32, 12).reshape(3, 4)
+        o64 = download(pool, out64, np.uint64, 9).reshape(3, 3)
+        assert o32[0].tolist() == [first & 0xFFFFFFFF, second, np.float32(2.5).view(np.uint32), 1]
+        assert o64[1, 1] == first & 0xFFFFFFFFFFFFFFFF and o64[2, 2] == second
+        assert o32[1, 0] == 0 and o64[0, 1] == 0 and o64[1, 0] == np.float64(1.5).view(np.uint64)
+    graph.close()
+    for buf in (out32, out64):
+        pool.release(buf)
+
+
+def test_variables_refuse_what_does_not_fit_and_write_nothing(device, pool, kernel):
+    scalars = kernel("scalars")
+    out32, out64 = pool.allocate(4 * 4), pool.allocate(8 * 3)
+    graph = device.graph([(scalars, [out32, out64], [1, 0.0, 2, 3, 0.0, 4, False, 0], (1, 1, 1)), None])
+    for slots, message in (
+        ([[(0, 1)]], "not a 32- or 64-bit integer scalar"),  # a double
+        ([[(0, 4)]], "not a 32- or 64-bit integer scalar"),  # a float
+        ([[(0, 8)]], "not a 32- or 64-bit integer scalar"),  # past the scalars
+        ([[(1, 0)]], "a placeholder has none"),
+        ([[(2, 0)]], "2 launches"),
+        ([[(True, 0)]], "not a 32- or 64-bit"),
+        ([[0]], r"pairs, got 0"),
+    ):
+        with pytest.raises(BackendError, match=message) as raised:
+            graph.bind_variables(slots)
+        assert raised.value.status is ErrorStatus.InvalidArgument
+    variables = graph.bind_variables([[(0, 0), (0, 2)], [(0, 5)]])
+    variables.set([10, 20])
+    for values, message in (
+        ([-1, 20], "variable 0 = -1 does not fit scalar 2 of launch 0, of type uint"),
+        ([2**31, 20], "does not fit scalar 0 of launch 0, of type int"),
+        ([10, -5], "does not fit scalar 5 of launch 0, of type uint64"),
+        ([10, 2**64], "2 integers of at most 64 bits"),
+        ([10, 1.5], "2 integers"),
+        ([10], "2 integers"),
+    ):
+        with pytest.raises(BackendError, match=message):
+            variables.set(values)
+    graph.launch()  # every refused set wrote nothing
+    assert download(pool, out32, np.uint32, 2).tolist() == [10, 10]
+    assert download(pool, out64, np.uint64, 3)[2] == 20
+    graph.close()
+    with pytest.raises(BackendError, match="closed LaunchGraph"):
+        variables.set([1, 2])
+    for buf in (out32, out64):
+        pool.release(buf)
+
+
+def test_variables_follow_their_launches_when_records_move(device, pool, chain):
+    """A launch filled in or replaced before a bound one moves its record: the variables find it again; a bound
+    launch updated whole takes the update's scalars until the next set."""
+    affine, x, y, _ = chain
+    base = np.arange(N, dtype=np.float32)
+    graph = device.graph([None, (affine, [x, y], [2.0, 1.0, N], GRID)])
+    variables = graph.bind_variables([[(1, 2)]])  # n, a uint
+    variables.set([N // 2])
+    pool.host_to_pool(np.zeros(N, dtype=np.float32), y)
+    graph.launch()
+    np.testing.assert_array_equal(download(pool, y, np.float32, N), np.where(base < N // 2, 2 * base + 1, 0))
+    graph.update(0, (affine, [x, x], [1.0, 0.0, N], GRID))  # launch 1's record moves
+    variables.set([N // 4])
+    pool.host_to_pool(np.zeros(N, dtype=np.float32), y)
+    graph.launch()
+    np.testing.assert_array_equal(download(pool, y, np.float32, N), np.where(base < N // 4, 2 * base + 1, 0))
+    graph.update(1, (affine, [x, y], [3.0, 0.0, N], GRID))
+    graph.launch()
+    np.testing.assert_array_equal(download(pool, y, np.float32, N), 3 * base)
+    variables.set([N // 2])
+    pool.host_to_pool(np.zeros(N, dtype=np.float32), y)
+    graph.launch()
+    np.testing.assert_array_equal(download(pool, y, np.float32, N), np.where(base < N // 2, 3 * base, 0))
+    graph.update(0, None)  # the joined records go: launch 1 keeps what the variables wrote into it
+    pool.host_to_pool(np.zeros(N, dtype=np.float32), y)
+    graph.launch()
+    np.testing.assert_array_equal(download(pool, y, np.float32, N), np.where(base < N // 2, 3 * base, 0))
+    graph.close()
+
+
+_SCALED_BY_AN_INT = """#version 450
+layout(local_size_x = 64) in;
+layout(push_constant) uniform P { uint a; float b; uint n; } p;
+layout(std430, binding = 0) readonly buffer In { float x[]; };
+layout(std430, binding = 1) writeonly buffer Out { float y[]; };
+void main() { uint i = gl_GlobalInvocationID.x; if (i < p.n) y[i] = float(p.a) * x[i] + p.b; }
+"""
+
+
+def test_variables_follow_a_launch_updated_to_another_program(device, pool, chain, kernel):
+    """Another program lays its scalars out anew: the variables find theirs in the new record, or refuse a scalar that
+    is no longer an integer."""
+    affine, x, y, _ = chain
+    scalars = kernel("scalars")
+    out32, out64 = pool.allocate(4 * 4), pool.allocate(8 * 3)
+    graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID)])
+    variables = graph.bind_variables([[(0, 2)]])  # affine's n; scalars' u32
+    graph.update(0, (scalars, [out32, out64], [1, 0.0, 2, 3, 0.0, 4, False, 0], (1, 1, 1)))
+    variables.set([77])
+    graph.launch()
+    assert download(pool, out32, np.uint32, 4).tolist() == [1, 77, 0, 0]
+    assert download(pool, out64, np.uint64, 3).tolist() == [0, 3, 4]
+    wide = graph.bind_variables([[(0, 3)]])  # scalars' i64; affine has three scalars
+    graph.update(0, (affine, [x, y], [2.0, 1.0, N], GRID))
+    variables.set([N // 2])
+    pool.host_to_pool(np.zeros(N, dtype=np.float32), y)
+    graph.launch()
+    base = np.arange(N, dtype=np.float32)
+    np.testing.assert_array_equal(download(pool, y, np.float32, N), np.where(base < N // 2, 2 * base + 1, 0))
+    with pytest.raises(BackendError, match="not a 32- or 64-bit integer scalar"):
+        wide.set([5])
+    import vkbackend
+
+    scaled = device.compile(vkbackend.compile_glsl(_SCALED_BY_AN_INT))  # a record as long as affine's
+    graph.update(0, (scaled, [x, y], [3, 1.0, N], GRID))
+    first = graph.bind_variables([[(0, 0)]])
+    first.set([4])
+    graph.update(0, (affine, [x, y], [2.0, 1.0, N], GRID))  # in place: affine's first scalar is a float
+    with pytest.raises(BackendError, match="not a 32- or 64-bit integer scalar"):
+        first.set([5])
+    graph.close()
+    device.release_program(scaled)
+    for buf in (out32, out64):
+        pool.release(buf)
+
+
+def test_variables_feed_a_program_that_reaches_buffers_by_address(device, pool, kernel):
+    """Its scalars share the push constants with buffer addresses, which stay."""
+    if not device.info.buffer_device_address:
+        pytest.skip(f"{device.info.name} has no buffer device addresses (bufferDeviceAddress)")
+    axpy = kernel("axpy_address")  # y[i] = a * x[i] + y[i] for first <= i < n
+    x = upload(pool, np.ones(N, dtype=np.float32))
+    y = upload(pool, np.zeros(N, dtype=np.float32))
+    graph = device.graph([(axpy, [x, y], [2.0, 0, N], GRID)])
+    variables = graph.bind_variables([[(0, 1)], [(0, 2)]])  # first, n
+    variables.set([N // 4, N // 2])
+    graph.launch()
+    got = download(pool, y, np.float32, N)
+    np.testing.assert_array_equal(got, np.where((np.arange(N) >= N // 4) & (np.arange(N) < N // 2), 2.0, 0.0))
+    graph.close()
+    for buf in (x, y):
+        pool.release(buf)
+
+
 def test_launch_timed_returns_gpu_time(device, pool, chain):
     affine, x, y, z = chain
     graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID), (affine, [y, z], [3.0, -4.0, N], GRID)])

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
         MemoryAllocationError,
     )
     from .glsl import compile_glsl
-    from .graph import LaunchGraph
+    from .graph import GraphVariables, LaunchGraph
     from .memory import ExportedMemory, MemoryPool
     from .spirv import BufferBinding, ProgramInfo, PushMember
     from .types import GridArg
@@ -51,6 +51,7 @@ __all__ = [
     "DyLibNotFoundError",
     "ErrorStatus",
     "ExportedMemory",
+    "GraphVariables",
     "GridArg",
     "InitializationError",
     "InvalidArgumentError",
@@ -83,6 +84,7 @@ _HOME = {
     "DType": "dtypes",
     "compile_glsl": "glsl",
     "LaunchGraph": "graph",
+    "GraphVariables": "graph",
     "ExportedMemory": "memory",
     "MemoryPool": "memory",
     "BufferBinding": "spirv",

@@ -3,7 +3,9 @@
 A framework's JIT replays the same kernels step after step, changing only a few buffers and scalars. Launching them
 one by one costs a Python call each in the framework and here; a graph keeps every launch's packed record and queues
 them all as one item, so a replay costs one call plus the records that changed. A launch whose scalars (a JIT's
-variables) or grid changed, and nothing else, is written over its record in place (``LaunchGraph.set_scalars``).
+variables) or grid changed, and nothing else, is written over its record in place (``LaunchGraph.set_scalars``); and
+variables that feed integer scalars of many launches are written into all of them by one C call
+(``LaunchGraph.bind_variables``).
 The worker records a replay like any other launches (hazard barriers, batching), so replays order themselves against
 launches and copies around them.
 
@@ -14,9 +16,11 @@ is skipped and reported as ``KernelLaunch`` at the next sync point.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ._ffi import ffi, lib
 from .errors import BackendError, ErrorStatus
 from .records import REFUSED
 from .types import Grid, GridArg, Scalar
@@ -24,6 +28,8 @@ from .types import Grid, GridArg, Scalar
 if TYPE_CHECKING:
     from .launch import Launcher
     from .memory import MemoryPool
+
+__all__ = ["GraphVariables", "LaunchGraph"]
 
 Launch = tuple[int, Sequence[int], Sequence[Scalar], Grid]  # (program, buffers, scalars, grid), as Device.launch takes
 # A launch's program, its grid, and whether the grid is plain ints (no GridArg, no numpy integers): set_scalars' path.
@@ -52,6 +58,11 @@ class LaunchGraph:
         self._starts: list[int] = []
         self._written: set[int] = set()
         self._launches = 0  # launches the blob holds (placeholders queue none)
+        # Moves on whenever a launch's record may move (a join), or a launch that variables feed (in _bound) may lay
+        # its scalars out anew (an update to another program, or from or to a placeholder): bound variables find
+        # their slots again then.
+        self._layout = 0
+        self._bound: set[int] = set()
         try:
             for launch in launches:
                 record, held, target = self._pack(launch)
@@ -111,11 +122,13 @@ class LaunchGraph:
         """Replace launch ``index`` (checked as :meth:`Device.launch` checks it, ``None`` for none); later replays use
         the new one."""
         records = self._checked(index, "update")
-        old = self._held[index]
+        old, before_target = self._held[index], self._targets[index]
         record, held, target = self._pack(launch, old)  # nothing changes before it has packed
         self._held[index] = held
         self._targets[index] = target
         self._written.discard(index)
+        if index in self._bound and (target is None or before_target is None or target[0] != before_target[0]):
+            self._layout += 1
         blob, before = self._blob, records[index]
         records[index] = record
         if blob is not None:
@@ -156,6 +169,35 @@ class LaunchGraph:
         if grid is not None:
             self._targets[index] = (target[0], grid, True)
 
+    def bind_variables(self, slots: Sequence[Sequence[tuple[int, int]]]) -> GraphVariables:
+        """Variables for this graph: ``slots[v]`` lists the ``(launch index, scalar index)`` pairs that variable ``v``
+        feeds, each a 32- or 64-bit integer scalar of a launch (not a placeholder); :meth:`GraphVariables.set` then
+        writes every variable into every scalar it feeds with one C call, where :meth:`set_scalars` takes a call per
+        launch (a JIT's position variable feeds dozens). Raises ``InvalidArgument`` for a slot that is not such a
+        scalar."""
+        return GraphVariables(self, slots)
+
+    def _variable_slots(self, pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int, str, int]]:
+        """Per ``(launch, scalar)`` pair, where the scalar lies in the blob now, its kind and type: ``(offset, kind,
+        type name, launch)``; the blob is joined first. Raises ``InvalidArgument`` for a pair that names no integer
+        scalar."""
+        if self._blob is None:
+            self._join()  # self._starts are then the launches' places in it
+        found = []
+        for launch, scalar in pairs:
+            target = self._targets[launch] if launch.__class__ is int and 0 <= launch < len(self._targets) else None
+            plain = target is not None and scalar.__class__ is int
+            where = self._launcher.variable_slot(target[0], scalar) if plain else None  # type: ignore[index]
+            if where is None:
+                raise BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"LaunchGraph variables: ({launch!r}, {scalar!r}) is not a 32- or 64-bit integer scalar of a "
+                    f"launch of this graph ({len(self._targets)} launches; a placeholder has none)",
+                )
+            found.append((self._starts[launch] + where[0], where[1], where[2], launch))
+        self._bound.update(launch for launch, _ in pairs)
+        return found
+
     def _set_scalars_slowly(self, index: int, scalars: Sequence[Scalar], grid: Grid | None) -> None:
         """set_scalars through :meth:`update`, which explains what is wrong, or handles what the writer does not (a
         grid that names a scalar, a program that reaches buffers by address)."""
@@ -190,6 +232,7 @@ class LaunchGraph:
     def _join(self) -> bytearray:
         """Join the records into the blob (there is none) and note where each starts."""
         assert self._records is not None
+        self._layout += 1
         self._blob = bytearray(b"".join(self._records))
         self._launches = sum(1 for record in self._records if record)
         self._starts, start = [], 0
@@ -245,6 +288,83 @@ class LaunchGraph:
         for buffers in self._take_held():
             for buf in buffers:
                 self._pool.release_from_finalizer(buf)
+
+
+class GraphVariables:
+    """Integer variables that feed scalars of a :class:`LaunchGraph`'s launches; made by
+    :meth:`LaunchGraph.bind_variables`."""
+
+    def __init__(self, graph: LaunchGraph, slots: Sequence[Sequence[tuple[int, int]]]) -> None:
+        self._graph = graph
+        self._pairs: list[tuple[int, int]] = []
+        variables = []
+        for v, pairs in enumerate(slots):
+            for pair in pairs:
+                try:
+                    launch, scalar = pair
+                except (TypeError, ValueError):
+                    raise BackendError(
+                        ErrorStatus.InvalidArgument,
+                        f"LaunchGraph variables: variable {v}'s slots are (launch index, scalar index) pairs, got "
+                        f"{pair!r}",
+                    ) from None
+                self._pairs.append((launch, scalar))
+                variables.append(v)
+        self.count = len(slots)  # how many values set() takes
+        self._variables = array("I", variables)
+        self._types: list[str] = []  # per slot, its scalar's type, for messages
+        self._layout = -1  # the graph's layout the slots were found in
+        self._call: tuple = ()  # vkb_write_variables' arguments but the values, for that layout
+        self._launches: frozenset[int] = frozenset()  # the launches the slots are in
+        self._find()
+
+    def _find(self) -> None:
+        """Find the slots in the graph's joined records (again: a launch moved or changed)."""
+        graph = self._graph
+        if graph._records is None:
+            raise BackendError(ErrorStatus.InvalidArgument, "LaunchGraph variables of a closed LaunchGraph")
+        found = graph._variable_slots(self._pairs)
+        offsets = array("Q", (offset for offset, _, _, _ in found))
+        kinds = bytes(kind for _, kind, _, _ in found)
+        self._types = [type_name for _, _, type_name, _ in found]
+        self._call = (
+            ffi.from_buffer("uint8_t[]", graph._blob),
+            ffi.from_buffer("uint64_t[]", offsets),
+            ffi.from_buffer("uint8_t[]", kinds),
+            ffi.from_buffer("uint32_t[]", self._variables),
+            len(kinds),
+        )
+        self._launches = frozenset(launch for _, _, _, launch in found)
+        self._layout = graph._layout
+
+    def set(self, values: Sequence[int]) -> None:
+        """Write ``values[v]`` into every scalar variable ``v`` feeds, for the graph's next launches; raises
+        ``InvalidArgument`` (writing nothing) for a value that is not an integer or does not fit a scalar it feeds."""
+        graph = self._graph
+        if graph._layout != self._layout or graph._blob is None:
+            self._find()
+        try:
+            packed = array("q", values)
+        except (TypeError, OverflowError):
+            packed = None
+        if packed is None or len(packed) != self.count:
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"LaunchGraph variables: set() takes {self.count} integers of at most 64 bits, got {values!r}",
+            )
+        if self._pairs:
+            # Their launches' records are in the blob alone from here on, as set_scalars leaves them (an update in
+            # between took them out).
+            graph._written |= self._launches
+            failed = lib.vkb_write_variables(*self._call, ffi.from_buffer("int64_t[]", packed))
+            if failed >= 0:
+                launch, scalar = self._pairs[failed]
+                v = self._variables[failed]
+                raise BackendError(
+                    ErrorStatus.InvalidArgument,
+                    f"LaunchGraph variables: variable {v} = {packed[v]} does not fit scalar {scalar} of launch "
+                    f"{launch}, of type {self._types[failed]}",
+                )
 
 
 def _plain(grid: tuple[int | GridArg, ...]) -> bool:

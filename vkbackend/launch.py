@@ -103,6 +103,15 @@ class Launcher:
         case: a program released or reaching buffers by address, or a device closed, lost, forked or far behind."""
         return self._writers.get(prog) if self._ctx.usable else None
 
+    def variable_slot(self, prog: int, scalar: int) -> tuple[int, int, str] | None:
+        """Where scalar ``scalar`` of a launch of ``prog`` lies in its record, its kind and type, for a graph's
+        variables (``records.variable_slot``); None for a program not live, or a member that is not a 32- or 64-bit
+        integer."""
+        p = self._live.get(prog)
+        if p is None or p.failed is not None or not 0 <= scalar < p.n_scalars:
+            return None
+        return records.variable_slot(p.info, scalar)
+
     def enqueue(self, window: bytes, launches: int) -> None:
         """Queue packed records (a batch of ``launches`` launches) for the worker and let it begin submitting them while
         the caller goes on (:meth:`Worker.hand_over`); returns once it has, or at once where it need not."""

@@ -31,6 +31,7 @@ __all__ = [
     "dispatch_packer",
     "scalar_writer",
     "ScalarWriter",
+    "variable_slot",
     "REFUSED",
     "forget_packer",
 ]
@@ -237,6 +238,22 @@ def scalar_writer(name: str, info: ProgramInfo, max_grid: tuple[int, int, int]) 
     namespace = {"GRID": _GRID.pack, "PUSH": push_struct.pack, "ORDERED": _ORDERED}
     writer: ScalarWriter = _define(source, _writer_filename(name), namespace, "write")
     return writer
+
+
+# The integer push-constant members a graph's variables can feed (csrc/scalars.c), by struct code.
+_VARIABLE_KINDS = {"i": lib.VKB_SCALAR_I32, "I": lib.VKB_SCALAR_U32, "q": lib.VKB_SCALAR_I64, "Q": lib.VKB_SCALAR_U64}
+
+
+def variable_slot(info: ProgramInfo, scalar: int) -> tuple[int, int, str] | None:
+    """Where scalar ``scalar`` of a dispatch record of program ``info`` lies, as (byte offset in the record, its
+    csrc/scalars.c kind, its type's name), for a 32- or 64-bit integer member; None for any other (a float, a
+    narrower integer)."""
+    member = info.push_constants[scalar]
+    kind = _VARIABLE_KINDS.get(member.format)
+    if kind is None:
+        return None
+    offset = struct.calcsize(_DISPATCH_HEADER) + 4 * (len(info.buffers) + len(info.addresses)) + member.offset
+    return offset, kind, member.type_name
 
 
 def forget_packer(name: str) -> None:

@@ -320,12 +320,17 @@ def test_jit_replays_as_one_graph():
 
 
 def test_jit_replay_writes_new_variables_and_grids_in_place(monkeypatch):
-    """A replay writes the kernels whose variable (and grid) changed over their records (LaunchGraph.set_scalars) and
-    repacks those whose inputs changed: attention over the first p keys, p bound anew each call, against numpy."""
-    from vkbackend.graph import LaunchGraph
+    """A replay writes the variables into every kernel whose grid stays (GraphVariables.set), writes the kernels whose
+    variable and grid changed over their records (LaunchGraph.set_scalars) and repacks those whose inputs changed:
+    attention over the first p keys, p bound anew each call, against numpy."""
+    from vkbackend.graph import GraphVariables, LaunchGraph
 
-    calls = {"scalars": 0, "scalars and grid": 0, "whole": 0}
-    set_scalars, update = LaunchGraph.set_scalars, LaunchGraph.update
+    calls = {"variables": 0, "scalars": 0, "scalars and grid": 0, "whole": 0}
+    set_variables, set_scalars, update = GraphVariables.set, LaunchGraph.set_scalars, LaunchGraph.update
+
+    def counted_set_variables(self, values):
+        calls["variables"] += len(self._pairs)  # scalars written
+        return set_variables(self, values)
 
     def counted_set_scalars(self, index, scalars, grid=None):
         calls["scalars" if grid is None else "scalars and grid"] += 1
@@ -335,6 +340,7 @@ def test_jit_replay_writes_new_variables_and_grids_in_place(monkeypatch):
         calls["whole"] += 1
         return update(self, index, launch)
 
+    monkeypatch.setattr(GraphVariables, "set", counted_set_variables)
     monkeypatch.setattr(LaunchGraph, "set_scalars", counted_set_scalars)
     monkeypatch.setattr(LaunchGraph, "update", counted_update)
     keys, values = rand(64, 16), rand(64, 16)
@@ -351,7 +357,7 @@ def test_jit_replay_writes_new_variables_and_grids_in_place(monkeypatch):
         weights = np.exp(scores - scores.max())
         want = (weights / weights.sum()) @ values[:p]
         np.testing.assert_allclose(attend(Tensor(q), bound.bind(p)).numpy(), want, rtol=1e-4, atol=1e-5)
-    assert all(calls.values()), calls
+    assert calls["variables"] and calls["scalars and grid"] and calls["whole"] and not calls["scalars"], calls
 
 
 def _graph_runners() -> list:

@@ -147,6 +147,14 @@ int vkb_slots_set(vkb_slot_table *table, uint32_t slot, VkBuffer buffer, uint64_
 /* A count that every vkb_slots_set moves on: a recording made against the table is good while it has not moved. */
 uint64_t vkb_slots_generation(vkb_slot_table *table);
 
+/* scalars.c: a graph's variables (vkbackend/graph.py, GraphVariables) written into its joined dispatch records. Slot
+ * i is the integer push-constant member at byte offsets[i] of the records, of kind kinds[i], and takes
+ * values[variables[i]]. Every value is checked against every slot first: -1 once all are written, else the first slot
+ * whose value does not fit, and nothing is written. */
+enum { VKB_SCALAR_I32 = 0, VKB_SCALAR_U32 = 1, VKB_SCALAR_I64 = 2, VKB_SCALAR_U64 = 3 };
+int vkb_write_variables(uint8_t *blob, const uint64_t *offsets, const uint8_t *kinds, const uint32_t *variables,
+                        uint32_t n_slots, const int64_t *values);
+
 /* recorder.c: one call records a whole window of records and submits it (in one command buffer, or two where the
  * window's head goes first: see vkb_window.head_cmd). The records are runs of uint32
  * words, packed by vkbackend/records.py:

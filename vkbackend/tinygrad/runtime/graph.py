@@ -2,9 +2,11 @@
 
 tinygrad hands a graph runner each batch of kernels its JIT captured (``Compiled.graph``, as ``CUDAGraph`` and
 ``MetalGraph`` are). Every launch is packed once, here; a replay updates only the launches whose input buffers,
-variables or launch dimensions changed (in place where only scalars or the grid did), then queues the whole batch with
-one call. Without it, each jitted kernel
-costs tinygrad's per-kernel Python and a ``Device.launch`` call: the bulk of a batch-1 decoding step.
+variables or launch dimensions changed, then queues the whole batch with one call. The JIT's variables (a decoder's
+position) go into every kernel whose grid stays by one C call (``LaunchGraph.bind_variables``); a kernel whose grid
+changed is written over in place, and one with new input buffers or a new work-group size packed again. Without it,
+each jitted kernel costs tinygrad's per-kernel Python and a ``Device.launch`` call: the bulk of a batch-1 decoding
+step.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import cast
 from tinygrad.device import Buffer, Device
 from tinygrad.engine.jit import GraphException, GraphRunner
 from tinygrad.uop.ops import Ops, UOp
+
+from vkbackend.errors import BackendError
 
 __all__ = ["VKGraph"]
 
@@ -40,15 +44,38 @@ class VKGraph(GraphRunner):
             self.bound.append(runtime.bound([b._buf for b in bufs]))
         self.graph = self.dev.vk.graph([self._launch(j) for j in range(len(self.calls))])
         self.replaced = [j for j, r in enumerate(self.uop_replace) if r]  # kernels whose buffers are inputs
-        self.updatable = sorted({*self.replaced, *self.var_vals_replace, *self.launch_dims_replace})
+        # Kernels whose only change is their variables take them from self.variables; the rest are updated one by one
+        # (all of them where a variable feeds a scalar that is not a 32- or 64-bit integer).
+        fixed = [
+            j
+            for j in self.var_vals_replace
+            if j not in self.launch_dims_replace and not self.uop_replace[j] and self.grids[j][0] is not None
+        ]
+        try:
+            self.variables = self.graph.bind_variables(self._slots(fixed))
+        except BackendError:
+            fixed = []
+            self.variables = self.graph.bind_variables(self._slots(fixed))
+        self.updatable = sorted({*self.replaced, *self.var_vals_replace, *self.launch_dims_replace} - {*fixed})
+
+    def _slots(self, kernels: list[int]) -> list[list[tuple[int, int]]]:
+        """Per JIT variable, the (kernel, scalar) pairs of ``kernels`` it feeds."""
+        slots: list[list[tuple[int, int]]] = [[] for _ in self.vars]
+        for j in kernels:
+            for i, v in self.var_vals_replace[j]:
+                slots[v].append((j, i))
+        return slots
 
     def _launch(self, j: int):
         grid, local = self.grids[j]
         return None if grid is None else self.runtimes[j].assemble(grid, local, self.bound[j], self.vals[j])
 
     def __call__(self, input_uops: tuple[UOp, ...], var_vals: dict[str, int], wait: bool = False) -> float | None:
-        for j, i, v in self.updated_vars(var_vals):
-            self.vals[j][i] = v
+        values = [var_vals[v] for v in self.vars]
+        self.variables.set(values)
+        for j in self.updatable:
+            for i, v in self.var_vals_replace.get(j, ()):
+                self.vals[j][i] = values[v]
         # Most kernels change only their variables, and some their grid: those are written over their records in
         # place. A new work-group size is another program, and new input buffers other bindings: a whole update.
         whole: set[int] = set()
