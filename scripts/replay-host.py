@@ -2,7 +2,10 @@
 """The host's time in each of a GPT-2 decoder's graph replays on VK, the launch itself left out: tinygrad's
 ``VKGraph.__call__`` with ``LaunchGraph.launch`` a no-op, each of the JIT's graphs called again and again with one
 token's inputs and the position variable moving, so only the update path is timed (new variables, grids and input
-buffers into the graph's records). Microseconds a call, median [min-max] over 5 rounds of ``--calls`` calls.
+buffers into the graph's records). Microseconds a call, median [min-max] over 5 rounds of ``--calls`` calls. Also per
+graph: the barriers its launches take in order (a launch that reads or writes what one since the last barrier wrote,
+or writes what one read) and its longest chain of launches each of which depends on the one before: no order of its
+launches takes fewer barriers than that chain.
 
     python3 scripts/replay-host.py                 # bench --tinygrad --quick's decoder with 12 layers
     python3 scripts/replay-host.py --full          # bench --tinygrad's decoder
@@ -51,8 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     token(3, seeded[3])
     VKGraph.__call__ = replay
     LaunchGraph.launch = lambda self: None
-    print(f"{len(calls)} graphs; us a call, median [min-max] of 5 rounds of {args.calls}")
+    print(f"{len(calls)} graphs; us a call, median [min-max] of 5 rounds of {args.calls}; barriers, longest chain")
     for runner, input_uops, var_vals in calls.values():
+        barriers, chain = _barriers_and_chain(runner)
         rounds = []
         for _ in range(5):
             start = time.perf_counter_ns()
@@ -61,8 +65,43 @@ def main(argv: list[str] | None = None) -> int:
             rounds.append((time.perf_counter_ns() - start) / args.calls / 1e3)
         print(
             f"  {len(runner.calls):4d} kernels: {statistics.median(rounds):7.1f} [{min(rounds):.1f}-{max(rounds):.1f}]"
+            f"; {barriers} barriers, a chain of {chain} launches"
         )
     return 0
+
+
+def _barriers_and_chain(runner) -> tuple[int, int]:
+    """The barriers a VKGraph's launches take in order, as the recorder places them, and the length of its longest
+    chain of dependent launches (reads after writes, writes after reads or writes, of one buffer or its views)."""
+    graph, device = runner.graph, runner.dev.vk
+    pool = device.memory_pool
+
+    def root(buf: int) -> int:
+        entry = pool.entries[buf]
+        return entry.root.id if entry.root is not None else buf
+
+    epoch, barriers, read, written = 0, 0, {}, {}
+    level_read: dict[int, int] = {}
+    level_written: dict[int, int] = {}
+    chain = 0
+    for target, held in zip(graph._targets, graph._held):
+        if target is None:
+            continue
+        info = device.program_info(target[0])
+        access = [(b.readable, b.writable) for b in (*info.buffers, *info.addresses)]
+        uses = [(root(buf), r, w) for buf, (r, w) in zip(held, access)]
+        if any(written.get(b) == epoch or (w and read.get(b) == epoch) for b, _, w in uses):
+            epoch, barriers = epoch + 1, barriers + 1
+        level = 0
+        for b, _, w in uses:
+            level = max(level, level_written.get(b, 0) + 1, level_read.get(b, 0) + 1 if w else 0)
+        for b, r, w in uses:
+            if r:
+                read[b], level_read[b] = epoch, max(level_read.get(b, 0), level)
+            if w:
+                written[b], level_written[b] = epoch, max(level_written.get(b, 0), level)
+        chain = max(chain, level)
+    return barriers, chain
 
 
 if __name__ == "__main__":

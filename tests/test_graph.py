@@ -269,13 +269,16 @@ def test_variables_refuse_what_does_not_fit_and_write_nothing(device, pool, kern
     out32, out64 = pool.allocate(4 * 4), pool.allocate(8 * 3)
     graph = device.graph([(scalars, [out32, out64], [1, 0.0, 2, 3, 0.0, 4, False, 0], (1, 1, 1)), None])
     for slots, message in (
-        ([[(0, 1)]], "not a 32- or 64-bit integer scalar"),  # a double
-        ([[(0, 4)]], "not a 32- or 64-bit integer scalar"),  # a float
-        ([[(0, 8)]], "not a 32- or 64-bit integer scalar"),  # past the scalars
-        ([[(1, 0)]], "a placeholder has none"),
-        ([[(2, 0)]], "2 launches"),
-        ([[(True, 0)]], "not a 32- or 64-bit"),
-        ([[0]], r"pairs, got 0"),
+        ([[(0, 1)]], r"\(0, 1\) names no 32- or 64-bit integer scalar"),  # a double
+        ([[(0, 4)]], r"\(0, 4\) names no 32- or 64-bit integer scalar"),  # a float
+        ([[(0, 8)]], r"\(0, 8\) names no"),  # past the scalars
+        ([[(1, 0)]], r"\(1, 0\) names no .* not a placeholder"),
+        ([[(2, 0)]], r"\(2, 0\) names no .* of its 2"),
+        ([[(True, 0)]], r"\(True, 0\) names no"),
+        ([[(np.int64(0), 0)]], r"0\)?, 0\) names no .* \(two ints"),  # a numpy integer is not an int
+        ([[0]], r"slots\[0\] is a list of \(launch index, scalar index\) pairs, got 0 in it"),
+        ([[(0, 0), (0, 2, 1)]], r"got \(0, 2, 1\) in it"),
+        ([5], r"slots\[0\] .* got 5 in it"),
     ):
         with pytest.raises(BackendError, match=message) as raised:
             graph.bind_variables(slots)
@@ -286,9 +289,11 @@ def test_variables_refuse_what_does_not_fit_and_write_nothing(device, pool, kern
         ([-1, 20], "variable 0 = -1 does not fit scalar 2 of launch 0, of type uint"),
         ([2**31, 20], "does not fit scalar 0 of launch 0, of type int"),
         ([10, -5], "does not fit scalar 5 of launch 0, of type uint64"),
-        ([10, 2**64], "2 integers of at most 64 bits"),
-        ([10, 1.5], "2 integers"),
-        ([10], "2 integers"),
+        ([10, 2**63], r"a list or tuple of 2 ints from -2\*\*63 to 2\*\*63 - 1"),  # uint64 past int64: set_scalars
+        ([10, 1.5], "a list or tuple of 2 ints"),
+        ([10], "a list or tuple of 2 ints"),
+        (b"\x01" * 16, "a list or tuple of 2 ints"),  # not two int64s from raw bytes
+        (np.array([10, 20]), "a list or tuple of 2 ints"),
     ):
         with pytest.raises(BackendError, match=message):
             variables.set(values)
@@ -300,6 +305,25 @@ def test_variables_refuse_what_does_not_fit_and_write_nothing(device, pool, kern
         variables.set([1, 2])
     for buf in (out32, out64):
         pool.release(buf)
+
+
+def test_the_last_write_of_a_scalar_wins(device, pool, chain):
+    """set_scalars and two sets of variables on one graph write the same records: the last write stays."""
+    affine, x, y, _ = chain
+    base = np.arange(N, dtype=np.float32)
+    graph = device.graph([(affine, [x, y], [2.0, 1.0, N], GRID)])
+    first, second = graph.bind_variables([[(0, 2)]]), graph.bind_variables([[(0, 2)]])
+    for write, n in (
+        (lambda: first.set([N // 2]), N // 2),
+        (lambda: graph.set_scalars(0, [2.0, 1.0, N // 4]), N // 4),
+        (lambda: second.set([N]), N),
+        (lambda: first.set([N // 8]), N // 8),
+    ):
+        write()
+        pool.host_to_pool(np.zeros(N, dtype=np.float32), y)
+        graph.launch()
+        np.testing.assert_array_equal(download(pool, y, np.float32, N), np.where(base < n, 2 * base + 1, 0))
+    graph.close()
 
 
 def test_variables_follow_their_launches_when_records_move(device, pool, chain):
@@ -361,7 +385,7 @@ def test_variables_follow_a_launch_updated_to_another_program(device, pool, chai
     graph.launch()
     base = np.arange(N, dtype=np.float32)
     np.testing.assert_array_equal(download(pool, y, np.float32, N), np.where(base < N // 2, 2 * base + 1, 0))
-    with pytest.raises(BackendError, match="not a 32- or 64-bit integer scalar"):
+    with pytest.raises(BackendError, match=r"\(0, 3\) names no .* updated since bind_variables: bind them again"):
         wide.set([5])
     import vkbackend
 
@@ -370,7 +394,7 @@ def test_variables_follow_a_launch_updated_to_another_program(device, pool, chai
     first = graph.bind_variables([[(0, 0)]])
     first.set([4])
     graph.update(0, (affine, [x, y], [2.0, 1.0, N], GRID))  # in place: affine's first scalar is a float
-    with pytest.raises(BackendError, match="not a 32- or 64-bit integer scalar"):
+    with pytest.raises(BackendError, match="updated since bind_variables: bind them again"):
         first.set([5])
     graph.close()
     device.release_program(scaled)

@@ -28,6 +28,7 @@ from vkbackend import (
     DyLibNotFoundError,
     ErrorStatus,
     ExportedMemory,
+    GraphVariables,
     GridArg,
     InitializationError,
     InvalidArgumentError,
@@ -101,6 +102,7 @@ def exercise(dev: Device, n: int = 256) -> float:
     graph = assert_type(dev.graph([(prog, [x, y], [n, 0.5], (n // 64, 1, 1)), None]), LaunchGraph)
     graph.launch()
     graph.set_scalars(0, [n, 0.5], (n // 64, 1, 1))  # the same values: the replay below adds 0.5x again
+    assert_type(graph.bind_variables([[(0, 0)]]), GraphVariables).set([n])  # n again
     gpu_ns = assert_type(graph.launch_timed(), int)
     graph.close()
     view = assert_type(pool.view(y, 0, 4 * (n // 2)), int)

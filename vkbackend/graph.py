@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._ffi import ffi, lib
 from .errors import BackendError, ErrorStatus
@@ -191,8 +191,9 @@ class LaunchGraph:
             if where is None:
                 raise BackendError(
                     ErrorStatus.InvalidArgument,
-                    f"LaunchGraph variables: ({launch!r}, {scalar!r}) is not a 32- or 64-bit integer scalar of a "
-                    f"launch of this graph ({len(self._targets)} launches; a placeholder has none)",
+                    f"LaunchGraph variables: ({launch!r}, {scalar!r}) names no 32- or 64-bit integer scalar of a "
+                    f"launch of this graph (two ints: a launch index of its {len(self._targets)}, not a placeholder, "
+                    "and the index of such a scalar of it)",
                 )
             found.append((self._starts[launch] + where[0], where[1], where[2], launch))
         self._bound.update(launch for launch, _ in pairs)
@@ -291,30 +292,31 @@ class LaunchGraph:
 
 
 class GraphVariables:
-    """Integer variables that feed scalars of a :class:`LaunchGraph`'s launches; made by
-    :meth:`LaunchGraph.bind_variables`."""
+    """Integer variables that feed scalars of a :class:`LaunchGraph`'s launches. Values are int64: a uint64 scalar
+    takes 0 to 2**63 - 1 this way (``set_scalars`` takes the rest). Updating a launch that variables feed to a
+    placeholder, or to a program whose scalar there is no such integer, breaks them: ``set`` then raises until they
+    are bound again."""
 
     def __init__(self, graph: LaunchGraph, slots: Sequence[Sequence[tuple[int, int]]]) -> None:
         self._graph = graph
         self._pairs: list[tuple[int, int]] = []
         variables = []
         for v, pairs in enumerate(slots):
-            for pair in pairs:
-                try:
-                    launch, scalar = pair
-                except (TypeError, ValueError):
+            entries: Sequence[object] = pairs if isinstance(pairs, (list, tuple)) else (pairs,)
+            for pair in entries:
+                if not isinstance(pair, (list, tuple)) or len(pair) != 2:  # a set would give them in hash order
                     raise BackendError(
                         ErrorStatus.InvalidArgument,
-                        f"LaunchGraph variables: variable {v}'s slots are (launch index, scalar index) pairs, got "
-                        f"{pair!r}",
-                    ) from None
-                self._pairs.append((launch, scalar))
+                        f"LaunchGraph variables: slots[{v}] is a list of (launch index, scalar index) pairs, "
+                        f"got {pair!r} in it",
+                    )
+                self._pairs.append((pair[0], pair[1]))
                 variables.append(v)
-        self.count = len(slots)  # how many values set() takes
+        self._count = len(slots)  # how many values set() takes
         self._variables = array("I", variables)
         self._types: list[str] = []  # per slot, its scalar's type, for messages
         self._layout = -1  # the graph's layout the slots were found in
-        self._call: tuple = ()  # vkb_write_variables' arguments but the values, for that layout
+        self._call: tuple[Any, ...] = ()  # vkb_write_variables' arguments but the values, for that layout
         self._launches: frozenset[int] = frozenset()  # the launches the slots are in
         self._find()
 
@@ -323,7 +325,15 @@ class GraphVariables:
         graph = self._graph
         if graph._records is None:
             raise BackendError(ErrorStatus.InvalidArgument, "LaunchGraph variables of a closed LaunchGraph")
-        found = graph._variable_slots(self._pairs)
+        try:
+            found = graph._variable_slots(self._pairs)
+        except BackendError as error:
+            if self._layout < 0:
+                raise
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"{error.context}; a launch the variables feed was updated since bind_variables: bind them again",
+            ) from None
         offsets = array("Q", (offset for offset, _, _, _ in found))
         kinds = bytes(kind for _, kind, _, _ in found)
         self._types = [type_name for _, _, type_name, _ in found]
@@ -338,19 +348,23 @@ class GraphVariables:
         self._layout = graph._layout
 
     def set(self, values: Sequence[int]) -> None:
-        """Write ``values[v]`` into every scalar variable ``v`` feeds, for the graph's next launches; raises
-        ``InvalidArgument`` (writing nothing) for a value that is not an integer or does not fit a scalar it feeds."""
+        """Write ``values[v]`` (a list or tuple of ints) into every scalar variable ``v`` feeds, for the graph's next
+        launches; raises ``InvalidArgument`` (writing nothing) for a value that is not an int64 or does not fit a
+        scalar it feeds."""
         graph = self._graph
         if graph._layout != self._layout or graph._blob is None:
             self._find()
-        try:
-            packed = array("q", values)
-        except (TypeError, OverflowError):
-            packed = None
-        if packed is None or len(packed) != self.count:
+        packed = None
+        if values.__class__ in (list, tuple):
+            try:
+                packed = array("q", values)
+            except (TypeError, OverflowError):
+                pass
+        if packed is None or len(packed) != self._count:
             raise BackendError(
                 ErrorStatus.InvalidArgument,
-                f"LaunchGraph variables: set() takes {self.count} integers of at most 64 bits, got {values!r}",
+                f"LaunchGraph variables: set() takes a list or tuple of {self._count} ints from -2**63 to 2**63 - 1, "
+                f"got {values!r}",
             )
         if self._pairs:
             # Their launches' records are in the blob alone from here on, as set_scalars leaves them (an update in

@@ -21,7 +21,7 @@ int vkb_write_variables(uint8_t *blob, const uint64_t *offsets, const uint8_t *k
     for (uint32_t i = 0; i < n_slots; i++) {
         int64_t v = values[variables[i]];
         if (kinds[i] == VKB_SCALAR_I32 || kinds[i] == VKB_SCALAR_U32) {
-            uint32_t word = (uint32_t)v;  /* the records' words are the host's: records.py packs them little-endian */
+            uint32_t word = (uint32_t)v;  /* in the host's order: records.py packs little-endian, for such hosts */
             memcpy(blob + offsets[i], &word, 4);
         } else {
             memcpy(blob + offsets[i], &v, 8);

@@ -44,19 +44,26 @@ class VKGraph(GraphRunner):
             self.bound.append(runtime.bound([b._buf for b in bufs]))
         self.graph = self.dev.vk.graph([self._launch(j) for j in range(len(self.calls))])
         self.replaced = [j for j, r in enumerate(self.uop_replace) if r]  # kernels whose buffers are inputs
-        # Kernels whose only change is their variables take them from self.variables; the rest are updated one by one
-        # (all of them where a variable feeds a scalar that is not a 32- or 64-bit integer).
+        # Kernels whose only change is their variables take them from self.variables (their self.vals go stale: they
+        # are never repacked); the rest, and any whose variable scalar is not a 32- or 64-bit integer, one by one.
         fixed = [
             j
             for j in self.var_vals_replace
-            if j not in self.launch_dims_replace and not self.uop_replace[j] and self.grids[j][0] is not None
+            if j not in self.launch_dims_replace
+            and not self.uop_replace[j]
+            and self.grids[j][0] is not None
+            and self._bindable(j)
         ]
-        try:
-            self.variables = self.graph.bind_variables(self._slots(fixed))
-        except BackendError:
-            fixed = []
-            self.variables = self.graph.bind_variables(self._slots(fixed))
+        self.variables = self.graph.bind_variables(self._slots(fixed))
         self.updatable = sorted({*self.replaced, *self.var_vals_replace, *self.launch_dims_replace} - {*fixed})
+
+    def _bindable(self, j: int) -> bool:
+        """Whether every scalar of kernel ``j`` that takes a variable can be fed by the graph's variables."""
+        try:
+            self.graph.bind_variables(self._slots([j]))
+        except BackendError:
+            return False
+        return True
 
     def _slots(self, kernels: list[int]) -> list[list[tuple[int, int]]]:
         """Per JIT variable, the (kernel, scalar) pairs of ``kernels`` it feeds."""
