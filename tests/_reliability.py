@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from vkbackend import compile_glsl
@@ -277,3 +279,26 @@ def run_script(script: str, *args: str, env: dict | None = None, timeout: float 
         timeout=timeout,
         cwd=REPO,
     )
+
+
+def forked_check(check: Callable[[], bool], timeout_s: float = 60) -> bool:
+    """Fork; in the child run ``check`` and leave without the parent's exit handlers; in the parent, whether the child
+    reported True and exited cleanly. A child silent for ``timeout_s`` (a hang: a lock inherited held) is killed and
+    counts as False."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ok = check()
+        except BaseException:
+            ok = False
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    ready, _, _ = select.select([read], [], [], timeout_s)
+    answer = os.read(read, 1) if ready else b""
+    os.close(read)
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    return answer == b"1" and os.waitstatus_to_exitcode(status) == 0

@@ -6,12 +6,11 @@ transfers.part_sizes, how a transfer is cut into parts."""
 from __future__ import annotations
 
 import os
-import select
-import signal
 import threading
 
 import numpy as np
 import pytest
+from _reliability import forked_check
 
 from vkbackend._ffi import ffi, lib
 from vkbackend.memory.transfers import SMALLEST_PART, part_sizes
@@ -124,30 +123,16 @@ def test_a_forked_child_copies_with_a_crew_of_its_own():
         while not stop.is_set():
             _check(lib.vkb_copy, 3 * SPLIT_MIN, 0, 0, 8)
 
+    def child() -> bool:  # from an empty crew, a split copy, with a crew of its own
+        empty = _crew() == (0, 0, 0)
+        _check(lib.vkb_copy, 3 * SPLIT_MIN, 1, 3, 8)
+        return empty and min(_crew()[:2]) > 0
+
     thread = threading.Thread(target=busy)
     thread.start()
     try:
         for _ in range(5):
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the child: copy, report, leave without running the parent's exit handlers
-                empty = _crew() == (0, 0, 0)
-                try:
-                    _check(lib.vkb_copy, 3 * SPLIT_MIN, 1, 3, 8)
-                    ok = empty and min(_crew()[:2]) > 0
-                except BaseException:
-                    ok = False
-                os.write(write, b"1" if ok else b"0")
-                os._exit(0)
-            os.close(write)
-            ready, _, _ = select.select([read], [], [], 60)
-            answer = os.read(read, 1) if ready else b""
-            os.close(read)
-            if not ready:
-                os.kill(pid, signal.SIGKILL)
-            _, status = os.waitpid(pid, 0)
-            assert answer == b"1", "the child's copy hung" if not ready else "the child's copy or crew was wrong"
-            assert os.waitstatus_to_exitcode(status) == 0
+            assert forked_check(child), "the child's copy hung, failed, or found the parent's crew"
     finally:
         stop.set()
         thread.join()

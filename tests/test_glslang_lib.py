@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from _reliability import run_script
+from _reliability import forked_check, run_script
 
 from vkbackend import glsl, glslang_lib, spirv_tools_lib, validation
 from vkbackend.errors import BackendError, ErrorStatus
@@ -167,23 +167,16 @@ def test_a_forked_child_compiles_while_the_parent_keeps_compiling():
                 assert spirv_tools_lib.validate(words, "vulkan1.2") is None
             i += 1
 
+    def child() -> bool:  # compiles, and validates
+        ok = in_process(SCALE, {"WG": 4, "SCALE": 3}) == expected
+        return ok and (not validates or spirv_tools_lib.validate(expected, "vulkan1.2") is None)
+
     threads = [threading.Thread(target=busy) for _ in range(3)]
     for thread in threads:
         thread.start()
     try:
         for _ in range(5):
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the child: compile, report, leave without running the parent's exit handlers
-                ok = in_process(SCALE, {"WG": 4, "SCALE": 3}) == expected
-                ok = ok and (not validates or spirv_tools_lib.validate(expected, "vulkan1.2") is None)
-                os.write(write, b"1" if ok else b"0")
-                os._exit(0)
-            os.close(write)
-            answer = os.read(read, 1)
-            os.close(read)
-            _, status = os.waitpid(pid, 0)
-            assert answer == b"1" and os.waitstatus_to_exitcode(status) == 0
+            assert forked_check(child), "the child's compile hung or failed"
     finally:
         stop.set()
         for thread in threads:
