@@ -302,3 +302,25 @@ def forked_check(check: Callable[[], bool], timeout_s: float = 60) -> bool:
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     return answer == b"1" and os.waitstatus_to_exitcode(status) == 0
+
+
+def forked_checks_while_busy(
+    busy: Callable[[], None], check: Callable[[], bool], threads: int = 1, forks: int = 5
+) -> list[bool]:
+    """Run ``busy`` again and again on ``threads`` threads while ``forks`` children, one after another, each run
+    ``check`` (:func:`forked_check`): each child's answer. A fork then often lands while a thread is inside it."""
+    stop = threading.Event()
+
+    def again() -> None:
+        while not stop.is_set():
+            busy()
+
+    workers = [threading.Thread(target=again) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    try:
+        return [forked_check(check) for _ in range(forks)]
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join()

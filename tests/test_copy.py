@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 import pytest
-from _reliability import forked_check
+from _reliability import forked_checks_while_busy
 
 from vkbackend._ffi import ffi, lib
 from vkbackend.memory.transfers import SMALLEST_PART, part_sizes
@@ -117,25 +117,17 @@ def test_split_copies_from_several_threads_at_once():
 def test_a_forked_child_copies_with_a_crew_of_its_own():
     """A child forked while the parent's crew copies (best effort: its lock may be held at the fork) starts from an
     empty crew and copies."""
-    stop = threading.Event()
 
     def busy() -> None:
-        while not stop.is_set():
-            _check(lib.vkb_copy, 3 * SPLIT_MIN, 0, 0, 8)
+        _check(lib.vkb_copy, 3 * SPLIT_MIN, 0, 0, 8)
 
     def child() -> bool:  # from an empty crew, a split copy, with a crew of its own
         empty = _crew() == (0, 0, 0)
         _check(lib.vkb_copy, 3 * SPLIT_MIN, 1, 3, 8)
         return empty and min(_crew()[:2]) > 0
 
-    thread = threading.Thread(target=busy)
-    thread.start()
-    try:
-        for _ in range(5):
-            assert forked_check(child), "the child's copy hung, failed, or found the parent's crew"
-    finally:
-        stop.set()
-        thread.join()
+    answers = forked_checks_while_busy(busy, child)
+    assert all(answers), f"a child's copy hung, failed, or found the parent's crew: {answers}"
 
 
 @pytest.mark.parametrize("largest", [4096, 1 << 20, 8 << 20, 32 << 20, 64 << 20])

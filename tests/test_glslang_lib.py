@@ -3,13 +3,14 @@ programs, safe from threads and across fork, and the programs taken where the li
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import threading
 from pathlib import Path
 
 import pytest
-from _reliability import forked_check, run_script
+from _reliability import forked_checks_while_busy, run_script
 
 from vkbackend import glsl, glslang_lib, spirv_tools_lib, validation
 from vkbackend.errors import BackendError, ErrorStatus
@@ -157,30 +158,20 @@ def test_a_forked_child_compiles_while_the_parent_keeps_compiling():
     in the middle of one."""
     expected = in_process(SCALE, {"WG": 4, "SCALE": 3})
     validates = spirv_tools_lib.load()
-    stop = threading.Event()
+    variants = itertools.count()
 
     def busy() -> None:
-        i = 0
-        while not stop.is_set():
-            words = in_process(SCALE.replace("*= SCALE", f"*= SCALE + {i % 7}.0"), {"WG": 4, "SCALE": 1})
-            if validates:
-                assert spirv_tools_lib.validate(words, "vulkan1.2") is None
-            i += 1
+        i = next(variants)
+        words = in_process(SCALE.replace("*= SCALE", f"*= SCALE + {i % 7}.0"), {"WG": 4, "SCALE": 1})
+        if validates:
+            assert spirv_tools_lib.validate(words, "vulkan1.2") is None
 
     def child() -> bool:  # compiles, and validates
         ok = in_process(SCALE, {"WG": 4, "SCALE": 3}) == expected
         return ok and (not validates or spirv_tools_lib.validate(expected, "vulkan1.2") is None)
 
-    threads = [threading.Thread(target=busy) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    try:
-        for _ in range(5):
-            assert forked_check(child), "the child's compile hung or failed"
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join()
+    answers = forked_checks_while_busy(busy, child, threads=3)
+    assert all(answers), f"a child's compile hung or failed: {answers}"
 
 
 def test_the_program_compiles_where_the_library_cannot_be_opened():

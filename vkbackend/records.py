@@ -24,6 +24,7 @@ __all__ = [
     "RESET_QUERIES",
     "push_items",
     "dispatch_format",
+    "push_at",
     "dispatch",
     "copy",
     "timestamp",
@@ -71,6 +72,12 @@ def dispatch_format(info: ProgramInfo) -> struct.Struct:
     """The layout of a dispatch record of the program ``info`` describes (packed with DISPATCH first): a slot per
     bound buffer, then per buffer reached by address, then the push constants."""
     return struct.Struct(_DISPATCH_HEADER + "I" * (len(info.buffers) + len(info.addresses)) + push_format(info))
+
+
+def push_at(info: ProgramInfo) -> int:
+    """The byte offset of the push constants in a dispatch record of the program ``info`` describes: after the header
+    and a slot per buffer (bound, then reached by address), as :func:`dispatch_format` lays it out."""
+    return struct.calcsize(_DISPATCH_HEADER) + 4 * (len(info.buffers) + len(info.addresses))
 
 
 def dispatch(
@@ -225,7 +232,7 @@ def scalar_writer(name: str, info: ProgramInfo, max_grid: tuple[int, int, int]) 
         return None
     push = [f"s{i}" for _, i in push_items(info)]
     push_struct = struct.Struct("<" + push_format(info))
-    offset = struct.calcsize(_DISPATCH_HEADER) + 4 * len(info.buffers)
+    offset = push_at(info)
     source = _WRITER.format(
         scalars=", ".join(f"s{i}" for i in range(len(info.push_constants))),
         in_range=_grid_in_range(max_grid),
@@ -252,8 +259,7 @@ def variable_slot(info: ProgramInfo, scalar: int) -> tuple[int, int, str] | None
     kind = _VARIABLE_KINDS.get(member.format)
     if kind is None:
         return None
-    offset = struct.calcsize(_DISPATCH_HEADER) + 4 * (len(info.buffers) + len(info.addresses)) + member.offset
-    return offset, kind, member.type_name
+    return push_at(info) + member.offset, kind, member.type_name
 
 
 def forget_packer(name: str) -> None:

@@ -3,8 +3,8 @@
 A transfer moves in parts (``part_sizes``): whole staging buffers, then smaller ones toward the end of an upload and the
 start of a download, so that the copy that runs alone there (the GPU's) is short. ``upload``: per part, take a staging
 buffer, memcpy into it in C with the GIL released (split over up to 8 threads: the caller's and the copy crew's,
-csrc/copy.c, or threads of its own where another copy uses the crew), queue a
-copy record; it returns when the source has been read, and the copies run in stream order with launches. ``download``
+csrc/copy.c, or threads of its own where another copy uses the crew), queue a copy record; it returns when the
+source has been read, and the copies run in stream order with launches. ``download``
 keeps staging buffers in flight: while the GPU copies part k+1 into staging, the caller copies part k out, with
 streaming stores (the caller's memory is not read first); it is a sync point. A staging buffer is never waited for while
 holding another, so threads transferring at once cannot deadlock on the ring.
