@@ -3,8 +3,9 @@
 ``bench --tinygrad``'s gpt2_decode workload after two untimed passes, each token split into tinygrad's preparation of
 the JIT's inputs (``_prepare_jit_inputs``), the graph replays (each graph runner's ``__call__``), the copy-out of the
 token's result (the allocator's ``_copyout``, which waits for the GPU) and the rest (tinygrad's own Python around
-them); on VK also the worker's loop rounds per token. Microseconds, median [p10-p90]. Then the GPU time of each of
-the JIT's graphs for one token, each run whole and alone through tinygrad's executor (``wait=True``: vkbackend's
+them); on VK also the worker's loop rounds per token, and then the time its C calls spent recording and submitting
+(``Device.stats()``'s ``submit_ns``) a token and a dispatch. Microseconds, median [p10-p90]. Then the GPU time of each
+of the JIT's graphs for one token, each run whole and alone through tinygrad's executor (``wait=True``: vkbackend's
 timed replay on VK, events around the CUDA graph on CUDA), median of 20 tokens.
 
     python3 scripts/decode-phases.py VK
@@ -42,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     for cls in runners:
         spent.wrap(cls, "__call__", "graph replays")
     spent.wrap(type(Device[args.device].allocator), "_copyout", "copy-out, with its wait")
-    progress = Device[args.device].vk._worker.progress if args.device == "VK" else None
+    vk = Device[args.device].vk if args.device == "VK" else None
+    progress = vk._worker.progress if vk is not None else None
+    recorded = vk.stats() if vk is not None else None
     rows = []
     for k in range(args.tokens):
         spent.clear()
@@ -57,6 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         if progress is not None:
             row["worker rounds (count)"] = (progress.worker_turns - turns) & 0xFFFFFFFF
         rows.append(row)
+    recording = ""
+    if vk is not None and recorded is not None:
+        now = vk.stats()
+        dispatches, spent_ns = now["dispatches"] - recorded["dispatches"], now["submit_ns"] - recorded["submit_ns"]
+        recording = (
+            f"  the worker's recording and submits: {spent_ns / 1e3 / args.tokens:.1f} us a token, "
+            f"{spent_ns / 1e3 / max(dispatches, 1):.2f} us a dispatch ({dispatches / args.tokens:.0f} a token)"
+        )
     graph_us = graph_times(jit, token.__closure__, args.device)
     names = ", ".join(sorted(c.__name__ for c in runners)) or "none"
     print(f"{args.device} (graph runners: {names}): {args.tokens} tokens, us, median [p10-p90]")
@@ -64,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         values = sorted(row[key] for row in rows)
         p10, p90 = values[len(values) // 10], values[9 * len(values) // 10]
         print(f"  {key:28s} {statistics.median(values):9.1f} [{p10:.1f}-{p90:.1f}]")
+    if recording:
+        print(recording)
     if graph_us:
         print(
             f"  GPU us per graph, run alone: {', '.join(f'{us:.1f}' for us in graph_us)}; {sum(graph_us):.1f} a token"

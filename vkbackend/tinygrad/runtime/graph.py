@@ -49,12 +49,13 @@ class VKGraph(GraphRunner):
         fixed = [
             j
             for j in self.var_vals_replace
-            if j not in self.launch_dims_replace
-            and not self.uop_replace[j]
-            and self.grids[j][0] is not None
-            and self._bindable(j)
+            if j not in self.launch_dims_replace and not self.uop_replace[j] and self.grids[j][0] is not None
         ]
-        self.variables = self.graph.bind_variables(self._slots(fixed))
+        try:
+            self.variables = self.graph.bind_variables(self._slots(fixed))
+        except BackendError:  # some variable scalar is of another type: leave out the kernels it is in
+            fixed = [j for j in fixed if self._bindable(j)]
+            self.variables = self.graph.bind_variables(self._slots(fixed))
         self.updatable = sorted({*self.replaced, *self.var_vals_replace, *self.launch_dims_replace} - {*fixed})
 
     def _bindable(self, j: int) -> bool:
