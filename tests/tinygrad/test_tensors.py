@@ -323,6 +323,35 @@ def test_jit_replay_writes_new_variables_and_grids_in_place(monkeypatch):
     """A replay writes the variables into every kernel whose grid stays (GraphVariables.set), writes the kernels whose
     variable and grid changed over their records (LaunchGraph.set_scalars) and repacks those whose inputs changed:
     attention over the first p keys, p bound anew each call, against numpy."""
+    calls = _count_graph_writes(monkeypatch)
+    # values again: grids the program has worked out before
+    _check_attention(64, 16, (5, 9, 17, 3, 40, 64, 1, 33, 9, 64, 5))
+    assert calls["variables"] and calls["scalars and grid"] and calls["whole"], calls
+
+
+def test_jit_replay_feeds_kernels_the_variables_cannot_one_by_one(monkeypatch):
+    """A kernel whose variable scalar the graph's variables cannot feed (here: one program's, refused as a scalar of
+    another type would be) is left out of them and gets its scalars written at each replay, the others still from the
+    variables: the same attention, against numpy."""
+    from vkbackend.launch import Launcher
+
+    refused: list[int] = []
+    variable_slot = Launcher.variable_slot
+
+    def refusing(self, prog, scalar):
+        if not refused:
+            refused.append(prog)
+        return None if prog == refused[0] else variable_slot(self, prog, scalar)
+
+    monkeypatch.setattr(Launcher, "variable_slot", refusing)
+    calls = _count_graph_writes(monkeypatch)
+    _check_attention(48, 8, (4, 11, 30, 2, 48, 7, 19))
+    assert refused and calls["variables"] and calls["scalars"], (refused, calls)
+
+
+def _count_graph_writes(monkeypatch) -> dict[str, int]:
+    """Count what the graph runner writes at its replays: scalars through GraphVariables.set, launches through
+    LaunchGraph.set_scalars (with a new grid or without) and through LaunchGraph.update (whole)."""
     from vkbackend.graph import GraphVariables, LaunchGraph
 
     calls = {"variables": 0, "scalars": 0, "scalars and grid": 0, "whole": 0}
@@ -343,67 +372,26 @@ def test_jit_replay_writes_new_variables_and_grids_in_place(monkeypatch):
     monkeypatch.setattr(GraphVariables, "set", counted_set_variables)
     monkeypatch.setattr(LaunchGraph, "set_scalars", counted_set_scalars)
     monkeypatch.setattr(LaunchGraph, "update", counted_update)
-    keys, values = rand(64, 16), rand(64, 16)
-    k, v = Tensor(keys).realize(), Tensor(values).realize()
-
-    @TinyJit
-    def attend(q: Tensor, p: Variable) -> Tensor:
-        return ((k[:p] @ q).softmax() @ v[:p]).realize()  # p scores: kernels whose grid follows p
-
-    bound = Variable("p", 1, 64)
-    for p in (5, 9, 17, 3, 40, 64, 1, 33, 9, 64, 5):  # values again: grids the program has worked out before
-        q = rand(16)
-        scores = keys[:p] @ q
-        weights = np.exp(scores - scores.max())
-        want = (weights / weights.sum()) @ values[:p]
-        np.testing.assert_allclose(attend(Tensor(q), bound.bind(p)).numpy(), want, rtol=1e-4, atol=1e-5)
-    assert calls["variables"] and calls["scalars and grid"] and calls["whole"], calls
+    return calls
 
 
-def test_jit_replay_feeds_kernels_the_variables_cannot_one_by_one(monkeypatch):
-    """A kernel whose variable scalar the graph's variables cannot feed (here: one program's, refused as a scalar of
-    another type would be) is left out of them and gets its scalars written at each replay, the others still from the
-    variables: the same attention as above, against numpy."""
-    from vkbackend.graph import GraphVariables, LaunchGraph
-    from vkbackend.launch import Launcher
-
-    refused: list[int] = []
-    variable_slot = Launcher.variable_slot
-
-    def refusing(self, prog, scalar):
-        if not refused:
-            refused.append(prog)
-        return None if prog == refused[0] else variable_slot(self, prog, scalar)
-
-    calls = {"variables": 0, "scalars": 0}
-    set_variables, set_scalars = GraphVariables.set, LaunchGraph.set_scalars
-
-    def counted_set_variables(self, values):
-        calls["variables"] += len(self._pairs)
-        return set_variables(self, values)
-
-    def counted_set_scalars(self, index, scalars, grid=None):
-        calls["scalars"] += 1
-        return set_scalars(self, index, scalars, grid)
-
-    monkeypatch.setattr(Launcher, "variable_slot", refusing)
-    monkeypatch.setattr(GraphVariables, "set", counted_set_variables)
-    monkeypatch.setattr(LaunchGraph, "set_scalars", counted_set_scalars)
-    keys, values = rand(48, 8), rand(48, 8)
+def _check_attention(length: int, width: int, positions: tuple[int, ...]) -> None:
+    """A jitted attention over the first p of ``length`` keys of ``width``, p bound anew for each of ``positions``
+    (kernels whose grid follows p), against numpy."""
+    keys, values = rand(length, width), rand(length, width)
     k, v = Tensor(keys).realize(), Tensor(values).realize()
 
     @TinyJit
     def attend(q: Tensor, p: Variable) -> Tensor:
         return ((k[:p] @ q).softmax() @ v[:p]).realize()
 
-    bound = Variable("p", 1, 48)
-    for p in (4, 11, 30, 2, 48, 7, 19):
-        q = rand(8)
+    bound = Variable("p", 1, length)
+    for p in positions:
+        q = rand(width)
         scores = keys[:p] @ q
         weights = np.exp(scores - scores.max())
         want = (weights / weights.sum()) @ values[:p]
         np.testing.assert_allclose(attend(Tensor(q), bound.bind(p)).numpy(), want, rtol=1e-4, atol=1e-5)
-    assert refused and calls["variables"] and calls["scalars"], (refused, calls)
 
 
 def _graph_runners() -> list:
