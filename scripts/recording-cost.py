@@ -68,25 +68,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{dev.info.name}: graphs of {LAUNCHES} launches, median of {ROUNDS} rounds of {args.replays} replays")
     print(f"{'launches':50s} {'us a dispatch':>14s} {'replay + sync us':>17s}")
     for name, launches in kinds.items():
-        graph = dev.graph(launches)
-        for _ in range(10):
-            graph.launch()
-        dev.sync()
-        per_dispatch, wall = [], []
-        for _ in range(ROUNDS):
-            before, start = dev.stats(), time.perf_counter()
-            for _ in range(args.replays):
+        with dev.graph(launches) as graph:
+            for _ in range(10):
                 graph.launch()
-                dev.sync()
-            took, after = time.perf_counter() - start, dev.stats()
-            per_dispatch.append(
-                (after["submit_ns"] - before["submit_ns"]) / (after["dispatches"] - before["dispatches"])
-            )
-            wall.append(took / args.replays)
-        graph.close()
+            dev.sync()
+            per_dispatch, wall = [], []
+            for _ in range(ROUNDS):
+                before, start = dev.stats(), time.perf_counter()
+                for _ in range(args.replays):
+                    graph.launch()
+                    dev.sync()
+                took, after = time.perf_counter() - start, dev.stats()
+                dispatches = max(after["dispatches"] - before["dispatches"], 1)
+                per_dispatch.append((after["submit_ns"] - before["submit_ns"]) / dispatches)
+                wall.append(took / args.replays)
         print(f"{name:50s} {statistics.median(per_dispatch) / 1e3:14.3f} {statistics.median(wall) * 1e6:17.1f}")
     for buf in b:
         pool.release(buf)
+    for prog in (inc, add, *two, *five):
+        dev.release_program(prog)
     return 0
 
 
