@@ -131,7 +131,15 @@ class BatchSubmitter:
         # on a CPU device or with two cores or fewer, only as long as any other wait (VKB_SPIN_NS)
         self.progress.spin_ns = WAITED_SPIN_NS if ctx.polling_pays else lib.VKB_SPIN_NS
         self.progress.grace_ns = KICK_GRACE_NS if ctx.polling_pays else 0
-        self._stats = {"batches": 0, "dispatches": 0, "barriers": 0, "copies": 0, "submit_ns": 0, "reused": 0}
+        self._stats = {
+            "batches": 0,
+            "dispatches": 0,
+            "barriers": 0,
+            "copies": 0,
+            "submit_ns": 0,
+            "reused": 0,
+            "heads": 0,
+        }
         # The express lane (csrc/express.c): where polling pays and the device pushes descriptors (no set to take per
         # dispatch), a parked worker submits a lone launch itself. Not while tracing: its events come from Python.
         self._express = ffi.new("vkb_express*")
@@ -139,6 +147,7 @@ class BatchSubmitter:
         x.main, x.queue = self._window, ctx.handles.queue
         x.fence_every = FENCE_EVERY  # x.unfenced counts the batches since the last fence, the worker's and the lane's
         x.max_running = MAX_EARLY_IN_FLIGHT  # the lane queues no more batches on the GPU than the worker does
+        x.head_dispatches = HEAD_DISPATCHES  # and splits a long serve onto an idle GPU as the worker's windows
         # the slots' windows, whose epoch is the main window's; each keeps its recording, so that a launch repeated
         # round after round is submitted again as recorded (csrc/recorder.c), its serial copied from a source word
         self._express_windows = [self._init_window(ffi.addressof(slot, "window")) for slot in x.slots]
@@ -386,6 +395,7 @@ class BatchSubmitter:
         st["dispatches"] += w.n_dispatches
         st["barriers"] += w.n_barriers
         st["copies"] += w.n_copies
+        st["heads"] += w.head_submitted
 
     # ----- the express lane ---------------------------------------------------------------------------------------
     def ready_express(self, running: int = 0) -> None:
@@ -400,10 +410,12 @@ class BatchSubmitter:
         for i, w in enumerate(self._express_windows):
             if batches[i] is None:
                 try:
-                    batches[i] = self._new_batch()
+                    batch = batches[i] = self._new_batch()
+                    if batch.head is None:
+                        batch.head = self._new_command_buffer()
                 except BackendError:  # the launch takes the usual path, which reports the error
                     return
-                w.cmd, x.slots[i].fence = batches[i].cmd, batches[i].fence
+                w.cmd, w.head_cmd, x.slots[i].fence = batch.cmd, batch.head, batch.fence
                 w.recording.cmd = self.ctx.ffi.NULL  # a command buffer that was the worker's holds none of the lane's
             w.programs, w.n_programs = self._table.array, self._table.capacity
         x.serial = self.submitted + 1  # nothing is tracked before the lane's batches (take_express comes first)
@@ -456,6 +468,7 @@ class BatchSubmitter:
                 self._complete(batch, reset=slot.fence_result)
         if failed is not None:
             slot, batch, batches[failed], w = x.slots[failed], batches[failed], None, self._express_windows[failed]
+            batch.fenced = bool(w.fence_submitted)  # alone, after a head whose rest failed
             try:
                 self._check_submitted(w, slot.result)
             except Exception as error:

@@ -100,7 +100,8 @@ class DeviceStats(TypedDict):
     barriers: int
     copies: int
     submit_ns: int
-    reused: int  # batches submitted again as recorded before (a repeated lone launch), not recorded anew
+    reused: int  # batches submitted again as recorded before (a repeated launch or replay), not recorded anew
+    heads: int  # batches onto an idle GPU whose first dispatches were submitted on their own, the rest recorded after
     throttled: int  # times launching threads waited for the worker to catch up (back-pressure)
     pool: PoolStats
     live_objects: LiveObjects

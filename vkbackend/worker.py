@@ -14,9 +14,10 @@ once a caller waits for it (with the GIL released) or the kick is a grace old, a
 a waiting caller waits for its next work without taking the GIL (the hold, counted as idle): taking the GIL while a
 caller holds it would cost a thread wake-up each way (csrc/fence.c).
 
-A lone launch or short graph replay that finds the worker parked in C with nothing else to do takes the express lane
-(csrc/express.c): the worker submits it from the park, without the GIL, while the caller goes on to its sync point;
-back in Python the worker drops the records, still at the head of its queue, and tracks the batch.
+A lone launch or graph replay that finds the worker parked in C with nothing else to do takes the express lane
+(csrc/express.c): the worker submits it from the park, without the GIL, while the caller goes on to its sync point
+(a replay recorded before, on the same buffers, is submitted again as recorded); back in Python the worker drops the
+records, still at the head of its queue, and tracks the batch.
 
 A caller that queues a batch of launches and runs more Python before its sync point (a framework's JIT replay) hands
 them over (``hand_over``): to the express lane where it is armed, else, with room for another batch on the GPU (the
@@ -56,7 +57,7 @@ from ._ffi import lib
 from .config import validation_enabled
 from .context import DeviceContext
 from .errors import BackendError, ErrorStatus
-from .submit import HEAD_DISPATCHES, MAX_EARLY_IN_FLIGHT, BatchSubmitter
+from .submit import MAX_EARLY_IN_FLIGHT, BatchSubmitter
 from .wakeup import WAKE_S, Signal
 
 log = logging.getLogger("vkbackend")
@@ -73,7 +74,7 @@ IDLE_WAIT_NS = 1_000_000  # nothing queued but batches in flight: the longest a 
 IDLE_SPIN_NS = 1_000_000  # nothing queued or in flight: how long the worker polls for a new item before it sleeps
 HAND_OVER_NS = 200_000  # the longest a caller handing work over waits for the worker to begin submitting it
 YIELD_NS = 200_000  # the longest a caller yielding the GIL waits for the worker to have had its turn with it
-LANE_REPLAY_LAUNCHES = 2 * HEAD_DISPATCHES  # the longest replay the express lane takes: one the worker would not split
+LANE_REPLAY_LAUNCHES = lib.VKB_RECORDING_DISPATCHES  # the longest replay the express lane takes: one it can keep
 LANE_SETTLE_NS = 100_000  # the longest a launch waits for the park to serve the express lane's last claim
 STOP_GRACE_S = 10.0  # stop(): how much longer than the deadline the thread may take to end
 MAX_IN_FLIGHT = 4
@@ -132,13 +133,14 @@ class Worker:
 
     def hand_over(self, item: bytes, launches: int) -> None:
         """Queue the records of ``launches`` launches (a graph's replay) for the GPU to start on while this thread goes
-        on: through the express lane where the worker is parked with it armed and the worker would submit them whole
-        (at most LANE_REPLAY_LAUNCHES: the park submits them, no GIL changes hands), else, with room for another batch
-        on the GPU, by waiting (GIL released, at most ``hand_over_ns``) until the worker has begun its next submit,
-        which holds them unless something queued before them went first (onto an idle GPU, a long replay's first
-        HEAD_DISPATCHES launches go on their own, so the GPU starts while the rest is recorded). Also when the worker is
-        busy with an earlier replay's submit: it would need the GIL to take these records, and a caller that runs on
-        in Python keeps it (tinygrad's JIT runs 0.3-0.5 ms of it after a decode token's last replay)."""
+        on: through the express lane where the worker is parked with it armed (at most LANE_REPLAY_LAUNCHES: the park
+        submits them, no GIL changes hands, and a replay it has recorded before, on the same buffers, it submits again
+        as recorded), else, with room for another batch on the GPU, by waiting (GIL released, at most
+        ``hand_over_ns``) until the worker has begun its next submit, which holds them unless something queued before
+        them went first. Either way, onto an idle GPU a long replay's first HEAD_DISPATCHES launches go on their own,
+        so the GPU starts while the rest is recorded. Also when the worker is busy with an earlier replay's submit: it
+        would need the GIL to take these records, and a caller that runs on in Python keeps it (tinygrad's JIT runs
+        0.3-0.5 ms of it after a decode token's last replay)."""
         progress = self._submitter.progress
         seen = progress.submits
         if self.idle and launches <= LANE_REPLAY_LAUNCHES:

@@ -1,4 +1,4 @@
-/* The express lane (decl/vkb.h): a lone launch or short graph replay that finds the worker parked is recorded and
+/* The express lane (decl/vkb.h): a lone launch or graph replay that finds the worker parked is recorded and
  * submitted from the park, without the GIL, while the caller goes on to its sync point. The worker arms the lane as it
  * enters a park (vkb_wait_work, fence.c) and disarms it as it leaves. In between, a launcher may claim it; the park
  * serves the claim into the next batch of its ring and arms again while that has room (the batch after it is free,
@@ -43,8 +43,9 @@ static int vkb_express_has_room(const vkb_express *x) {
 }
 
 /* Record and submit what a launcher handed over into the next batch (its epoch is the submitter's window's), with
- * its fence when it takes the ring's last free batch or `fence_every` batches have gone without one; in the park
- * (`rearm`), arm again while the lane has room. 1 when it went to the GPU whole. */
+ * its fence when it takes the ring's last free batch, `fence_every` batches have gone without one, or (onto an idle
+ * GPU) its head goes first; in the park (`rearm`), arm again while the lane has room. 1 when it went to the GPU
+ * whole. */
 static int vkb_express_serve(vkb_express *x, vkb_progress *progress, int rearm) {
     uint64_t state = __atomic_load_n(&x->state, __ATOMIC_ACQUIRE);
     vkb_express_slot *slot = &x->slots[x->next];
@@ -55,9 +56,11 @@ static int vkb_express_serve(vkb_express *x, vkb_progress *progress, int rearm) 
     w->words = x->words;
     w->n_words = x->n_words;
     w->marker_value = (uint32_t)x->serial;
+    w->head_dispatches = x->running ? 0 : x->head_dispatches;  /* the GPU idle: it starts on the head at once */
+    w->split_fence = slot->fence;
     slot->result = vkb_submit_counted(w, x->queue, fenced ? slot->fence : VK_NULL_HANDLE, progress);
     slot->serial = x->serial;
-    slot->fenced = fenced;
+    slot->fenced = w->fence_submitted;
     x->served++;
     x->next = vkb_express_after(x->next);
     main->epoch = w->epoch;
@@ -67,8 +70,9 @@ static int vkb_express_serve(vkb_express *x, vkb_progress *progress, int rearm) 
         __atomic_store_n(&x->state, vkb_express_as(state, VKB_EXPRESS_DONE), __ATOMIC_RELEASE);
         return 0;
     }
-    x->unfenced = fenced ? 0 : x->unfenced + 1;
+    x->unfenced = slot->fenced ? 0 : x->unfenced + 1;
     x->batches++;
+    x->heads += w->head_submitted;
     x->dispatches += w->n_dispatches;
     x->barriers += w->n_barriers;
     x->copies += w->n_copies;

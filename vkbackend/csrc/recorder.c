@@ -213,18 +213,20 @@ static int vkb_window_programs(const vkb_window *w, const vkb_program **out, uin
 /* Whether the window's recording (decl/vkb.h, vkb_recording) holds these records as they would be recorded now. */
 static int vkb_recording_holds(const vkb_window *w, const vkb_recording *rec, uint64_t generation) {
     const vkb_program *programs[VKB_RECORDING_DISPATCHES];
-    if (rec->cmd != w->cmd || rec->slots_generation != generation || rec->barrier_first != w->barrier_first ||
-        rec->n_words != w->n_words || memcmp(rec->words, w->words, w->n_words * sizeof *w->words))
+    if (rec->cmd != w->cmd || (rec->head_cmd && rec->head_cmd != w->head_cmd) || rec->slots_generation != generation ||
+        rec->barrier_first != w->barrier_first || rec->n_words != w->n_words ||
+        memcmp(rec->words, w->words, w->n_words * sizeof *w->words))
         return 0;
     int n = vkb_window_programs(w, programs, VKB_RECORDING_DISPATCHES);
     return n == (int)rec->n_programs && !memcmp(programs, rec->programs, n * sizeof *programs);
 }
 
-/* Keep what was just recorded into w->cmd, from the epoch `epoch`, against slot table `generation`; or nothing. */
+/* Keep what was just recorded into w->cmd (and its head into w->head_cmd, where that went first), from the epoch
+ * `epoch`, against slot table `generation`; or nothing. */
 static void vkb_recording_keep(const vkb_window *w, vkb_recording *rec, uint64_t generation, uint32_t barrier_first,
                                uint32_t epoch) {
     rec->cmd = NULL;
-    if (w->n_errors || w->head_submitted || w->n_words > VKB_RECORDING_WORDS) return;
+    if (w->n_errors || w->n_words > VKB_RECORDING_WORDS) return;
     int n = vkb_window_programs(w, rec->programs, VKB_RECORDING_DISPATCHES);
     if (n < 0 || n > VKB_RECORDING_DISPATCHES) return;
     rec->n_programs = (uint32_t)n;
@@ -234,14 +236,16 @@ static void vkb_recording_keep(const vkb_window *w, vkb_recording *rec, uint64_t
     rec->barrier_first = barrier_first;
     rec->epochs = w->epoch - epoch;
     rec->n_dispatches = w->n_dispatches; rec->n_barriers = w->n_barriers; rec->n_copies = w->n_copies;
+    rec->head_cmd = w->head_submitted ? w->head_cmd : NULL;
     rec->cmd = w->cmd;
 }
 
 /* Record and submit in one call, so the worker gives up and retakes the GIL once per window rather than once per
  * Vulkan call. Barriers recorded into the second command buffer order it after the head too (they cover everything
  * earlier in submission order on the queue). A window with a recording kept (w->recording) that holds its records
- * submits that again: the same commands, with the hazard state they leave (every access of the window is ordered
- * before anything after it by its end, so a barrier epoch is all that carries over). */
+ * submits that again: the same commands (a head that went first and the rest, as two command buffers of one
+ * submission), with the hazard state they leave (every access of the window is ordered before anything after it by
+ * its end, so a barrier epoch is all that carries over). */
 VkResult vkb_submit_window(vkb_window *w, VkQueue queue, VkFence fence) {
     uint32_t set_index = 0, epoch = w->epoch, barrier_first = w->barrier_first;
     const uint32_t *p = w->words;
@@ -253,7 +257,9 @@ VkResult vkb_submit_window(vkb_window *w, VkQueue queue, VkFence fence) {
     w->reused = 0;
     if (w->marker_source) w->marker_host[w->marker_source / 4] = w->marker_value;  /* visible to what is submitted next */
     if (rec && vkb_recording_holds(w, rec, generation)) {
-        VkSubmitInfo submit = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &w->cmd, 0, NULL};
+        VkCommandBuffer cmds[2] = {rec->head_cmd, w->cmd};
+        uint32_t n_cmds = rec->head_cmd ? 2 : 1;
+        VkSubmitInfo submit = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, n_cmds, cmds + 2 - n_cmds, 0, NULL};
         VkResult r = vkQueueSubmit(queue, 1, &submit, fence);
         if (r != VK_SUCCESS) { rec->cmd = NULL; return r; }
         w->epoch += rec->epochs;
@@ -269,6 +275,7 @@ VkResult vkb_submit_window(vkb_window *w, VkQueue queue, VkFence fence) {
         VkResult r = vkb_submit_records(w, w->head_cmd, &p, w->head_dispatches, &set_index, queue, VK_NULL_HANDLE);
         if (r != VK_SUCCESS) return r;
         w->head_submitted = 1;
+        if (!fence) fence = w->split_fence;  /* should the rest fail, a fence submitted alone still covers the head */
     }
     VkResult r = vkb_submit_records(w, w->cmd, &p, 0, &set_index, queue, fence);
     /* a head already runs: the fence, submitted alone, still signals once it is done */

@@ -182,13 +182,15 @@ typedef struct {
 } vkb_program;
 
 /* A window's recording, kept so that the same records can be submitted again without recording them (the express
- * lane's, express.c: a caller that launches the same kernel on the same buffers round after round). It is used again
- * only for the same command buffer, words and barrier_first, against the same slot table (its generation: any
- * vkb_slots_set changes it) and the same program entries (a released program's is a tombstone, and indices are never
- * reused), where the recording skipped nothing and was submitted whole. */
-enum { VKB_RECORDING_WORDS = 2048, VKB_RECORDING_DISPATCHES = 256 };
+ * lane's, express.c: a caller that launches the same kernel, or replays the same graph, on the same buffers round
+ * after round). It is used again only for the same command buffers, words and barrier_first, against the same slot
+ * table (its generation: any vkb_slots_set changes it) and the same program entries (a released program's is a
+ * tombstone, and indices are never reused), where the recording skipped nothing and reached the GPU whole (a head
+ * submitted first, then the rest, is submitted again as the two command buffers of one submission). */
+enum { VKB_RECORDING_WORDS = 8192, VKB_RECORDING_DISPATCHES = 256 };
 typedef struct {
     VkCommandBuffer cmd;        /* the command buffer holding it; NULL: nothing kept (set so when the window's changes) */
+    VkCommandBuffer head_cmd;   /* the window's head_cmd where its head went first, else NULL */
     uint64_t slots_generation;
     uint32_t barrier_first, n_words, n_programs;
     uint32_t epochs, n_dispatches, n_barriers, n_copies;  /* what recording it did to the window */
@@ -209,10 +211,12 @@ typedef struct {
     uint32_t n_errors, error_program; int error_code; /* out: the first record that was skipped, and why */
     uint64_t submit_ns;            /* out (vkb_submit_batch): the time recording and vkQueueSubmit took */
     /* in: with head_dispatches, a window of more than twice as many dispatches submits its first head_dispatches in
-     * head_cmd first, so that the GPU starts on them while the rest is recorded into cmd */
-    VkCommandBuffer head_cmd; uint32_t head_dispatches;
+     * head_cmd first, so that the GPU starts on them while the rest is recorded into cmd; where it does and was
+     * given no fence, the rest signals split_fence (if not VK_NULL_HANDLE), which then covers the head even if the
+     * rest fails to submit */
+    VkCommandBuffer head_cmd; uint32_t head_dispatches; VkFence split_fence;
     uint32_t head_submitted;       /* out: head_cmd was submitted (it runs even if the rest fails to submit) */
-    uint32_t fence_submitted;      /* out: the fence was submitted: with cmd, or alone after a head whose rest failed */
+    uint32_t fence_submitted;      /* out: a fence was submitted: with cmd, or alone after a head whose rest failed */
     /* in: cmd ends by writing marker_value into the first word of marker_buffer (host-mapped), after every write of
      * the window is done and visible to the host */
     VkBuffer marker_buffer; uint32_t marker_value;
@@ -242,21 +246,22 @@ VkResult vkb_submit_counted(vkb_window *window, VkQueue queue, VkFence fence, vk
 VkResult vkb_submit_batch(vkb_window *window, VkQueue queue, VkFence fence, vkb_progress *progress, uint64_t linger_ns);
 
 /* express.c: the express lane. A worker parked with nothing queued, recorded or running (polling for work, or holding
- * after a sync point) arms it; a launch, a short graph replay (up to VKB_EXPRESS_WORDS words of records; a longer one
+ * after a sync point) arms it; a launch, a graph replay (up to VKB_EXPRESS_WORDS words of records; a longer one
  * waits for the worker) or a read-back's copy that then finds the queue holding the records the park has served and
  * its own records after them hands them over (vkb_express_launch: one compare-and-swap on `state`, then a copy), and
  * the worker records and submits them from its park, without taking the GIL, while the caller goes on to its sync
  * point. The lane has a ring of batches (slots), served in turn: while one runs the lane stays armed into the next,
- * while fewer than `max_running` of its batches run. A serve signals its slot's fence only when it takes the ring's
- * last free slot or `fence_every` batches have gone without one (`unfenced`, which counts the worker's own batches
- * too); the park polls the oldest running batch (its fence, else the marker), publishes its serial once it has
+ * while fewer than `max_running` of its batches run. Onto an idle GPU (none of its batches running) a serve of more
+ * than twice `head_dispatches` dispatches that it cannot submit again as recorded goes in two parts, its head first,
+ * as the worker's windows do. A serve signals its slot's fence only when it takes the ring's last free slot, splits,
+ * or `fence_every` batches have gone without one (`unfenced`, which counts the worker's own batches too); the park polls the oldest running batch (its fence, else the marker), publishes its serial once it has
  * completed, and once a fence has signalled resets it and frees every slot (the fence covers every earlier batch),
  * arming again once it has room. The served records stay at the head of the worker's queue: the worker takes them off
  * once back in Python (it alone takes from that queue), after setting the state to VKB_EXPRESS_OFF, so a sync point
  * that finds the queue holding only what the lane took can wait for the lane's serial without a word to the worker.
  * `state` is generation << 8 | VKB_EXPRESS_*: a new generation each time the lane arms, so a launcher that read it
  * before the lane moved on cannot claim a later arming. */
-enum { VKB_EXPRESS_WORDS = 2048, VKB_EXPRESS_SLOTS = 16 };
+enum { VKB_EXPRESS_WORDS = 8192, VKB_EXPRESS_SLOTS = 16 };
 enum { VKB_EXPRESS_OFF = 0, VKB_EXPRESS_ARMED = 1, VKB_EXPRESS_CLAIMED = 2, VKB_EXPRESS_FULL = 3, VKB_EXPRESS_DONE = 4 };
 typedef struct {
     vkb_window window;     /* its window (command buffer set by the worker); its epoch is the submitter's */
@@ -282,10 +287,11 @@ struct vkb_express {
     uint32_t running;      /* slots whose batches run */
     uint32_t fence_every;  /* set by the worker: at most this many batches in a row go without a fence */
     uint32_t max_running;  /* set by the worker: the lane arms for a next batch only while fewer than this run */
+    uint32_t head_dispatches; /* set by the worker: the head of a serve that splits (the worker's HEAD_DISPATCHES) */
     uint32_t unfenced;     /* batches submitted since the last that signalled a fence, the worker's own included */
     uint64_t retired;      /* the serial of the last fenced batch the park saw complete (0: none) */
     uint64_t probed_ns;    /* when the park last asked whether the device was lost (progress->loss_probe) */
-    uint64_t batches, dispatches, barriers, copies, submit_ns, reused;  /* what the lane submitted, ever (Device.stats) */
+    uint64_t batches, dispatches, barriers, copies, submit_ns, reused, heads;  /* what the lane submitted, ever (Device.stats) */
     uint32_t n_words;
     uint32_t words[VKB_EXPRESS_WORDS];
 };
