@@ -534,46 +534,53 @@ def test_graph_replays_take_the_express_lane(device, pool, express, monkeypatch)
 
 
 def test_a_long_replay_by_the_lane_runs_its_head_first_then_goes_again_as_recorded(device, pool, express, monkeypatch):
-    """A replay of more launches than a head (each reading what the one before wrote) that finds the worker parked
-    goes by the lane: onto the idle GPU its first HEAD_DISPATCHES launches are submitted on their own, the rest
-    after them (``Device.stats()["heads"]``), and once a lane batch holds its recording, later rounds in that batch
-    submit head and rest again as recorded, in one submission (``reused``). No round needs a word to the worker,
-    and every round's result is exact."""
+    """A replay of more launches than a head (each adding one to what the one before wrote) that finds the worker
+    parked goes by the lane: onto the idle GPU its first HEAD_DISPATCHES launches are submitted on their own, the rest
+    after them (``Device.stats()["heads"]``: once for each of the ring's batches, which record it once each in the
+    park), and once a lane batch holds its recording, later rounds in that batch submit head and rest again as
+    recorded, in one submission (``reused``). No round needs a word to the worker, and every launch of every round
+    runs once: the count is exact."""
     lane, prog, buf = express
     worker = device._worker
     launches = 2 * vkbackend.submit.HEAD_DISPATCHES + 4
-    rounds = 2 * lane_slots(device) + 2
-    with device.graph([(prog, [buf], [256, 2, 1], groups(256))] * launches) as graph:
+    slots = lane_slots(device)
+    rounds = 2 * slots + 2
+    pool.host_to_pool(np.zeros(256, np.uint32), buf)
+    device.sync()
+    with device.graph([(prog, [buf], [256, 1, 1], groups(256))] * launches) as graph:
         lane.wait_armed()
         before, stats = lane_served(device), device.stats()
         words = words_to_the_worker(worker, monkeypatch)
-        expected = 0
         for _ in range(rounds):
             graph.launch()
             device.sync()
-            for _ in range(launches):
-                expected = (expected * 2 + 1) & 0xFFFFFFFF
         assert not words, words
         assert lane_served(device) - before == rounds
         after = device.stats()
-        assert after["heads"] - stats["heads"] >= 1
-        assert after["reused"] - stats["reused"] >= rounds - lane_slots(device)  # one recording per lane batch
+        assert after["heads"] - stats["heads"] == slots
+        assert after["reused"] - stats["reused"] == rounds - slots
         assert after["dispatches"] - stats["dispatches"] == rounds * launches
     out = np.empty(256, np.uint32)
     pool.pool_to_host(buf, out)
-    assert (out == expected).all(), (out[:4], expected)
+    assert (out == rounds * launches).all(), (out[:4], rounds * launches)
 
 
 def test_a_failed_submit_after_a_head_by_the_lane_says_what_ran(device, pool, express):
     """A long replay by the lane whose head reached the GPU and whose rest failed to submit: the sync point says that
-    the head ran, the head's launches did run (the fence submitted alone after them tells when), and the lane goes
-    on with the next replays."""
+    the head ran; the batch's fence, submitted alone after the head, is tracked as the batch's (two submits reached
+    the queue: the head and that fence, and nothing is set aside); the head's launches did run, and the lane goes on
+    with the next replays."""
     lane, prog, buf = express
     launches = 20
     head = vkbackend.submit.HEAD_DISPATCHES
+    submitter = device._worker._submitter
+    pool.host_to_pool(np.zeros(256, np.uint32), buf)
+    device.sync()
     with device.graph([(prog, [buf], [256, 1, 1], groups(256))] * launches) as graph:
         lane.wait_armed()
-        before = lane_served(device)
+        before, submits, set_aside = lane_served(device), success_counts()["vkQueueSubmit"], len(submitter._abandoned)
+        # the batch the serve takes, as one that last went without a fence leaves it: its own fence must decide
+        submitter._express_batches[device._worker._express.next].fenced = False
         testing.inject("vkQueueSubmit", "VK_ERROR_OUT_OF_HOST_MEMORY", after=1)  # the head's submit succeeds
         graph.launch()
         with pytest.raises(vkbackend.BackendError) as info:
@@ -581,6 +588,9 @@ def test_a_failed_submit_after_a_head_by_the_lane_says_what_ran(device, pool, ex
         assert info.value.status is vkbackend.ErrorStatus.KernelLaunch
         assert f"submitting {launches} dispatches (the first {head} had been submitted on their own" in str(info.value)
         assert not testing.pending()
+        wait_until_idle(device)
+        assert success_counts()["vkQueueSubmit"] - submits == 2
+        assert len(submitter._abandoned) == set_aside
         assert lane_served(device) - before == 1
         out = np.empty(256, np.uint32)
         pool.pool_to_host(buf, out)

@@ -15,6 +15,7 @@ so; nothing has a fixed capacity. Everything here runs on the device's worker th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import deque
@@ -410,12 +411,15 @@ class BatchSubmitter:
         for i, w in enumerate(self._express_windows):
             if batches[i] is None:
                 try:
-                    batch = batches[i] = self._new_batch()
-                    if batch.head is None:
-                        batch.head = self._new_command_buffer()
+                    batch = self._new_batch()
                 except BackendError:  # the launch takes the usual path, which reports the error
                     return
-                w.cmd, w.head_cmd, x.slots[i].fence = batch.cmd, batch.head, batch.fence
+                if batch.head is None:
+                    with contextlib.suppress(BackendError):  # without one, the lane submits a long serve whole
+                        batch.head = self._new_command_buffer()
+                batches[i] = batch
+                w.cmd, x.slots[i].fence = batch.cmd, batch.fence
+                w.head_cmd = self.ctx.ffi.NULL if batch.head is None else batch.head
                 w.recording.cmd = self.ctx.ffi.NULL  # a command buffer that was the worker's holds none of the lane's
             w.programs, w.n_programs = self._table.array, self._table.capacity
         x.serial = self.submitted + 1  # nothing is tracked before the lane's batches (take_express comes first)
