@@ -553,6 +553,7 @@ def test_a_long_replay_by_the_lane_runs_its_head_first_then_goes_again_as_record
         words = words_to_the_worker(worker, monkeypatch)
         for _ in range(rounds):
             graph.launch()
+            wait_until_idle(device)  # a sync point while the batch runs, the lane armed again, asks the worker
             device.sync()
         assert not words, words
         assert lane_served(device) - before == rounds
