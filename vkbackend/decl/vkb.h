@@ -254,9 +254,10 @@ VkResult vkb_submit_batch(vkb_window *window, VkQueue queue, VkFence fence, vkb_
  * while fewer than `max_running` of its batches run. Onto an idle GPU (none of its batches running) a serve of more
  * than twice `head_dispatches` dispatches that it cannot submit again as recorded goes in two parts, its head first,
  * as the worker's windows do. A serve signals its slot's fence only when it takes the ring's last free slot, splits,
- * or `fence_every` batches have gone without one (`unfenced`, which counts the worker's own batches too); the park polls the oldest running batch (its fence, else the marker), publishes its serial once it has
- * completed, and once a fence has signalled resets it and frees every slot (the fence covers every earlier batch),
- * arming again once it has room. The served records stay at the head of the worker's queue: the worker takes them off
+ * or `fence_every` batches have gone without one (`unfenced`, which counts the worker's own batches too); the park
+ * polls the oldest running batch (its fence, else the marker), publishes its serial once it has completed, and once
+ * a fence has signalled resets it and frees every slot (the fence covers every earlier batch), arming again once it
+ * has room. The served records stay at the head of the worker's queue: the worker takes them off
  * once back in Python (it alone takes from that queue), after setting the state to VKB_EXPRESS_OFF, so a sync point
  * that finds the queue holding only what the lane took can wait for the lane's serial without a word to the worker.
  * `state` is generation << 8 | VKB_EXPRESS_*: a new generation each time the lane arms, so a launcher that read it
@@ -291,7 +292,8 @@ struct vkb_express {
     uint32_t unfenced;     /* batches submitted since the last that signalled a fence, the worker's own included */
     uint64_t retired;      /* the serial of the last fenced batch the park saw complete (0: none) */
     uint64_t probed_ns;    /* when the park last asked whether the device was lost (progress->loss_probe) */
-    uint64_t batches, dispatches, barriers, copies, submit_ns, reused, heads;  /* what the lane submitted, ever (Device.stats) */
+    /* what the lane submitted, ever (Device.stats) */
+    uint64_t batches, dispatches, barriers, copies, submit_ns, reused, heads;
     uint32_t n_words;
     uint32_t words[VKB_EXPRESS_WORDS];
 };
