@@ -349,6 +349,39 @@ def test_jit_replay_feeds_kernels_the_variables_cannot_one_by_one(monkeypatch):
     assert refused and calls["variables"] and calls["scalars"], (refused, calls)
 
 
+def test_jit_replay_keeps_the_bindings_of_an_input_in_the_same_buffer(monkeypatch):
+    """A replay whose input lies in the buffer the last one's did (tinygrad's allocator hands a freed buffer back, as
+    it does a decoder's token) writes only what changed, and one whose input lies elsewhere binds it anew (a whole
+    update): each against numpy."""
+    calls = _count_graph_writes(monkeypatch)
+    w = rand(16, 16)
+    wt = Tensor(w).realize()
+
+    @TinyJit
+    def f(x: Tensor) -> Tensor:  # two kernels: a graph
+        return ((x @ wt).relu().contiguous() @ wt + 1).realize()
+
+    def check(x: Tensor, a: np.ndarray) -> None:
+        np.testing.assert_allclose(f(x).numpy(), np.maximum(a @ w, 0) @ w + 1, rtol=1e-4, atol=1e-4)
+
+    for _ in range(3):  # the JIT captures its graph on the second call
+        a = rand(16)
+        check(Tensor(a).realize(), a)
+    inputs = [rand(16) for _ in range(4)]
+    kept = [Tensor(a).realize() for a in inputs]  # alive together: four buffers
+    before = calls["whole"]
+    for x, a in zip(kept, inputs):
+        check(x, a)
+    assert calls["whole"] - before >= 3, calls  # each binds its own buffer
+    x = kept[0]
+    check(x, inputs[0])  # back to the first buffer: bound anew
+    before = calls["whole"]
+    for a in inputs[1:]:
+        x.assign(Tensor(a)).realize()  # the same buffer, new contents
+        check(x, a)
+    assert calls["whole"] == before, calls
+
+
 def _count_graph_writes(monkeypatch) -> dict[str, int]:
     """Count what the graph runner writes at its replays: scalars through GraphVariables.set, launches through
     LaunchGraph.set_scalars (with a new grid or without) and through LaunchGraph.update (whole)."""

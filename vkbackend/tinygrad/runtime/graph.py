@@ -98,13 +98,17 @@ class VKGraph(GraphRunner):
         for j in self.replaced:
             for pos, iidx in self.uop_replace[j]:
                 self.bufs[j][pos] = cast(Buffer, input_uops[iidx].buffer).ensure_allocated()
-            self.bound[j] = self.runtimes[j].bound([b._buf for b in self.bufs[j]])
-            whole.add(j)
+            # tinygrad's allocator often hands the same buffer back for a new input (a decoder's next token): then
+            # the record's bindings stand
+            bound = self.runtimes[j].bound([b._buf for b in self.bufs[j]])
+            if bound != self.bound[j]:
+                self.bound[j] = bound
+                whole.add(j)
         graph = self.graph
         for j in self.updatable:
             if j in whole:
                 graph.update(j, self._launch(j))
-            else:
+            elif j in self.var_vals_replace or j in regrid:
                 offsets = self.bound[j][1]
                 graph.set_scalars(j, [*self.vals[j], *offsets] if offsets else self.vals[j], regrid.get(j))
         if wait:
