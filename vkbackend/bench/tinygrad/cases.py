@@ -110,12 +110,15 @@ class TinygradWorkloads(Workloads):
         return lambda i, t: step(Tensor([[t]], dtype=dtypes.int32), pos.bind(i)).tolist()[1], tokens
 
     def resnet_forward(self) -> Callable[[], Tensor]:
+        forward, x = self.resnet_jit()
+        return lambda: forward(x)
+
+    def resnet_jit(self) -> tuple[TinyJit, Tensor]:
+        """:meth:`resnet_forward`'s parts: the jitted forward (not yet captured) and its seeded input batch."""
         s = self.s
         model = ResNet(s.resnet_layers, s.resnet_classes, s.resnet_width)
         load_seeded(model, SEED)
-        x = self.tensor(seeded_inputs("resnet50", s)["x"])
-        forward = TinyJit(lambda a: model(a).realize())
-        return lambda: forward(x)
+        return TinyJit(lambda a: model(a).realize()), self.tensor(seeded_inputs("resnet50", s)["x"])
 
     def kernel_records(self) -> list[TgRecord]:
         return self._kernels()
