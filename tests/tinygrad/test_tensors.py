@@ -350,9 +350,10 @@ def test_jit_replay_feeds_kernels_the_variables_cannot_one_by_one(monkeypatch):
 
 
 def test_jit_replay_keeps_the_bindings_of_an_input_in_the_same_buffer(monkeypatch):
-    """A replay whose input lies in the buffer the last one's did (tinygrad's allocator hands a freed buffer back, as
-    it does a decoder's token) writes only what changed, and one whose input lies elsewhere binds it anew (a whole
-    update): each against numpy."""
+    """A replay whose input lies in the buffer the last one's did writes only what changed, and one whose input lies
+    elsewhere binds it anew (a whole update): inputs kept alive together, one buffer assigned new contents, and a new
+    tensor each call, the last one freed, whose buffer tinygrad's allocator hands back (as a decoder's token's); each
+    against numpy."""
     calls = _count_graph_writes(monkeypatch)
     w = rand(16, 16)
     wt = Tensor(w).realize()
@@ -374,11 +375,20 @@ def test_jit_replay_keeps_the_bindings_of_an_input_in_the_same_buffer(monkeypatc
         check(x, a)
     assert calls["whole"] - before >= 3, calls  # each binds its own buffer
     x = kept[0]
+    before = calls["whole"]
     check(x, inputs[0])  # back to the first buffer: bound anew
+    assert calls["whole"] - before == 1, calls
     before = calls["whole"]
     for a in inputs[1:]:
         x.assign(Tensor(a)).realize()  # the same buffer, new contents
         check(x, a)
+    assert calls["whole"] == before, calls
+    del x, kept
+    for a in inputs:  # a new tensor each call, the last one freed: the allocator hands its buffer back
+        check(Tensor(a).realize(), a)
+    before = calls["whole"]
+    for a in inputs:
+        check(Tensor(a).realize(), a)
     assert calls["whole"] == before, calls
 
 

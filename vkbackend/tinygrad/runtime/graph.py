@@ -95,19 +95,28 @@ class VKGraph(GraphRunner):
                 whole.add(j)
             elif grid != old_grid:
                 regrid[j] = grid
+        rebound: dict[int, tuple[list[int], list[int]]] = {}
         for j in self.replaced:
+            # The inputs are not kept past the replay (the record holds its buffers): tinygrad's allocator can then
+            # hand a freed input's buffer to the next one (a decoder's next token), whose bindings are those already
+            # recorded.
+            bufs = list(self.bufs[j])
             for pos, iidx in self.uop_replace[j]:
-                self.bufs[j][pos] = cast(Buffer, input_uops[iidx].buffer).ensure_allocated()
-            # tinygrad's allocator often hands the same buffer back for a new input (a decoder's next token): then
-            # the record's bindings stand
-            bound = self.runtimes[j].bound([b._buf for b in self.bufs[j]])
+                bufs[pos] = cast(Buffer, input_uops[iidx].buffer).ensure_allocated()
+            bound = self.runtimes[j].bound([b._buf for b in bufs])
             if bound != self.bound[j]:
-                self.bound[j] = bound
+                rebound[j] = bound
                 whole.add(j)
         graph = self.graph
         for j in self.updatable:
             if j in whole:
-                graph.update(j, self._launch(j))
+                kept = self.bound[j]
+                self.bound[j] = rebound.get(j, kept)
+                try:
+                    graph.update(j, self._launch(j))
+                except BaseException:
+                    self.bound[j] = kept  # as recorded: the next replay compares against what the record binds
+                    raise
             elif j in self.var_vals_replace or j in regrid:
                 offsets = self.bound[j][1]
                 graph.set_scalars(j, [*self.vals[j], *offsets] if offsets else self.vals[j], regrid.get(j))
