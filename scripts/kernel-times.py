@@ -4,9 +4,10 @@ kernels side by side: what a workload's VK/CUDA ratio is made of.
 
 Each kernel of the captured JIT is launched alone and timed by its device (``vkbackend.bench.tinygrad.kernels``:
 ``Device.launch_timed`` on VK, CUDA events on CUDA), ``--passes`` times; the median of each is kept. With ``--json``
-the figures go to a file, and ``--compare`` reads two such files and lists the kernels in launch order with both
-devices' times, the largest differences first, and the totals. tinygrad gives both devices the same kernels where
-their limits agree; a kernel whose name differs between the two is listed with both names.
+the figures go to a file, and ``--compare`` reads two such files, pairs their kernels by launch order (each row keeps
+its index), lists the ``--top`` pairs that differ most either way, and gives each device's total. tinygrad gives both
+devices the same kernels where their limits agree; a pair whose names differ is listed with both names, and lists of
+different lengths are paired only up to the shorter (the totals are of each whole list).
 
     python3 scripts/kernel-times.py VK --json vk.json
     python3 scripts/kernel-times.py CUDA --json cuda.json
@@ -35,7 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", nargs=2, metavar="FILE", help="two --json files: their kernels side by side")
     parser.add_argument("--top", type=int, default=20, help="--compare: kernels listed (default 20)")
     args = parser.parse_args(argv)
+    if args.top < 1:
+        parser.error("--top must be at least 1")
     if args.compare:
+        if args.device or args.json:
+            parser.error("--compare reads two files: it takes no device and writes no --json")
         return compare(*(json.loads(Path(f).read_text()) for f in args.compare), top=args.top)
     if not args.device:
         parser.error("name a device, or --compare two files")
@@ -71,21 +76,21 @@ def time_kernels(device: str, passes: int, quick: bool) -> list[tuple[str, float
 
 
 def compare(a: dict, b: dict, top: int) -> int:
-    """Print two devices' kernels side by side: the ``top`` largest differences, then the totals."""
+    """Print two devices' kernels side by side: the ``top`` pairs that differ most either way, then the totals."""
     ka, kb = a["kernels"], b["kernels"]
     da, db = a["device"], b["device"]
     if len(ka) != len(kb):
-        print(f"{da} has {len(ka)} kernels and {db} {len(kb)}: compared in launch order up to the shorter")
+        print(f"{da} has {len(ka)} kernels and {db} {len(kb)}: paired in launch order up to the shorter")
     rows = [(na, ta, nb, tb) for (na, ta), (nb, tb) in zip(ka, kb)]
     print(f"{'index':>5} {da + ' us':>10} {db + ' us':>10} {'ratio':>6}  kernel")
-    order = sorted(range(len(rows)), key=lambda i: -(rows[i][1] - rows[i][3]))
-    for i in order[:top]:
+    for i in sorted(range(len(rows)), key=lambda i: -abs(rows[i][1] - rows[i][3]))[:top]:
         na, ta, nb, tb = rows[i]
         name = na if na == nb else f"{na} | {nb}"
         print(f"{i:5d} {ta:10.1f} {tb:10.1f} {ta / tb if tb else float('inf'):6.2f}  {name}")
-    ta, tb = sum(r[1] for r in rows), sum(r[3] for r in rows)
+    ta, tb = sum(t for _, t in ka), sum(t for _, t in kb)
+    ratio = f" ({ta / tb:.3f}x)" if tb else ""
     same = sum(r[0] == r[2] for r in rows)
-    print(f"total {ta:.1f} us on {da}, {tb:.1f} on {db} ({ta / tb:.3f}x); {same} of {len(rows)} kernels named alike")
+    print(f"total {ta:.1f} us on {da}, {tb:.1f} on {db}{ratio}; {same} of {len(rows)} pairs named alike")
     return 0
 
 
