@@ -42,7 +42,7 @@ class VKGraph(GraphRunner):
             self.vals.append([device_vars.get(v.expr, 0) for v in ast.arg.vars])
             self.grids.append(runtime.grid(*ast.arg.launch_dims(zeros)))
             self.bound.append(runtime.bound([b._buf for b in bufs]))
-        self.graph = self.dev.vk.graph([self._launch(j) for j in range(len(self.calls))])
+        self.graph = self.dev.vk.graph([self._launch(j, self.bound[j]) for j in range(len(self.calls))])
         self.replaced = [j for j, r in enumerate(self.uop_replace) if r]  # kernels whose buffers are inputs
         # Kernels whose only change is their variables take them from self.variables (their self.vals go stale: they
         # are never repacked); the rest, and any whose variable scalar is not a 32- or 64-bit integer, one by one.
@@ -74,9 +74,10 @@ class VKGraph(GraphRunner):
                 slots[v].append((j, i))
         return slots
 
-    def _launch(self, j: int):
+    def _launch(self, j: int, bound: tuple[list[int], list[int]]):
+        """Kernel ``j``'s launch on ``bound``'s buffer ids and view offsets (None while its grid is empty)."""
         grid, local = self.grids[j]
-        return None if grid is None else self.runtimes[j].assemble(grid, local, self.bound[j], self.vals[j])
+        return None if grid is None else self.runtimes[j].assemble(grid, local, bound, self.vals[j])
 
     def __call__(self, input_uops: tuple[UOp, ...], var_vals: dict[str, int], wait: bool = False) -> float | None:
         values = [var_vals[v] for v in self.vars]
@@ -110,13 +111,9 @@ class VKGraph(GraphRunner):
         graph = self.graph
         for j in self.updatable:
             if j in whole:
-                kept = self.bound[j]
-                self.bound[j] = rebound.get(j, kept)
-                try:
-                    graph.update(j, self._launch(j))
-                except BaseException:
-                    self.bound[j] = kept  # as recorded: the next replay compares against what the record binds
-                    raise
+                bound = rebound.get(j, self.bound[j])
+                graph.update(j, self._launch(j, bound))
+                self.bound[j] = bound  # what the record binds, once it does: a failed update is retried next replay
             elif j in self.var_vals_replace or j in regrid:
                 offsets = self.bound[j][1]
                 graph.set_scalars(j, [*self.vals[j], *offsets] if offsets else self.vals[j], regrid.get(j))
