@@ -9,56 +9,23 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import sys
 import types
 
 import numpy as np
 import pytest
+from _render_only import BASE, kernels, render_device
 from tinygrad import Tensor, Variable, dtypes
-from tinygrad.device import Compiled
 from tinygrad.helpers import Context
-from tinygrad.runtime.ops_null import NullAllocator, NullProgram
 
-from vkbackend.tinygrad.compiler.kernel_format import unpack_lib
-from vkbackend.tinygrad.renderer.caps import DeviceCaps, make_arch, parse_arch
+from vkbackend.tinygrad.renderer.caps import make_arch, parse_arch
 from vkbackend.tinygrad.renderer.loop_limit import LoopLimitError
 from vkbackend.tinygrad.runtime.device_caps import caps_from_info, is_lavapipe
 
 RNG = np.random.default_rng(1)
-BASE = DeviceCaps(f16=True, f64=True, i8=True, i16=True, i64=True, local_threads=1024, shared_max=32768)
-SEEN: list = []
-
-
-def _render_device(name: str, caps: DeviceCaps) -> str:
-    """A tinygrad device that renders and compiles for ``caps`` and runs nothing (kernels recorded in SEEN)."""
-
-    class Program(NullProgram):
-        def __init__(self, dev, obj):
-            super().__init__(dev, obj)
-            SEEN.append(unpack_lib(obj.lib))
-
-    class Device(Compiled):
-        def __init__(self, device: str):
-            super().__init__(device, NullAllocator(self), [VKRenderer], Program, arch=make_arch(caps))
-
-    from vkbackend.tinygrad.renderer.renderer import VKRenderer  # noqa: PLC0415
-
-    module = types.ModuleType(f"tinygrad.runtime.ops_{name.lower()}")
-    setattr(module, f"{name}Device", Device)
-    sys.modules[module.__name__] = module
-    return name
-
-
-LIMITED = _render_device("VKLOOPS", dataclasses.replace(BASE, loop_limit=65535))
-UNLIMITED = _render_device("VKNOLOOPS", BASE)
-TINY = _render_device("VKTINYLOOPS", dataclasses.replace(BASE, loop_limit=1000))
-
-
-def _kernels(dev: str, fn) -> list:
-    start = len(SEEN)
-    with Context(DEV=dev, CACHELEVEL=0):
-        fn(dev)
-    return SEEN[start:]
+# unrolling for loads left off, so that only the limit unrolls
+LIMITED = render_device("VKLOOPS", dataclasses.replace(BASE, loop_limit=65535))
+UNLIMITED = render_device("VKNOLOOPS", BASE)
+TINY = render_device("VKTINYLOOPS", dataclasses.replace(BASE, loop_limit=1000))
 
 
 def _long_sum(dev: str, n: int = 262147):
@@ -77,8 +44,8 @@ def test_the_limit_travels_in_the_arch_and_only_lavapipe_has_it():
 
 
 def test_a_long_loop_is_unrolled_only_where_the_limit_is(glslang):
-    (plain,) = _kernels(UNLIMITED, _long_sum)
-    (unrolled,) = _kernels(LIMITED, _long_sum)
+    (plain,) = kernels(UNLIMITED, _long_sum)
+    (unrolled,) = kernels(LIMITED, _long_sum)
     assert "for (int Ridx0 = 0; Ridx0 < 262147; Ridx0++)" in plain.source and "Ridx0_u" not in plain.source
     # 32,768 iterations of 8 copies, then a tail loop of 3
     assert "for (int Ridx0_u = 0; Ridx0_u < 262144; Ridx0_u += 8) {" in unrolled.source
@@ -88,7 +55,7 @@ def test_a_long_loop_is_unrolled_only_where_the_limit_is(glslang):
 
 def test_short_loops_are_unchanged(glslang):
     short = lambda dev: Tensor.empty(4099, dtype=dtypes.int32, device=dev).sum().realize()  # noqa: E731
-    assert [k.source for k in _kernels(LIMITED, short)] == [k.source for k in _kernels(UNLIMITED, short)]
+    assert [k.source for k in kernels(LIMITED, short)] == [k.source for k in kernels(UNLIMITED, short)]
 
 
 def test_a_symbolic_bound_is_unrolled_for_its_largest_value(glslang):
@@ -96,13 +63,13 @@ def test_a_symbolic_bound_is_unrolled_for_its_largest_value(glslang):
         v = Variable("n", 1, 300000).bind(262147)
         Tensor.empty(300000, dtype=dtypes.int32, device=dev)[:v].sum().realize()
 
-    (k,) = _kernels(LIMITED, fn)
+    (k,) = kernels(LIMITED, fn)
     assert "Ridx0_u += 8) {" in k.source and "/8*8)" in k.source  # main loop to the bound's multiple of 8, then a tail
 
 
 def test_a_kernel_unrolling_cannot_fix_is_refused_by_name(glslang):
     with pytest.raises(LoopLimitError, match=r"at most 1,000 loop iterations per invocation.*LP_MAX_TGSI_LOOP"):
-        _kernels(TINY, lambda dev: _long_sum(dev, 16777259))  # a 32,768-fold unroll would be needed
+        kernels(TINY, lambda dev: _long_sum(dev, 16777259))  # a 32,768-fold unroll would be needed
 
 
 # ----- on the device -----------------------------------------------------------------------------------------------

@@ -64,6 +64,9 @@ class DeviceCaps:
     # loop iterations one invocation may run, all loops together (0: no limit); lavapipe leaves loops silently past
     # 65,535 (see vkbackend.tinygrad.renderer.loop_limit)
     loop_limit: int = 0
+    # lanes of global loads the unrolled copies of one innermost loop may issue (0: loops as tinygrad wrote them; see
+    # vkbackend.tinygrad.renderer.unroll)
+    unroll_lanes: int = 0
     # tensor cores (where the device has cooperative matrices and VKBACKEND_TINYGRAD_TC allows: tensor_cores.tc_mode,
     # coopmat_layout.with_tensor_cores): the invocations of one warp (``w32``), the shapes (``m16.16.16.f16.f32``),
     # ``tcemu``: WMMA in scalar code, not cooperative matrices (to check the layout on devices without them), and
@@ -92,6 +95,7 @@ def make_arch(caps: DeviceCaps) -> str:
         f"r{caps.storage_range}",
         *([f"p{'/'.join(map(str, caps.preserve_widths))}"] if caps.preserve_widths else []),
         *([f"loops{caps.loop_limit}"] if caps.loop_limit else []),
+        *([f"unroll{caps.unroll_lanes}"] if caps.unroll_lanes else []),
         *([f"wide{caps.wide_bytes}"] if caps.wide_bytes != DeviceCaps.wide_bytes else []),
     ]
     if caps.tc_threads and caps.tc_shapes:
@@ -116,6 +120,8 @@ def parse_arch(arch: str) -> DeviceCaps:
             kw["preserve_widths"] = tuple(int(w) for w in tok[1:].split("/"))
         elif tok.startswith("loops") and tok[5:].isdigit():
             kw["loop_limit"] = int(tok[5:])
+        elif tok.startswith("unroll") and tok[6:].isdigit():
+            kw["unroll_lanes"] = int(tok[6:])
         elif tok.startswith("wide") and tok[4:].isdigit():
             kw["wide_bytes"] = int(tok[4:])
         elif tok == "tcemu":

@@ -28,6 +28,7 @@ __all__ = [
     "GlobalArg",
     "KernelMemory",
     "RenderContext",
+    "global_load_lanes",
     "plan_vector_widths",
     "compose_load",
     "compose_store",
@@ -192,6 +193,17 @@ def _declared_width(buf: UOp, widths: set[int]) -> int:
     if dt == dtypes.bool or vec_type(dt, dw) is None or (_is_local_buffer(buf) and buf.max_numel() % dw):
         return 1
     return dw
+
+
+def global_load_lanes(u: UOp) -> int:
+    """How many lanes ``u`` reads from a global argument: a LOAD's width, 0 for any other op or memory."""
+    if u.op is not Ops.LOAD or u.src[0].op not in (Ops.INDEX, Ops.SHRINK):
+        return 0
+    mop = u.src[0]
+    buf = _base_buffer(mop.src[0])
+    if not (_is_global_param(buf) or _is_ptr_view(buf)):
+        return 0
+    return mop.max_numel() if mop.op is Ops.SHRINK else 1
 
 
 def plan_vector_widths(uops: list[UOp]) -> dict[UOp, int]:

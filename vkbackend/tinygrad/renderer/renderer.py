@@ -49,6 +49,7 @@ from vkbackend.tinygrad.renderer.glsl_types import (
     value_type,
 )
 from vkbackend.tinygrad.renderer.loop_limit import bound_loops
+from vkbackend.tinygrad.renderer.loops import emit, parse
 from vkbackend.tinygrad.renderer.memory_access import (
     GlobalArg,
     KernelMemory,
@@ -59,6 +60,7 @@ from vkbackend.tinygrad.renderer.memory_access import (
     render_store,
 )
 from vkbackend.tinygrad.renderer.tensor_cores import render_wmma, tensor_cores, wmma_prelude, wmma_target
+from vkbackend.tinygrad.renderer.unroll import unroll_for_loads
 
 __all__ = ["VKRenderer"]
 
@@ -375,8 +377,13 @@ class VKRenderer(CStyleLanguage):
         self.memory = KernelMemory(arguments, plan_vector_widths(uops))
         self._special_widths = set()
         name, kernel, bufs = self._render(uops)
-        if self.caps.loop_limit:  # lavapipe: unrolled until its loop-iteration limit holds, or refused
-            kernel = bound_loops(name, kernel, uops, self.caps.loop_limit)
+        if self.caps.unroll_lanes or self.caps.loop_limit:
+            tree = parse(kernel, uops)
+            if self.caps.unroll_lanes:  # GPUs: more loads in flight
+                unroll_for_loads(tree, uops, self.caps.unroll_lanes)
+            if self.caps.loop_limit:  # lavapipe: unrolled until its loop-iteration limit holds, or refused
+                bound_loops(name, tree, self.caps.loop_limit)
+            kernel = emit(tree)
         return self.render_kernel(name, kernel, bufs, uops)
 
     @staticmethod

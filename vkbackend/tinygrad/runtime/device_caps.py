@@ -4,11 +4,13 @@ kernel may bind."""
 
 from __future__ import annotations
 
+from vkbackend.config import env_switch
 from vkbackend.dtypes import DType
 from vkbackend.tinygrad.renderer.caps import DeviceCaps
 from vkbackend.tinygrad.renderer.tensor_cores import device_shapes
+from vkbackend.tinygrad.renderer.unroll import LANE_BUDGET
 
-__all__ = ["caps_from_info", "max_kernel_buffers", "is_lavapipe", "LAVAPIPE_LOOP_LIMIT"]
+__all__ = ["caps_from_info", "max_kernel_buffers", "is_lavapipe", "unrolls", "LAVAPIPE_LOOP_LIMIT"]
 
 # gallivm's LP_MAX_TGSI_LOOP_ITERATIONS: the loop iterations one lavapipe invocation runs, all loops together
 LAVAPIPE_LOOP_LIMIT = 65535
@@ -22,6 +24,13 @@ def is_lavapipe(info) -> bool:
 
 def _nonempty(info, name: str) -> bool:
     return bool(info.dtype_capabilities.get(DType[name]))
+
+
+def unrolls(info) -> bool:
+    """Whether tinygrad's innermost loops are unrolled on this device (:mod:`vkbackend.tinygrad.renderer.unroll`):
+    ``VKBACKEND_TINYGRAD_UNROLL`` when set, else on GPUs (a CPU device has no memory latency for it to hide)."""
+    chosen = env_switch("VKBACKEND_TINYGRAD_UNROLL")
+    return chosen if chosen is not None else getattr(info, "device_type", "") != "cpu"
 
 
 def caps_from_info(info) -> DeviceCaps:
@@ -56,6 +65,7 @@ def caps_from_info(info) -> DeviceCaps:
             w for w in (16, 32, 64) if f"shaderSignedZeroInfNanPreserveFloat{w}" in getattr(info, "float_controls", ())
         ),
         loop_limit=LAVAPIPE_LOOP_LIMIT if is_lavapipe(info) else 0,
+        unroll_lanes=LANE_BUDGET if unrolls(info) else 0,
         tc_shapes=(tc := device_shapes(info))[0],
         tc_threads=tc[1],
     )
