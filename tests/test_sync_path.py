@@ -19,6 +19,7 @@ from _reliability import (
     AFFINE,
     SPIN,
     SPIN_INNER,
+    express_lane_armed,
     express_lane_armed_within,
     groups,
     lane_served,
@@ -441,6 +442,70 @@ def test_launch_and_read_back_rounds_by_the_express_lane_run_inside_one_park(dev
     monkeypatch.undo()
     assert not words, words
     assert taken == 40, taken
+
+
+def test_a_sync_point_after_the_lane_has_armed_again_waits_by_itself(device, pool, spin, express, monkeypatch):
+    """A sync point that comes once the park has served the launch before it and armed the lane again, while that
+    launch still runs (on a GPU the usual case: the park submits within microseconds, while the caller still runs
+    Python), waits for the lane's last batch by itself, with no word to the worker, which stays parked for the next
+    launch; so does a read-back small enough to read straight from memory. A launch and read-back of the count after
+    each round bring the count so far, by the lane too."""
+    slow, grid, big = spin
+    lane, prog, buf = express
+    worker = device._worker
+    express_state = worker._submitter.progress.express
+    word = np.empty(1, np.uint32)
+    assert word.nbytes <= DIRECT_READ_MAX
+    lane.wait_armed()
+    before = lane_served(device)
+    words = words_to_the_worker(worker, monkeypatch)
+    for i in range(1, 5):
+        device.launch(slow, [big], [SPIN_INNER], grid)  # about 0.2 s: still running at the sync point
+        lane.wait_armed()  # served, and the lane armed again
+        assert len(worker.queue) == express_state.served > 0 and express_state.running
+        if i % 2:
+            device.sync()
+        else:
+            pool.pool_to_host(big, word)
+        device.launch(prog, [buf], [256, 1, 1], groups(256))
+        pool.pool_to_host(buf, word)
+        assert word[0] == i, (i, word[0])
+        assert not words, (i, words)
+    monkeypatch.undo()
+    assert lane_served(device) - before == 8
+
+
+def test_a_sync_point_the_worker_answers_leaves_it_holding_for_the_next_launch(device, pool, express, monkeypatch):
+    """A sync point that the worker answers in Python (the launch before it queued while the worker ran Python, so
+    the sync point puts a mark) releases its caller with the worker holding, the lane armed, also where the batch has
+    completed before the worker looks at it: so the caller's next launch and sync point go by the lane, with no word
+    to the worker. (Were the worker to go back to Python instead, it would wait for the GIL while the caller runs,
+    the next launch would queue behind it, and every round would pay for both.)"""
+    lane, prog, buf = express
+    worker = device._worker
+    publish = worker._publish
+
+    def publish_then_let_the_batch_complete(serial) -> None:
+        publish(serial)
+        time.sleep(0.05)  # GIL released: the GPU finishes the batch before the worker looks at it
+
+    word = np.empty(1, np.uint32)
+    for i in range(1, 6):
+        lane.wait_armed()
+        worker.wake_up()  # out of its park: the launch below queues, and the sync point puts a mark
+        device.launch(prog, [buf], [256, 1, 1], groups(256))
+        monkeypatch.setattr(worker, "_publish", publish_then_let_the_batch_complete)
+        device.sync()
+        monkeypatch.undo()
+        assert express_lane_armed(device), "the worker did not hold after releasing the sync point"
+        before = lane_served(device)
+        words = words_to_the_worker(worker, monkeypatch)
+        device.launch(prog, [buf], [256, 1, 1], groups(256))
+        pool.pool_to_host(buf, word)
+        monkeypatch.undo()
+        assert not words, (i, words)
+        assert lane_served(device) - before >= 1
+        assert word[0] == 2 * i, (i, word[0])
 
 
 @pytest.fixture

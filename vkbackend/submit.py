@@ -661,8 +661,10 @@ class BatchSubmitter:
         self._records = []
         self.ctx.lib.vkb_publish_completed(self.progress, self.submitted, 0)  # release every waiting caller
 
-    def reap(self) -> None:
-        """Complete every batch that has completed (its fence, or the marker), without waiting."""
+    def reap(self, hold_ns: int = 0, on_hold: Callable[[bool], None] | None = None) -> None:
+        """Complete every batch that has completed (its fence, or the marker), without waiting. ``hold_ns`` and
+        ``on_hold``: see :meth:`_complete` (a caller waiting for the last batch, which completed before the worker
+        looked, is released the same way as by a wait that sees it complete)."""
         lib, dev = self.ctx.lib, self.ctx.device
         while self._in_flight:
             batch = self._in_flight[0]
@@ -671,7 +673,7 @@ class BatchSubmitter:
             else:
                 result = 0 if lib.vkb_marker_reached(self.progress, batch.serial) else lib.VK_NOT_READY
             if result == 0:
-                self._complete(self._in_flight[0])
+                self._complete(batch, hold_ns, on_hold)
             elif result == lib.VK_NOT_READY:
                 return
             else:
@@ -704,7 +706,7 @@ class BatchSubmitter:
             if result == 0:
                 self._complete(batch, hold_ns, on_hold)
         if result == 0:
-            self.reap()
+            self.reap(hold_ns, on_hold)
         elif result not in (lib.VK_TIMEOUT, lib.VK_NOT_READY):
             self._fence_failed(result, WAIT_CALLS)
         return result

@@ -350,11 +350,21 @@ class Worker:
         """The serial of a batch that holds everything queued so far, where a sync point can tell it without the
         worker: with nothing queued and the worker idle, the last submitted (the worker clears idle before it takes
         anything from the queue, and sets it with nothing recorded); with the queue holding only records the express
-        lane took, the lane's last batch (the worker sets the lane off before it drops them, and a generation is
-        never reused). None otherwise: the worker then publishes it."""
+        lane took, the lane's last batch: the park's last serve once it has armed the lane again, else the serial
+        of this thread's claim while the park serves it or has served it without arming again (the worker sets the
+        lane off before it drops served records, and a generation is never reused). None otherwise: the worker then
+        publishes it."""
         q = self.queue
         if not q:
             return self._submitter.submitted if self.idle else None
+        express = self._express
+        state = express.state
+        if state & 0xFF == _EXPRESS_ARMED:
+            # Armed again after serving (only a serve that reached the GPU whole arms the lane again): when the park
+            # has served everything queued, its last batch holds it all. The state read again, unchanged, says that
+            # no serve or disarm came between the reads.
+            queued, served, after_last = len(q), express.served, express.serial
+            return after_last - 1 if queued == served and express.state == state else None
         lane = self._lane
         if lane is None:
             return None
@@ -365,7 +375,7 @@ class Worker:
             head = q[position]
         except IndexError:  # taken meanwhile
             return None
-        state = self._express.state
+        state = express.state
         if head is record and state >> 8 == generation and state & 0xFF in _EXPRESS_TAKEN:
             return serial
         return None
@@ -462,7 +472,8 @@ class Worker:
                     )
                 continue
             try:
-                sub.reap()
+                # a caller released by a completion found here gets the same hold as one a wait releases (below)
+                sub.reap(self.idle_spin_ns, self._hold)
                 if sub.pending:
                     # The queue has run dry: submit at once when the GPU is idle (a lone launch starts now), and while
                     # it is busy keep up to MAX_EARLY_IN_FLIGHT batches queued behind the running one, so the GPU never
