@@ -36,9 +36,10 @@ def render_device(name: str, caps: DeviceCaps) -> str:
     return name
 
 
-def kernels(dev: str, fn) -> list:
-    """The kernels (unpacked libs: ``.source``, ``.meta``) that ``fn(dev)`` compiles on ``dev``, uncached."""
+def kernels(dev: str | None, fn) -> list:
+    """The kernels (unpacked libs: ``.source``, ``.meta``) that ``fn(dev)`` compiles on ``dev`` (None: on the devices
+    it names, the default one left as it is), uncached."""
     start = len(_SEEN)
-    with Context(DEV=dev, CACHELEVEL=0):
+    with Context(CACHELEVEL=0, **({} if dev is None else {"DEV": dev})):
         fn(dev)
     return _SEEN[start:]

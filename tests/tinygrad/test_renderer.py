@@ -10,18 +10,16 @@ import pickle
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
-import types
 
 import numpy as np
 import pytest
+from _render_only import kernels as device_kernels
+from _render_only import render_device
 from tinygrad import Tensor, Variable, dtypes
-from tinygrad.device import Compiled
 from tinygrad.helpers import Context, Target
-from tinygrad.runtime.ops_null import NullAllocator, NullProgram
 
-from vkbackend.tinygrad.compiler.kernel_format import read_meta, unpack_lib
+from vkbackend.tinygrad.compiler.kernel_format import read_meta
 from vkbackend.tinygrad.renderer.caps import DeviceCaps, make_arch, parse_arch
 from vkbackend.tinygrad.renderer.renderer import VKRenderer
 
@@ -36,38 +34,13 @@ FULL = DeviceCaps(
     local_threads=1024,
     shared_max=32768,
 )
-SEEN: list = []  # VKLib of every kernel "launched" on VKRENDER
-
-
-class _RecordingProgram(NullProgram):
-    def __init__(self, dev, obj):
-        super().__init__(dev, obj)
-        SEEN.append(unpack_lib(obj.lib))
-
-
-def render_device(name: str, caps) -> str:
-    """Register tinygrad device ``name``: it renders and compiles kernels for ``caps``, records them in SEEN and runs
-    nothing. Returns the name."""
-
-    class Device(Compiled):
-        def __init__(self, device: str):
-            super().__init__(device, NullAllocator(self), [VKRenderer], _RecordingProgram, arch=make_arch(caps))
-
-    module = types.ModuleType(f"tinygrad.runtime.ops_{name.lower()}")
-    setattr(module, f"{name}Device", Device)  # tinygrad finds the class by this name
-    sys.modules[module.__name__] = module
-    return name
-
-
 DEV = render_device("VKRENDER", FULL)
 
 
 def kernels(fn) -> list:
-    """Run ``fn`` (which realizes tensors on VKRENDER) and return the kernels it compiled (GLSL source + SPIR-V)."""
-    start = len(SEEN)
-    with Context(CACHELEVEL=0):
-        fn()
-    return SEEN[start:]
+    """Run ``fn`` (which realizes tensors on VKRENDER, or on a device it names) and return the kernels it compiled
+    (GLSL source + SPIR-V)."""
+    return device_kernels(None, lambda _: fn())
 
 
 def spirv_val(spirv: bytes):

@@ -5,8 +5,8 @@ The renderer writes each of tinygrad's RANGE ops as ``for (int Ridx0 = 0; Ridx0 
 one) and :func:`emit` writes the tree back, each loop unrolled by its factor ``u``: a main loop over ``u`` copies of
 the body, each in its own block so the copies' declarations do not clash, then a tail loop for the iterations left
 (none for a constant bound that ``u`` divides), or straight-line copies when one round of the main loop is all.
-Two passes set the factors: :mod:`~vkbackend.tinygrad.renderer.unroll` (more loads in flight on GPUs) and
-:mod:`~vkbackend.tinygrad.renderer.loop_limit` (lavapipe's iteration limit).
+Two passes set the factors, in this order: :mod:`~vkbackend.tinygrad.renderer.unroll` (more loads in flight, on every
+device but a CPU one) and :mod:`~vkbackend.tinygrad.renderer.loop_limit` (lavapipe's iteration limit).
 """
 
 from __future__ import annotations
@@ -35,10 +35,6 @@ class Loop:
     const: bool  # whether the bound is a constant
     body: list = field(default_factory=list)
     u: int = 1
-
-    def innermost(self) -> bool:
-        """Whether no loop is nested in this one."""
-        return not any(isinstance(x, Loop) for x in self.body)
 
 
 def range_name(u: UOp) -> str:

@@ -1,12 +1,15 @@
-"""Unrolling a kernel's innermost loops on GPUs, so that each invocation has more loads in flight.
+"""Unrolling a kernel's innermost loops, so that each invocation has more loads in flight; on by default on every
+device but a CPU one (:func:`vkbackend.tinygrad.runtime.device_caps.unrolls`).
 
-NVIDIA's Vulkan compiler leaves tinygrad's reduction loops as written (marking them ``[[dont_unroll]]`` changes
-nothing on the H200), while tinygrad's CUDA backend gets them unrolled by LLVM. A kernel that runs few work groups
-per multiprocessor, such as ResNet-50's last 1x1 convolutions, then waits on each iteration's loads in turn, and runs
-at half CUDA's speed. Each innermost loop with a constant trip count whose body loads from global memory is
-unrolled by the largest power of two up to :data:`MAX_FACTOR` that keeps the lanes those copies load within
-:data:`LANE_BUDGET` (each loaded value holds a register until it is used); a loop with a barrier (shared-memory
-staging, tensor cores) keeps its schedule. See docs/performance.md for what it measured.
+NVIDIA's Vulkan compiler does not unroll tinygrad's reduction loops: that is inferred from timing, on the H200,
+variants with the loops marked ``[[dont_unroll]]``, which matched the build as written within 3.5 % (whether
+tinygrad's CUDA backend gets them unrolled was not checked). A kernel that runs few work groups per multiprocessor,
+such as ResNet-50's last 1x1 convolutions, then waits on each iteration's loads in turn (inferred from what unrolling
+gained, not profiled). Each innermost loop with a constant trip count whose body loads from global memory is unrolled
+by the largest power of two up to :data:`MAX_FACTOR`, and up to its trip count, that keeps the lanes those copies
+load within :data:`LANE_BUDGET` (each loaded value holds a register until it is used); a loop with a barrier
+(shared-memory staging, tensor cores) keeps its schedule. What it gains was measured on NVIDIA only; on lavapipe it
+only lengthens compiles. See docs/performance.md for what it measured.
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ def unroll_factors(uops: list[UOp], budget: int = LANE_BUDGET) -> dict[str, int]
 def unroll_for_loads(tree: list, uops: list[UOp], budget: int = LANE_BUDGET) -> None:
     """Set the unroll factor of the innermost loops of ``tree`` (:func:`vkbackend.tinygrad.renderer.loops.parse`)
     rendered from ``uops``, as :func:`unroll_factors` chooses."""
+    # unroll_factors names only loops with no RANGE inside and a constant bound: innermost and constant in the tree too
     factors = unroll_factors(uops, budget)
     for loop, _ in loops(tree):
-        if loop.name in factors and loop.innermost() and loop.const:
+        if loop.name in factors:
             loop.u = factors[loop.name]
