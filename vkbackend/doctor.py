@@ -100,7 +100,9 @@ SETTINGS: dict[str, Callable[[str], str]] = {
     "VKBACKEND_TINYGRAD_GRAPH": _switch(True),
     "VKBACKEND_TINYGRAD_ROBUST": _switch(False),
     "VKBACKEND_TINYGRAD_TC": lambda name: {None: "where they pay", True: "on", False: "off"}[env_switch(name)],
-    "VKBACKEND_TINYGRAD_UNROLL": lambda name: {None: "on GPUs", True: "on", False: "off"}[env_switch(name)],
+    "VKBACKEND_TINYGRAD_UNROLL": lambda name: {None: "on every device but a CPU one", True: "on", False: "off"}[
+        env_switch(name)
+    ],
     "VKBACKEND_TINYGRAD_VIRTUAL": _switch(True),
     "VKBACKEND_TEST_NO_VALIDATION": _text("read by the test suite"),
     "VKBACKEND_FULL": _text("read by the test suite"),

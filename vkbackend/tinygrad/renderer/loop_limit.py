@@ -8,10 +8,11 @@ comes out short.
 
 Only loop back edges count, so straight-line code is free: a loop of ``n`` iterations becomes a main loop of
 ``n // u`` iterations whose body is ``u`` copies of the original body, then a tail loop for the last ``n % u``.  The
-factors are chosen from tinygrad's RANGE ops (constant bounds, or the largest value of a symbolic one; a nested loop
-runs once per iteration of every loop around it), the smallest that bring the worst-case total under the limit
-within a bound on the source's size.  A kernel that cannot be brought under it is refused by name (never run to a
-wrong result).
+worst-case total is counted from tinygrad's RANGE ops (constant bounds, or the largest value of a symbolic one; a
+nested loop runs once per iteration of every loop around it) on the loops as they come to this pass, that is with the
+factors the unroll pass (:mod:`~vkbackend.tinygrad.renderer.unroll`) set where it is on; while the total is past the
+limit, the factor of the loop that costs the most is doubled (up to a full unroll), within a bound on the source's
+size.  A kernel that cannot be brought under it is refused by name (never run to a wrong result).
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ def iterations(tree: list) -> int:
 
 
 def bound_loops(name: str, tree: list, limit: int) -> None:
-    """Unroll the loops of ``tree`` (:func:`vkbackend.tinygrad.renderer.loops.parse`) further, just enough that one
-    invocation runs at most ``limit`` loop iterations, all loops together; nothing changes when it already does.
-    Raises :class:`LoopLimitError` when no unrolling within :data:`MAX_LINES` lines does."""
+    """Unroll the loops of ``tree`` (:func:`vkbackend.tinygrad.renderer.loops.parse`, with any factors already set)
+    further, until one invocation runs at most ``limit`` loop iterations, all loops together; nothing changes when it
+    already does. Raises :class:`LoopLimitError` when no unrolling within :data:`MAX_LINES` lines does."""
     before = total = iterations(tree)
     if total <= limit:
         return
@@ -71,7 +72,7 @@ def bound_loops(name: str, tree: list, limit: int) -> None:
     if total > limit or source_lines(tree) > MAX_LINES:
         raise LoopLimitError(
             f"{name}: this device (lavapipe/llvmpipe) runs at most {limit:,} loop iterations per invocation, all loops "
-            f"together (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS), and silently leaves loops past that; this kernel "
-            f"needs up to {before:,} ({sum(1 for _ in loops(tree))} loops), more than unrolling within "
-            f"{MAX_LINES:,} lines of GLSL can bring under the limit"
+            f"together (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS), and silently leaves loops past that; this kernel's "
+            f"{sum(1 for _ in loops(tree))} loops, as rendered (unrolled for loads where that is on), would run up to "
+            f"{before:,}, more than unrolling them further within {MAX_LINES:,} lines of GLSL can bring under the limit"
         )

@@ -379,7 +379,7 @@ class VKRenderer(CStyleLanguage):
         name, kernel, bufs = self._render(uops)
         if self.caps.unroll_lanes or self.caps.loop_limit:
             tree = parse(kernel, uops)
-            if self.caps.unroll_lanes:  # GPUs: more loads in flight
+            if self.caps.unroll_lanes:  # all but CPU devices, by default: more loads in flight
                 unroll_for_loads(tree, uops, self.caps.unroll_lanes)
             if self.caps.loop_limit:  # lavapipe: unrolled until its loop-iteration limit holds, or refused
                 bound_loops(name, tree, self.caps.loop_limit)
