@@ -458,20 +458,20 @@ def test_a_sync_point_after_the_lane_has_armed_again_waits_by_itself(device, poo
     assert word.nbytes <= DIRECT_READ_MAX
     lane.wait_armed()
     before = lane_served(device)
-    words = words_to_the_worker(worker, monkeypatch)
-    for i in range(1, 5):
-        device.launch(slow, [big], [SPIN_INNER], grid)  # about 0.2 s: still running at the sync point
-        lane.wait_armed()  # served, and the lane armed again
-        assert len(worker.queue) == express_state.served > 0 and express_state.running
-        if i % 2:
-            device.sync()
-        else:
-            pool.pool_to_host(big, word)
-        device.launch(prog, [buf], [256, 1, 1], groups(256))
-        pool.pool_to_host(buf, word)
-        assert word[0] == i, (i, word[0])
-        assert not words, (i, words)
-    monkeypatch.undo()
+    with monkeypatch.context() as m:
+        words = words_to_the_worker(worker, m)
+        for i in range(1, 5):
+            device.launch(slow, [big], [SPIN_INNER], grid)  # about 0.2 s: still running at the sync point
+            lane.wait_armed()  # served, and the lane armed again
+            assert len(worker.queue) == express_state.served > 0 and express_state.running
+            if i % 2:
+                device.sync()
+            else:
+                pool.pool_to_host(big, word)
+            device.launch(prog, [buf], [256, 1, 1], groups(256))
+            pool.pool_to_host(buf, word)
+            assert word[0] == i, (i, word[0])
+            assert not words, (i, words)
     assert lane_served(device) - before == 8
 
 
@@ -483,26 +483,29 @@ def test_a_sync_point_the_worker_answers_leaves_it_holding_for_the_next_launch(d
     the next launch would queue behind it, and every round would pay for both.)"""
     lane, prog, buf = express
     worker = device._worker
-    publish = worker._publish
+    publish, progress, lib = worker._publish, worker.progress, device._ctx.lib
 
     def publish_then_let_the_batch_complete(serial) -> None:
         publish(serial)
-        time.sleep(0.05)  # GIL released: the GPU finishes the batch before the worker looks at it
+        deadline = time.monotonic() + 10.0
+        while not lib.vkb_marker_reached(progress, worker._submitter.submitted):  # done before the worker looks
+            assert time.monotonic() < deadline, "the batch did not complete"
+            time.sleep(0.001)
 
     word = np.empty(1, np.uint32)
     for i in range(1, 6):
         lane.wait_armed()
         worker.wake_up()  # out of its park: the launch below queues, and the sync point puts a mark
         device.launch(prog, [buf], [256, 1, 1], groups(256))
-        monkeypatch.setattr(worker, "_publish", publish_then_let_the_batch_complete)
-        device.sync()
-        monkeypatch.undo()
+        with monkeypatch.context() as m:
+            m.setattr(worker, "_publish", publish_then_let_the_batch_complete)
+            device.sync()
         assert express_lane_armed(device), "the worker did not hold after releasing the sync point"
         before = lane_served(device)
-        words = words_to_the_worker(worker, monkeypatch)
-        device.launch(prog, [buf], [256, 1, 1], groups(256))
-        pool.pool_to_host(buf, word)
-        monkeypatch.undo()
+        with monkeypatch.context() as m:
+            words = words_to_the_worker(worker, m)
+            device.launch(prog, [buf], [256, 1, 1], groups(256))
+            pool.pool_to_host(buf, word)
         assert not words, (i, words)
         assert lane_served(device) - before >= 1
         assert word[0] == 2 * i, (i, word[0])

@@ -351,7 +351,7 @@ class Worker:
         worker: with nothing queued and the worker idle, the last submitted (the worker clears idle before it takes
         anything from the queue, and sets it with nothing recorded); with the queue holding only records the express
         lane took, the lane's last batch: the park's last serve once it has armed the lane again, else the serial
-        of this thread's claim while the park serves it or has served it without arming again (the worker sets the
+        of the last claim while the park serves it or has served it without arming again (the worker sets the
         lane off before it drops served records, and a generation is never reused). None otherwise: the worker then
         publishes it."""
         q = self.queue
