@@ -183,11 +183,8 @@ class Worker:
         queued = len(self.queue)
         if not queued:
             return self.idle and self.progress.completed >= self._submitter.submitted
-        express = self._express
-        state = express.state
-        if state & 0xFF != _EXPRESS_ARMED or express.running or express.served != queued:
-            return False
-        return express.state == state
+        lane = self._lane_served(queued)
+        return lane is not None and not lane[1]
 
     def wake_up(self) -> None:
         """Wake the worker, which is idle (the caller saw ``idle`` set after queueing something)."""
@@ -358,13 +355,9 @@ class Worker:
         if not q:
             return self._submitter.submitted if self.idle else None
         express = self._express
-        state = express.state
-        if state & 0xFF == _EXPRESS_ARMED:
-            # Armed again after serving (only a serve that reached the GPU whole arms the lane again): when the park
-            # has served everything queued, its last batch holds it all. The state read again, unchanged, says that
-            # no serve or disarm came between the reads.
-            queued, served, after_last = len(q), express.served, express.serial
-            return after_last - 1 if queued == served and express.state == state else None
+        if express.state & 0xFF == _EXPRESS_ARMED:  # armed again after serving: its last batch holds it all, or no help
+            found = self._lane_served(len(q))
+            return found[0] - 1 if found is not None else None
         lane = self._lane
         if lane is None:
             return None
@@ -379,6 +372,20 @@ class Worker:
         if head is record and state >> 8 == generation and state & 0xFF in _EXPRESS_TAKEN:
             return serial
         return None
+
+    def _lane_served(self, queued: int) -> tuple[int, int] | None:
+        """With the express lane armed, and the park having served all ``queued`` items of the queue (only a serve
+        that reached the GPU whole arms the lane again): the serial its next serve would take and how many of its
+        batches run. None otherwise. The state read again, unchanged, says that no claim, serve or disarm came
+        between the reads."""
+        express = self._express
+        state = express.state
+        if state & 0xFF != _EXPRESS_ARMED:
+            return None
+        served, after_last, running = express.served, express.serial, express.running
+        if served != queued or express.state != state:
+            return None
+        return after_last, running
 
     def raise_errors(self) -> None:
         """The end of a sync point whose wait is already done (a read-back whose last copy completed: the queue runs

@@ -8,8 +8,8 @@ such as ResNet-50's last 1x1 convolutions, then waits on each iteration's loads 
 gained, not profiled). Each innermost loop with a constant trip count whose body loads from global memory is unrolled
 by the largest power of two up to :data:`MAX_FACTOR`, and up to its trip count, that keeps the lanes those copies
 load within :data:`LANE_BUDGET` (each loaded value holds a register until it is used); a loop with a barrier
-(shared-memory staging, tensor cores) keeps its schedule. What it gains was measured on NVIDIA only; on lavapipe it
-only lengthens compiles. See docs/performance.md for what it measured.
+(shared-memory staging, tensor cores) keeps its schedule. What it gains was measured on NVIDIA only:
+see docs/performance.md.
 """
 
 from __future__ import annotations

@@ -29,8 +29,7 @@ def _nonempty(info, name: str) -> bool:
 def unrolls(info) -> bool:
     """Whether tinygrad's innermost loops are unrolled on this device (:mod:`vkbackend.tinygrad.renderer.unroll`):
     ``VKBACKEND_TINYGRAD_UNROLL`` when set, else on every device but a CPU one (device type ``cpu``, such as
-    lavapipe), so also on ``other`` and ``virtual_gpu`` devices. What it gains was measured on NVIDIA only; on lavapipe
-    it only lengthens compiles."""
+    lavapipe), so also on ``other`` and ``virtual_gpu`` devices. What it gains was measured on NVIDIA only."""
     chosen = env_switch("VKBACKEND_TINYGRAD_UNROLL")
     return chosen if chosen is not None else getattr(info, "device_type", "") != "cpu"
 
