@@ -30,7 +30,7 @@ from _reliability import (
 
 import vkbackend
 from vkbackend import testing
-from vkbackend._ffi import success_counts
+from vkbackend._ffi import ffi, lib, success_counts
 from vkbackend.memory.pool import DIRECT_READ_MAX
 from vkbackend.submit import FENCE_EVERY
 
@@ -985,6 +985,53 @@ def test_a_sync_gives_the_callers_timer_slack_back(device, pool):
     finally:
         prctl(pr_set_timerslack, before, 0, 0, 0)
         pool.release(big)
+
+
+def _timed_publish(progress, serial: int, hold_ns: int) -> float:
+    """Seconds ``vkb_publish_completed`` takes on a thread of its own (it lowers its thread's timer slack for good,
+    as the worker's own)."""
+    spent = []
+
+    def publish() -> None:
+        start = time.monotonic()
+        lib.vkb_publish_completed(progress, serial, hold_ns)
+        spent.append(time.monotonic() - start)
+
+    thread = threading.Thread(target=publish)
+    thread.start()
+    thread.join(10)
+    assert spent, "the publish did not return"
+    return spent[0]
+
+
+def test_a_publish_holds_the_worker_only_for_a_caller_it_releases():
+    """A publish that releases a waiting caller holds the worker in C for its next work (up to ``hold_ns``); one that
+    releases nobody returns at once. A caller still waiting for its target (a mark the worker has not reached yet)
+    is not released by it, even where an earlier caller's target, left behind, is below the serial published."""
+    progress = ffi.new("vkb_progress *")
+    progress.wanted = 1  # an earlier caller's target
+    hold_ns = 500_000_000
+    target = ffi.new("uint64_t *", lib.VKB_SERIAL_UNPUBLISHED)
+    waiter = threading.Thread(target=lib.vkb_wait_completed, args=(progress, target, 10_000_000_000))
+    waiter.start()
+    try:
+        deadline = time.monotonic() + 5
+        while progress.waiters != 1:
+            assert time.monotonic() < deadline, "the caller did not begin to wait"
+            time.sleep(0.001)
+        assert _timed_publish(progress, 5, hold_ns) < 0.25  # releases nobody: no hold
+        assert waiter.is_alive()  # its target is not published: still waiting
+        lib.vkb_publish_target(target, 7)
+        while progress.targeted != 1:
+            assert time.monotonic() < deadline, "the caller did not see its target"
+            time.sleep(0.001)
+        assert _timed_publish(progress, 7, hold_ns) >= 0.45  # releases it: the worker holds
+        waiter.join(5)
+        assert not waiter.is_alive()
+    finally:
+        lib.vkb_publish_target(target, 0)  # ends the wait whatever happened
+        waiter.join(10)
+    assert progress.waiters == progress.targeted == 0
 
 
 def test_a_launcher_that_keeps_the_gil_lets_the_worker_go_on(device, pool):

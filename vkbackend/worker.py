@@ -183,8 +183,7 @@ class Worker:
         queued = len(self.queue)
         if not queued:
             return self.idle and self.progress.completed >= self._submitter.submitted
-        lane = self._lane_served(queued)
-        return lane is not None and not lane[1]
+        return bool(self.ctx.lib.vkb_express_all_completed(self._express, queued))
 
     def wake_up(self) -> None:
         """Wake the worker, which is idle (the caller saw ``idle`` set after queueing something)."""
@@ -216,7 +215,8 @@ class Worker:
         if seen & 0xFF != _EXPRESS_ARMED:
             return None
         q = self.queue
-        position = express.served
+        lib = self.ctx.lib
+        position = lib.vkb_express_served_in(express, seen)
         if len(q) != position + 1:
             return None
         try:
@@ -225,8 +225,8 @@ class Worker:
             return None
         if record.__class__ is not bytes:
             return None
-        serial = express.serial
-        if not self.ctx.lib.vkb_express_launch(express, seen, record, len(record)):
+        serial = lib.vkb_express_launch(express, seen, record, len(record))
+        if serial < 0:
             return None
         self._lane = (record, position, serial, seen >> 8)
         return serial
@@ -356,8 +356,8 @@ class Worker:
             return self._submitter.submitted if self.idle else None
         express = self._express
         if express.state & 0xFF == _EXPRESS_ARMED:  # armed again after serving: its last batch holds it all, or no help
-            found = self._lane_served(len(q))
-            return found[0] - 1 if found is not None else None
+            after_last = self.ctx.lib.vkb_express_all_served(express, len(q))
+            return after_last - 1 if after_last >= 0 else None
         lane = self._lane
         if lane is None:
             return None
@@ -372,20 +372,6 @@ class Worker:
         if head is record and state >> 8 == generation and state & 0xFF in _EXPRESS_TAKEN:
             return serial
         return None
-
-    def _lane_served(self, queued: int) -> tuple[int, int] | None:
-        """With the express lane armed, and the park having served all ``queued`` items of the queue (only a serve
-        that reached the GPU whole arms the lane again): the serial its next serve would take and how many of its
-        batches run. None otherwise. The state read again, unchanged, says that no claim, serve or disarm came
-        between the reads."""
-        express = self._express
-        state = express.state
-        if state & 0xFF != _EXPRESS_ARMED:
-            return None
-        served, after_last, running = express.served, express.serial, express.running
-        if served != queued or express.state != state:
-            return None
-        return after_last, running
 
     def raise_errors(self) -> None:
         """The end of a sync point whose wait is already done (a read-back whose last copy completed: the queue runs

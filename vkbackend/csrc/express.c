@@ -154,13 +154,46 @@ static void vkb_express_disarm(vkb_express *x, vkb_progress *progress) {
     }
 }
 
-int vkb_express_launch(vkb_express *x, uint64_t seen, const char *record, size_t nbytes) {
-    if ((seen & VKB_EXPRESS_KIND) != VKB_EXPRESS_ARMED || !nbytes || nbytes % 4 || nbytes > sizeof x->words) return 0;
+int64_t vkb_express_launch(vkb_express *x, uint64_t seen, const char *record, size_t nbytes) {
+    if ((seen & VKB_EXPRESS_KIND) != VKB_EXPRESS_ARMED || !nbytes || nbytes % 4 || nbytes > sizeof x->words) return -1;
     if (!__atomic_compare_exchange_n(&x->state, &seen, vkb_express_as(seen, VKB_EXPRESS_CLAIMED), 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
-        return 0;
+        return -1;
+    int64_t serial = (int64_t)x->serial;  /* claimed: no serve moves it on before this claim's */
     memcpy(x->words, record, nbytes);
     x->n_words = (uint32_t)(nbytes / 4);
     __atomic_store_n(&x->state, vkb_express_as(seen, VKB_EXPRESS_FULL), __ATOMIC_RELEASE);
-    return 1;
+    return serial;
+}
+
+int64_t vkb_express_served_in(const vkb_express *x, uint64_t seen) {
+    if (!x) return -1;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);  /* the caller's read of the state comes before the reads below */
+    uint32_t served = __atomic_load_n(&x->served, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&x->state, __ATOMIC_RELAXED) == seen ? (int64_t)served : -1;
+}
+
+/* The lane's serial for its next serve and (in *running) its running batches, where armed with `queued` served and
+ * unchanged across the reads; -1 otherwise. */
+static int64_t vkb_express_read_served(const vkb_express *x, uint32_t queued, uint32_t *running) {
+    if (!x) return -1;
+    uint64_t state = __atomic_load_n(&x->state, __ATOMIC_ACQUIRE);
+    if ((state & VKB_EXPRESS_KIND) != VKB_EXPRESS_ARMED) return -1;
+    uint32_t served = __atomic_load_n(&x->served, __ATOMIC_RELAXED);
+    uint64_t after_last = __atomic_load_n(&x->serial, __ATOMIC_RELAXED);
+    *running = __atomic_load_n(&x->running, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (served != queued || __atomic_load_n(&x->state, __ATOMIC_RELAXED) != state) return -1;
+    return (int64_t)after_last;
+}
+
+int64_t vkb_express_all_served(const vkb_express *x, uint32_t queued) {
+    uint32_t running;
+    return vkb_express_read_served(x, queued, &running);
+}
+
+int vkb_express_all_completed(const vkb_express *x, uint32_t queued) {
+    uint32_t running;
+    return vkb_express_read_served(x, queued, &running) >= 0 && !running;
 }

@@ -125,17 +125,22 @@ int vkb_wait_completed(vkb_progress *progress, const uint64_t *target, uint64_t 
     __atomic_add_fetch(&progress->waiters, 1, __ATOMIC_ACQ_REL);
     uint64_t start = vkb_now_ns();
     unsigned long slack = 0;
-    int done = 0, wanted_set = 0;
+    int done = 0, targeted = 0;
     for (;;) {
         uint64_t want = __atomic_load_n(target, __ATOMIC_ACQUIRE);
         if (want != VKB_SERIAL_UNPUBLISHED) {
-            if (!wanted_set) { __atomic_store_n(&progress->wanted, want, __ATOMIC_RELEASE); wanted_set = 1; }
+            if (!targeted) {  /* wanted first: a publisher that counts this caller reads a wanted it has set */
+                __atomic_store_n(&progress->wanted, want, __ATOMIC_RELEASE);
+                __atomic_add_fetch(&progress->targeted, 1, __ATOMIC_ACQ_REL);
+                targeted = 1;
+            }
             if (__atomic_load_n(&progress->completed, __ATOMIC_ACQUIRE) >= want) { done = 1; break; }
         }
         uint64_t waited = vkb_now_ns() - start;
         if (waited >= progress->spin_ns) vkb_lower_callers_slack(&slack);
         if (vkb_pause(waited, timeout_ns, progress->spin_ns)) break;
     }
+    if (targeted) __atomic_sub_fetch(&progress->targeted, 1, __ATOMIC_ACQ_REL);
     __atomic_sub_fetch(&progress->waiters, 1, __ATOMIC_ACQ_REL);
     if (slack) prctl(PR_SET_TIMERSLACK, slack, 0, 0, 0);
     return done;
@@ -173,25 +178,26 @@ void vkb_publish_target(uint64_t *target, uint64_t serial) {
     __atomic_store_n(target, serial, __ATOMIC_RELEASE);
 }
 
-/* How many callers wait when one of them waits for `serial` or an earlier one (a publish of `serial` releases it);
- * 0 when none does. */
+/* How many callers wait for a published target when one of them waits for `serial` or an earlier one (a publish of
+ * `serial` releases it); 0 when none does. A caller still waiting for its target (a mark the worker has not reached)
+ * does not count: the publish cannot release it, and a worker that held for it would only delay the mark. */
 static uint32_t vkb_releases(const vkb_progress *progress, uint64_t serial) {
-    uint32_t waiters = __atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE);
-    return waiters && serial >= __atomic_load_n(&progress->wanted, __ATOMIC_ACQUIRE) ? waiters : 0;
+    uint32_t targeted = __atomic_load_n(&progress->targeted, __ATOMIC_ACQUIRE);
+    return targeted && serial >= __atomic_load_n(&progress->wanted, __ATOMIC_ACQUIRE) ? targeted : 0;
 }
 
 void vkb_publish_completed(vkb_progress *progress, uint64_t serial, uint64_t hold_ns) {
     /* a hold's lane is armed before the publish: the caller it releases may launch again at once */
     int armed = hold_ns && vkb_releases(progress, serial) && vkb_express_arm(progress->express);
     __atomic_store_n(&progress->completed, serial, __ATOMIC_RELEASE);
-    uint32_t waiters = vkb_releases(progress, serial);
-    if (!waiters) {
+    uint32_t released = vkb_releases(progress, serial);
+    if (!released) {
         if (armed) vkb_express_disarm(progress->express, progress);  /* no hold: serves a claim made meanwhile */
         return;
     }
     /* the released caller leaves its wait first, so that it, not the worker, takes the GIL next */
     uint64_t start = vkb_now_ns();
-    while (__atomic_load_n(&progress->waiters, __ATOMIC_ACQUIRE) >= waiters && vkb_now_ns() - start < VKB_HANDOFF_NS)
+    while (__atomic_load_n(&progress->targeted, __ATOMIC_ACQUIRE) >= released && vkb_now_ns() - start < VKB_HANDOFF_NS)
         sched_yield();
     if (hold_ns) vkb_park(progress, hold_ns, armed || vkb_express_arm(progress->express));
 }

@@ -81,7 +81,8 @@ typedef struct {
     VkFence loss_probe;   /* a fence never submitted: a wait on the marker asks it now and then whether the device was
                              lost, which the marker alone cannot tell */
     uint32_t waiters;     /* callers inside vkb_wait_completed */
-    uint64_t wanted;      /* the target of the caller that began waiting last */
+    uint32_t targeted;    /* those of them whose target the worker has published: a publish can release only these */
+    uint64_t wanted;      /* the target of the caller whose target was published last */
     uint64_t spin_ns;     /* how long a waited-on wait spins before it sleeps in slices */
     uint32_t kick;        /* set by a thread that queued an item for the worker or woke it */
     uint64_t grace_ns;    /* how long a kicked worker waits for a caller to release the GIL before it takes it */
@@ -302,5 +303,15 @@ struct vkb_express {
  * state then. */
 uint64_t vkb_express_settle(vkb_express *express, uint64_t seen, uint64_t timeout_ns);
 /* A launcher's hand-over of `nbytes` of records (whole uint32 words), claiming the arming whose state it read as
- * `seen`; 1 when the worker will submit them, 0 when the lane was not armed in that generation, or they do not fit. */
-int vkb_express_launch(vkb_express *express, uint64_t seen, const char *record, size_t nbytes);
+ * `seen`: the serial of the batch they go in, the park then submits them; -1 when the lane was not armed in that
+ * generation, or they do not fit. */
+int64_t vkb_express_launch(vkb_express *express, uint64_t seen, const char *record, size_t nbytes);
+/* A launcher's and a sync point's reads of the lane, ordered on any CPU (plain reads from Python are not: a weakly
+ * ordered CPU may satisfy a later load first). The number of queue items the park has served, read after the state
+ * the caller read as `seen` and while the state still is `seen`; -1 once it has changed. */
+int64_t vkb_express_served_in(const vkb_express *express, uint64_t seen);
+/* With the lane armed and its park having served `queued` items, the state unchanged across the reads: the serial its
+ * next serve would take; -1 otherwise. */
+int64_t vkb_express_all_served(const vkb_express *express, uint32_t queued);
+/* The same, and none of the lane's batches runs: 1, else 0. */
+int vkb_express_all_completed(const vkb_express *express, uint32_t queued);
