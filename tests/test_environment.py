@@ -77,6 +77,7 @@ def test_switches_are_read_only_through_env_flag():
         (lambda: env_flag("VKBACKEND_TINYGRAD_GRAPH", True), "VKBACKEND_TINYGRAD_GRAPH", True),
         (lambda: VulkanConfig().resolved_cuda_clocks(), "VKBACKEND_CUDA_CLOCKS", True),
         (lambda: VulkanConfig().resolved_direct_access(), "VKBACKEND_DIRECT_ACCESS", True),
+        (lambda: VulkanConfig().resolved_pipeline_statistics(), "VKBACKEND_PIPELINE_STATISTICS", False),
     ],
 )
 def test_switches_take_every_spelling(monkeypatch, read, name, default):

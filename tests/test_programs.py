@@ -16,7 +16,7 @@ from _buffers import download
 from _reliability import run_isolated, run_script
 
 import vkbackend
-from vkbackend import BufferBinding, ProgramInfo, PushMember
+from vkbackend import BufferBinding, ProgramInfo, PushMember, pipelines
 from vkbackend.errors import BackendError, ErrorStatus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -478,6 +478,42 @@ def test_a_device_closed_while_pipelines_are_made_in_the_background_destroys_the
     assert r["compile_during_close"] == "InvalidArgument" and r["close_racing"] == "ok"  # the closed error, no crash
     assert r["live_at_end"] == {}, r["live_at_end"]
     assert r["validation"] == ""
+
+
+def test_pipeline_statistics_where_the_device_was_opened_for_them():
+    """With VKBACKEND_PIPELINE_STATISTICS=1, a device with VK_KHR_pipeline_executable_properties reports each
+    executable of a program's pipeline (also of one compiled in the background, waited for); one without it says
+    so."""
+    r = run_isolated("programs_pipeline_statistics", env={"VKBACKEND_PIPELINE_STATISTICS": "1"})
+    if r["offered"]:
+        assert "error" not in r, r["error"]
+        for executables in (r["executables"], r["background"]):
+            assert executables, r
+            for e in executables:
+                assert e["name"] and e["subgroup_size"] > 0 and e["statistics"] > 0, e
+                assert set(e["kinds"]) <= {"int", "float", "bool"}, e
+    else:
+        status, message = r["error"]
+        assert status == "InvalidArgument" and "lacks VK_KHR_pipeline_executable_properties" in message, message
+    assert r["validation"] == ""
+
+
+def test_pipeline_statistics_are_refused_unless_the_device_keeps_them(device):
+    """Opened as by default, a device keeps no pipeline statistics: asking says how to get them (or that the device
+    cannot); a program id that is not live is refused as everywhere."""
+    if pipelines.keeps_statistics(device._ctx):
+        pytest.skip("this run opened the device with VKBACKEND_PIPELINE_STATISTICS=1")
+    prog = device.compile(spirv_of("affine"))
+    with pytest.raises(BackendError) as error:
+        device.pipeline_statistics(prog)
+    assert error.value.status is ErrorStatus.InvalidArgument
+    if "VK_KHR_pipeline_executable_properties" in device.info.extensions:
+        assert "VKBACKEND_PIPELINE_STATISTICS=1" in str(error.value)
+    else:
+        assert "lacks VK_KHR_pipeline_executable_properties" in str(error.value)
+    with pytest.raises(BackendError) as error:
+        device.pipeline_statistics(prog + 1_000_000)
+    assert error.value.status is ErrorStatus.InvalidArgument
 
 
 # ----- the persistent pipeline cache ---------------------------------------------------------------------------------

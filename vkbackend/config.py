@@ -40,6 +40,9 @@ class VulkanConfig:
     ``DIRECT_READ_MAX`` bytes from one reads it straight after its sync point, and an upload into one while the
     device is quiet writes it straight, instead of a copy through staging (``VKBACKEND_DIRECT_ACCESS``, default on;
     vkbackend/memory/pool.py).
+    ``pipeline_statistics``: where the device has ``VK_KHR_pipeline_executable_properties``, every pipeline is created
+    with what its driver's compiler made of it kept (registers, spills and the like), for
+    :meth:`vkbackend.Device.pipeline_statistics` (``VKBACKEND_PIPELINE_STATISTICS``, default off: a diagnostic).
 
     Every field is checked when the config is made (and the environment variables when a device opens), so a bad
     setting is a ``BackendError(InvalidArgument)`` naming it, never a device that fails later.
@@ -57,6 +60,7 @@ class VulkanConfig:
     cuda_clocks: bool | None = None
     max_allocation_bytes: int | None = None
     direct_access: bool | None = None
+    pipeline_statistics: bool | None = None
 
     def __post_init__(self) -> None:
         ids = self.device_ids
@@ -75,7 +79,7 @@ class VulkanConfig:
             value = getattr(self, name)
             if not _is_int(value) or not low <= value <= high:
                 _bad(name, value, f"an int from {low} to {high}")
-        for name in ("cuda_clocks", "direct_access"):
+        for name in ("cuda_clocks", "direct_access", "pipeline_statistics"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
                 _bad(name, getattr(self, name), "None, True or False")
         if self.sync_timeout_s is not None:
@@ -125,6 +129,13 @@ class VulkanConfig:
         if self.direct_access is not None:
             return self.direct_access
         return env_flag("VKBACKEND_DIRECT_ACCESS", True)
+
+    def resolved_pipeline_statistics(self) -> bool:
+        """Whether pipelines keep their executables' statistics where the device can: ``pipeline_statistics``, or
+        (None) ``VKBACKEND_PIPELINE_STATISTICS``."""
+        if self.pipeline_statistics is not None:
+            return self.pipeline_statistics
+        return env_flag("VKBACKEND_PIPELINE_STATISTICS", False)
 
     def resolved_switch_interval_s(self) -> float:
         """The GIL switch interval a device lowers the interpreter's to (0: left alone): ``switch_interval_s``, or

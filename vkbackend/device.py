@@ -27,7 +27,7 @@ from .memory import MemoryPool
 from .programs import ProgramCache, ProgramTable
 from .spirv import ProgramInfo
 from .submit import BatchSubmitter
-from .types import DeviceStats, Grid, Scalar
+from .types import DeviceStats, Grid, PipelineExecutable, Scalar
 from .worker import Worker
 
 log = logging.getLogger("vkbackend")
@@ -135,6 +135,15 @@ class Device:
     def program_info(self, prog: int) -> ProgramInfo:
         """The interface reflected from the program's SPIR-V (local size, storage buffers, push constants)."""
         return self._programs.get(prog, "program_info").info
+
+    def pipeline_statistics(self, prog: int) -> list[PipelineExecutable]:
+        """What the driver's compiler made of a program's pipeline: each of its executables (a compute pipeline has one
+        on most drivers) with its name, description, subgroup size and statistics by the driver's own names (NVIDIA's
+        include the registers per invocation and the bytes spilled). The pipelines keep them only where the device
+        was opened with ``VKBACKEND_PIPELINE_STATISTICS=1`` (``VulkanConfig(pipeline_statistics=True)``) and has
+        ``VK_KHR_pipeline_executable_properties``; elsewhere ``InvalidArgument`` says which is missing. A program
+        compiled in the background is waited for; one whose pipeline could not be made raises its error."""
+        return self._programs.executables(prog)
 
     def release_program(self, prog: int) -> None:
         """Drop a reference to a program; safe while launches of it are still queued. In a forked child it does

@@ -54,6 +54,7 @@ WANTED_FEATURES = {
     ),
     "VK_KHR_cooperative_matrix": ("cooperativeMatrix",),
     "VK_KHR_shader_bfloat16": ("shaderBFloat16Type", "shaderBFloat16CooperativeMatrix"),
+    "VK_KHR_pipeline_executable_properties": ("pipelineExecutableInfo",),
 }
 FLOAT_CONTROLS = (
     "shaderSignedZeroInfNanPreserveFloat16",
@@ -66,9 +67,16 @@ EXTENSION_FEATURES = {
     "VK_EXT_pipeline_robustness": "VkPhysicalDevicePipelineRobustnessFeaturesEXT",
     "VK_KHR_cooperative_matrix": "VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
     "VK_KHR_shader_bfloat16": "VkPhysicalDeviceShaderBfloat16FeaturesKHR",
+    "VK_KHR_pipeline_executable_properties": "VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
 }
 # An extension whose use hangs on one feature is enabled only where the device offers that feature.
-EXTENSION_NEEDS = {"VK_KHR_cooperative_matrix": "cooperativeMatrix", "VK_KHR_shader_bfloat16": "shaderBFloat16Type"}
+EXTENSION_NEEDS = {
+    "VK_KHR_cooperative_matrix": "cooperativeMatrix",
+    "VK_KHR_shader_bfloat16": "shaderBFloat16Type",
+    "VK_KHR_pipeline_executable_properties": "pipelineExecutableInfo",
+}
+# Extensions a device enables only where its config asks for them (diagnostics).
+ASKED_EXTENSIONS = ("VK_KHR_pipeline_executable_properties",)
 DEVICE_TYPES = {
     "VK_PHYSICAL_DEVICE_TYPE_OTHER": "other",
     "VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU": "integrated_gpu",
@@ -536,6 +544,8 @@ def create_device(physical: PhysicalDevice, config: VulkanConfig) -> DeviceHandl
     """Create the logical device with the features and extensions the backend uses, and describe it."""
     ffi, lib = vulkan()
     wanted = WANTED_EXTENSIONS + (("VK_EXT_calibrated_timestamps",) if trace.enabled else ())  # GPU times in traces
+    if config.resolved_pipeline_statistics():
+        wanted += ASKED_EXTENSIONS
     enabled_exts = [e for e in wanted if e in physical.extensions]
     if not config.push_descriptors and "VK_KHR_push_descriptor" in enabled_exts:
         enabled_exts.remove("VK_KHR_push_descriptor")

@@ -95,6 +95,7 @@ SETTINGS: dict[str, Callable[[str], str]] = {
     "VKBACKEND_SWITCH_INTERVAL_S": _seconds(VulkanConfig.resolved_switch_interval_s),
     "VKBACKEND_CUDA_CLOCKS": _switch(True),
     "VKBACKEND_DIRECT_ACCESS": _switch(True),
+    "VKBACKEND_PIPELINE_STATISTICS": _switch(False),
     "VKBACKEND_MAX_ALLOCATION_BYTES": _allocation_cap,
     "VKBACKEND_TRACE": _text("a Chrome trace is written at exit to"),
     "VKBACKEND_TINYGRAD_GRAPH": _switch(True),

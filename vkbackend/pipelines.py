@@ -17,12 +17,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from .errors import ErrorStatus, check
-from .structs import new_struct
+from .structs import new_array, new_struct
 
 if TYPE_CHECKING:
     from .context import DeviceContext
+    from .types import PipelineExecutable
 
-__all__ = ["access", "make", "destroy", "PipelineMakers"]
+__all__ = ["access", "make", "destroy", "executables", "keeps_statistics", "PipelineMakers"]
 
 MAKERS = 8  # the most threads one device makes pipelines on (the H200's driver made 28 in 0.15 s on 8, 0.47 on one)
 
@@ -100,6 +101,8 @@ def make(ctx: DeviceContext, prog, spirv: bytes, cache) -> None:
         pinfo = new_struct(
             "VkComputePipelineCreateInfo",
             pNext=unchecked,
+            # asked for (VulkanConfig.pipeline_statistics): what the driver's compiler made of it is kept (executables)
+            flags=lib.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if keeps_statistics(ctx) else 0,
             stage={"stage": lib.VK_SHADER_STAGE_COMPUTE_BIT, "module": module[0], "pName": prog.info.entry_point},
             layout=layout[0],
             basePipelineIndex=-1,
@@ -128,6 +131,56 @@ def make(ctx: DeviceContext, prog, spirv: bytes, cache) -> None:
             "access": prog.access,
         },
     )
+
+
+def keeps_statistics(ctx: DeviceContext) -> bool:
+    """Whether the device's pipelines keep their executables' statistics (``VulkanConfig.pipeline_statistics``, on a
+    device with ``VK_KHR_pipeline_executable_properties``)."""
+    return "pipelineExecutableInfo" in ctx.info.features
+
+
+def executables(ctx: DeviceContext, prog) -> list[PipelineExecutable]:
+    """What the driver reports of each executable of ``prog``'s pipeline, made with its statistics kept."""
+    ffi, lib, dev = ctx.ffi, ctx.lib, ctx.device
+    what = f"the statistics of {prog.name}"
+    info = new_struct("VkPipelineInfoKHR", pipeline=prog.pipeline)
+    count = ffi.new("uint32_t*")
+    check(lib.vkGetPipelineExecutablePropertiesKHR(dev, info, count, ffi.NULL), what, ErrorStatus.KernelCompilation)
+    props = new_array("VkPipelineExecutablePropertiesKHR", [{}] * count[0])
+    check(lib.vkGetPipelineExecutablePropertiesKHR(dev, info, count, props), what, ErrorStatus.KernelCompilation)
+    found: list[PipelineExecutable] = []
+    for index in range(count[0]):
+        found.append(
+            {
+                "name": ffi.string(props[index].name).decode(errors="replace"),
+                "description": ffi.string(props[index].description).decode(errors="replace"),
+                "subgroup_size": int(props[index].subgroupSize),
+                "statistics": _statistics(ctx, prog, index, what),
+            }
+        )
+    return found
+
+
+def _statistics(ctx: DeviceContext, prog, index: int, what: str) -> dict[str, int | float | bool]:
+    """Executable ``index``'s statistics of ``prog``'s pipeline, by name."""
+    ffi, lib, dev = ctx.ffi, ctx.lib, ctx.device
+    info = new_struct("VkPipelineExecutableInfoKHR", pipeline=prog.pipeline, executableIndex=index)
+    count = ffi.new("uint32_t*")
+    check(lib.vkGetPipelineExecutableStatisticsKHR(dev, info, count, ffi.NULL), what, ErrorStatus.KernelCompilation)
+    stats = new_array("VkPipelineExecutableStatisticKHR", [{}] * count[0])
+    check(lib.vkGetPipelineExecutableStatisticsKHR(dev, info, count, stats), what, ErrorStatus.KernelCompilation)
+    values = {
+        lib.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: lambda v: bool(v.b32),
+        lib.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: lambda v: int(v.i64),
+        lib.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: lambda v: int(v.u64),
+        lib.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: lambda v: float(v.f64),
+    }
+    return {
+        ffi.string(stats[i].name).decode(errors="replace"): values.get(stats[i].format, lambda v: int(v.u64))(
+            stats[i].value
+        )
+        for i in range(count[0])
+    }
 
 
 def destroy(ctx: DeviceContext, prog) -> None:

@@ -18,6 +18,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 from . import ids, pipelines, records
 from .context import DeviceContext
@@ -26,6 +27,9 @@ from .finalizers import collecting
 from .pipeline_cache import PipelineCache
 from .spirv import ProgramInfo, reflect
 from .validation import check_capabilities, validator
+
+if TYPE_CHECKING:
+    from .types import PipelineExecutable
 
 log = logging.getLogger("vkbackend")
 
@@ -290,6 +294,29 @@ class ProgramCache:
             return self.programs[prog_id]
         except (KeyError, TypeError):
             raise self.not_live_error(prog_id, what) from None
+
+    def executables(self, prog_id: int) -> list[PipelineExecutable]:
+        """What the driver reports of the pipeline of live program ``prog_id`` (``Device.pipeline_statistics``)."""
+        prog = self.get(prog_id, "pipeline_statistics")
+        if not pipelines.keeps_statistics(self.ctx):
+            info = self.ctx.info
+            lacks = "VK_KHR_pipeline_executable_properties" not in info.extensions
+            raise BackendError(
+                ErrorStatus.InvalidArgument,
+                f"pipeline_statistics: the pipelines of {info.name} keep no statistics: "
+                + (
+                    "the device lacks VK_KHR_pipeline_executable_properties (NVIDIA's driver has it, for one)"
+                    if lacks
+                    else "open it with VKBACKEND_PIPELINE_STATISTICS=1 (VulkanConfig(pipeline_statistics=True))"
+                ),
+            )
+        # on the worker: after the install of a program compiled in the background, before any release of it
+        return self._worker.call(self._executables, prog)
+
+    def _executables(self, prog: Program) -> list[PipelineExecutable]:
+        if prog.failed is not None:
+            raise prog.failed
+        return pipelines.executables(self.ctx, prog)
 
     def not_live_error(self, prog: object, what: str) -> BackendError:
         """The ``InvalidArgument`` error for ``prog`` where a live program of this device belongs: saying what it is

@@ -25,6 +25,7 @@ __all__ = [
     "GridArg",
     "HostBuffer",
     "LiveObjects",
+    "PipelineExecutable",
     "PoolStats",
     "Scalar",
     "SupportsDLPack",
@@ -88,6 +89,17 @@ class LiveObjects(TypedDict):
     descriptor_pools: int
     command_pools: int
     devices: int
+
+
+class PipelineExecutable(TypedDict):
+    """``Device.pipeline_statistics()``: one executable of a program's pipeline as the driver reports it (a compute
+    pipeline has one on most drivers): its name, its description, the subgroup size it runs with, and its statistics
+    by the driver's own names (NVIDIA's include the registers per invocation and the bytes spilled)."""
+
+    name: str
+    description: str
+    subgroup_size: int
+    statistics: dict[str, int | float | bool]
 
 
 class DeviceStats(TypedDict):

@@ -50,6 +50,8 @@ enum {
     VKB_FN_vkDestroyDescriptorPool,
     VKB_FN_vkResetDescriptorPool,
     VKB_FN_vkAllocateDescriptorSets,
+    VKB_FN_vkGetPipelineExecutablePropertiesKHR,
+    VKB_FN_vkGetPipelineExecutableStatisticsKHR,
     VKB_FN_vkCreateCommandPool,
     VKB_FN_vkDestroyCommandPool,
     VKB_FN_vkAllocateCommandBuffers,
@@ -130,6 +132,8 @@ static const struct { const char *name; unsigned char global, optional, result; 
     {"vkDestroyDescriptorPool", 0, 0, 0},
     {"vkResetDescriptorPool", 0, 0, 1},
     {"vkAllocateDescriptorSets", 0, 0, 1},
+    {"vkGetPipelineExecutablePropertiesKHR", 0, 1, 1},
+    {"vkGetPipelineExecutableStatisticsKHR", 0, 1, 1},
     {"vkCreateCommandPool", 0, 0, 1},
     {"vkDestroyCommandPool", 0, 0, 0},
     {"vkAllocateCommandBuffers", 0, 0, 1},
@@ -496,6 +500,24 @@ static VkResult vkAllocateDescriptorSets(VkDevice device, const VkDescriptorSetA
     if (!vkb_fn_table[VKB_FN_vkAllocateDescriptorSets]) return VK_ERROR_EXTENSION_NOT_PRESENT;
     r = ((PFN_vkAllocateDescriptorSets)vkb_fn_table[VKB_FN_vkAllocateDescriptorSets])(device, pAllocateInfo, pDescriptorSets);
     if (r >= 0) vkb_count_success(VKB_FN_vkAllocateDescriptorSets);
+    return r;
+}
+
+static VkResult vkGetPipelineExecutablePropertiesKHR(VkDevice device, const VkPipelineInfoKHR *pPipelineInfo, uint32_t *pExecutableCount, VkPipelineExecutablePropertiesKHR *pProperties) {
+    VkResult r;
+    if (vkb_fault_fires(VKB_FN_vkGetPipelineExecutablePropertiesKHR, &r)) return r;
+    if (!vkb_fn_table[VKB_FN_vkGetPipelineExecutablePropertiesKHR]) return VK_ERROR_EXTENSION_NOT_PRESENT;
+    r = ((PFN_vkGetPipelineExecutablePropertiesKHR)vkb_fn_table[VKB_FN_vkGetPipelineExecutablePropertiesKHR])(device, pPipelineInfo, pExecutableCount, pProperties);
+    if (r >= 0) vkb_count_success(VKB_FN_vkGetPipelineExecutablePropertiesKHR);
+    return r;
+}
+
+static VkResult vkGetPipelineExecutableStatisticsKHR(VkDevice device, const VkPipelineExecutableInfoKHR *pExecutableInfo, uint32_t *pStatisticCount, VkPipelineExecutableStatisticKHR *pStatistics) {
+    VkResult r;
+    if (vkb_fault_fires(VKB_FN_vkGetPipelineExecutableStatisticsKHR, &r)) return r;
+    if (!vkb_fn_table[VKB_FN_vkGetPipelineExecutableStatisticsKHR]) return VK_ERROR_EXTENSION_NOT_PRESENT;
+    r = ((PFN_vkGetPipelineExecutableStatisticsKHR)vkb_fn_table[VKB_FN_vkGetPipelineExecutableStatisticsKHR])(device, pExecutableInfo, pStatisticCount, pStatistics);
+    if (r >= 0) vkb_count_success(VKB_FN_vkGetPipelineExecutableStatisticsKHR);
     return r;
 }
 

@@ -8,6 +8,7 @@
 #define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT ...
 #define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR ...
 #define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR ...
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR ...
 
 typedef struct {
     VkBool32 robustBufferAccess;
@@ -52,6 +53,12 @@ typedef struct {
     VkStructureType sType; void *pNext;
     VkBool32 shaderBFloat16Type; VkBool32 shaderBFloat16DotProduct; VkBool32 shaderBFloat16CooperativeMatrix;
 } VkPhysicalDeviceShaderBfloat16FeaturesKHR;
+
+/* VK_KHR_pipeline_executable_properties: what the driver's compiler made of a pipeline (registers, spills, ...), for
+ * Device.pipeline_statistics; enabled only where asked for (VulkanConfig.pipeline_statistics). */
+typedef struct {
+    VkStructureType sType; void *pNext; VkBool32 pipelineExecutableInfo;
+} VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR;
 
 typedef struct {
     VkStructureType sType; const void *pNext; VkFlags flags; uint32_t queueFamilyIndex; uint32_t queueCount;
