@@ -91,7 +91,10 @@ def _vk_statistics(p) -> dict[str, object]:
     executable's; a variant other than the plain one has its statistics' names suffixed with it)."""
     stats: dict[str, object] = {}
     for (views, local), prog in sorted(p.variants.items(), key=lambda kv: (kv[0][0], kv[0][1] or ())):
-        executable = p.dev.vk.pipeline_statistics(prog)[0]
+        listed = p.dev.vk.pipeline_statistics(prog)
+        if not listed:  # a driver may list no executable
+            continue
+        executable = listed[0]
         suffix = "".join([" (views)" if views else "", f" (local {local})" if local else ""])
         stats[f"subgroup size{suffix}"] = executable["subgroup_size"]
         stats.update({f"{k}{suffix}": v for k, v in executable["statistics"].items()})

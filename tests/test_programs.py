@@ -485,16 +485,19 @@ def test_pipeline_statistics_where_the_device_was_opened_for_them():
     executable of a program's pipeline (also of one compiled in the background, waited for); one without it says
     so."""
     r = run_isolated("programs_pipeline_statistics", env={"VKBACKEND_PIPELINE_STATISTICS": "1"})
-    if r["offered"]:
+    if r["keeps"]:
         assert "error" not in r, r["error"]
-        for executables in (r["executables"], r["background"]):
+        for executables in (r["executables"], r["background"], r["after_failure"]):
             assert executables, r
             for e in executables:
                 assert e["name"] and e["subgroup_size"] > 0 and e["statistics"] > 0, e
                 assert set(e["kinds"]) <= {"int", "float", "bool"}, e
+        status, message = r["failed_query"]
+        assert status == "MemoryAllocation" and "vkGetPipelineExecutableStatisticsKHR" in message, message
     else:
         status, message = r["error"]
-        assert status == "InvalidArgument" and "lacks VK_KHR_pipeline_executable_properties" in message, message
+        why = "without its pipelineExecutableInfo" if r["offered"] else "lacks VK_KHR_pipeline_executable_properties"
+        assert status == "InvalidArgument" and why in message, message
     assert r["validation"] == ""
 
 
@@ -514,6 +517,7 @@ def test_pipeline_statistics_are_refused_unless_the_device_keeps_them(device):
     with pytest.raises(BackendError) as error:
         device.pipeline_statistics(prog + 1_000_000)
     assert error.value.status is ErrorStatus.InvalidArgument
+    device.release_program(prog)
 
 
 # ----- the persistent pipeline cache ---------------------------------------------------------------------------------

@@ -142,33 +142,32 @@ def keeps_statistics(ctx: DeviceContext) -> bool:
 def executables(ctx: DeviceContext, prog) -> list[PipelineExecutable]:
     """What the driver reports of each executable of ``prog``'s pipeline, made with its statistics kept."""
     ffi, lib, dev = ctx.ffi, ctx.lib, ctx.device
-    what = f"the statistics of {prog.name}"
+    what = f"vkGetPipelineExecutablePropertiesKHR for {prog.name}"
     info = new_struct("VkPipelineInfoKHR", pipeline=prog.pipeline)
     count = ffi.new("uint32_t*")
-    check(lib.vkGetPipelineExecutablePropertiesKHR(dev, info, count, ffi.NULL), what, ErrorStatus.KernelCompilation)
+    check(lib.vkGetPipelineExecutablePropertiesKHR(dev, info, count, ffi.NULL), what)
     props = new_array("VkPipelineExecutablePropertiesKHR", [{}] * count[0])
-    check(lib.vkGetPipelineExecutablePropertiesKHR(dev, info, count, props), what, ErrorStatus.KernelCompilation)
-    found: list[PipelineExecutable] = []
-    for index in range(count[0]):
-        found.append(
-            {
-                "name": ffi.string(props[index].name).decode(errors="replace"),
-                "description": ffi.string(props[index].description).decode(errors="replace"),
-                "subgroup_size": int(props[index].subgroupSize),
-                "statistics": _statistics(ctx, prog, index, what),
-            }
-        )
-    return found
+    _check_listed(lib.vkGetPipelineExecutablePropertiesKHR(dev, info, count, props), what, lib)
+    return [
+        {
+            "name": ffi.string(props[index].name).decode(errors="replace"),
+            "description": ffi.string(props[index].description).decode(errors="replace"),
+            "subgroup_size": int(props[index].subgroupSize),
+            "statistics": _statistics(ctx, prog, index),
+        }
+        for index in range(count[0])
+    ]
 
 
-def _statistics(ctx: DeviceContext, prog, index: int, what: str) -> dict[str, int | float | bool]:
+def _statistics(ctx: DeviceContext, prog, index: int) -> dict[str, int | float | bool]:
     """Executable ``index``'s statistics of ``prog``'s pipeline, by name."""
     ffi, lib, dev = ctx.ffi, ctx.lib, ctx.device
+    what = f"vkGetPipelineExecutableStatisticsKHR for {prog.name}"
     info = new_struct("VkPipelineExecutableInfoKHR", pipeline=prog.pipeline, executableIndex=index)
     count = ffi.new("uint32_t*")
-    check(lib.vkGetPipelineExecutableStatisticsKHR(dev, info, count, ffi.NULL), what, ErrorStatus.KernelCompilation)
+    check(lib.vkGetPipelineExecutableStatisticsKHR(dev, info, count, ffi.NULL), what)
     stats = new_array("VkPipelineExecutableStatisticKHR", [{}] * count[0])
-    check(lib.vkGetPipelineExecutableStatisticsKHR(dev, info, count, stats), what, ErrorStatus.KernelCompilation)
+    _check_listed(lib.vkGetPipelineExecutableStatisticsKHR(dev, info, count, stats), what, lib)
     values = {
         lib.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: lambda v: bool(v.b32),
         lib.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: lambda v: int(v.i64),
@@ -181,6 +180,13 @@ def _statistics(ctx: DeviceContext, prog, index: int, what: str) -> dict[str, in
         )
         for i in range(count[0])
     }
+
+
+def _check_listed(result: int, what: str, lib) -> None:
+    """The second call of a two-call enumeration: a pipeline's executables and statistics are fixed, so
+    VK_INCOMPLETE, which only a list grown since the count could give, still leaves a whole list of that count."""
+    if result != lib.VK_INCOMPLETE:
+        check(result, what)
 
 
 def destroy(ctx: DeviceContext, prog) -> None:

@@ -300,22 +300,26 @@ class ProgramCache:
         prog = self.get(prog_id, "pipeline_statistics")
         if not pipelines.keeps_statistics(self.ctx):
             info = self.ctx.info
-            lacks = "VK_KHR_pipeline_executable_properties" not in info.extensions
+            if "VK_KHR_pipeline_executable_properties" not in info.extensions:
+                why = "the device lacks VK_KHR_pipeline_executable_properties (NVIDIA's driver has it, for one)"
+            elif not self.ctx.config.resolved_pipeline_statistics():
+                why = "open it with VKBACKEND_PIPELINE_STATISTICS=1 (VulkanConfig(pipeline_statistics=True))"
+            else:
+                why = (
+                    "its driver lists VK_KHR_pipeline_executable_properties without its pipelineExecutableInfo feature"
+                )
             raise BackendError(
                 ErrorStatus.InvalidArgument,
-                f"pipeline_statistics: the pipelines of {info.name} keep no statistics: "
-                + (
-                    "the device lacks VK_KHR_pipeline_executable_properties (NVIDIA's driver has it, for one)"
-                    if lacks
-                    else "open it with VKBACKEND_PIPELINE_STATISTICS=1 (VulkanConfig(pipeline_statistics=True))"
-                ),
+                f"pipeline_statistics: the pipelines of {info.name} keep no statistics: {why}",
             )
-        # on the worker: after the install of a program compiled in the background, before any release of it
+        # on the worker: after the install of a program compiled in the background, in order with its release
         return self._worker.call(self._executables, prog)
 
     def _executables(self, prog: Program) -> list[PipelineExecutable]:
         if prog.failed is not None:
             raise prog.failed
+        if prog.pipeline is None:  # released (by another thread) before the worker got here
+            raise self.not_live_error(prog.id, "pipeline_statistics")
         return pipelines.executables(self.ctx, prog)
 
     def not_live_error(self, prog: object, what: str) -> BackendError:

@@ -217,7 +217,7 @@ class Worker:
         q = self.queue
         lib = self.ctx.lib
         position = lib.vkb_express_served_in(express, seen)
-        if len(q) != position + 1:
+        if position < 0 or len(q) != position + 1:  # re-armed or claimed meanwhile, or more queued than served
             return None
         try:
             record = q[position]

@@ -1,16 +1,18 @@
 """Device.pipeline_statistics on a device opened with VKBACKEND_PIPELINE_STATISTICS=1 (tests/test_programs.py): what
-the driver reports of a program's pipeline, of one compiled in the background (waited for), and the refusal where the
-device lacks VK_KHR_pipeline_executable_properties."""
+the driver reports of a program's pipeline, of one compiled in the background (waited for), a failed query, and the
+refusal where the device cannot keep them."""
 
 from _reliability import AFFINE
 from isolated import affine_scene, report
 
 import vkbackend
+from vkbackend import pipelines, testing
 from vkbackend.errors import BackendError
 
 result = {}
 dev, pool, prog, buf, x = affine_scene()
 result["offered"] = "VK_KHR_pipeline_executable_properties" in dev.info.extensions
+result["keeps"] = pipelines.keeps_statistics(dev._ctx)
 
 
 def described(executables) -> list:
@@ -32,4 +34,12 @@ try:
     result["background"] = described(dev.pipeline_statistics(dev.compile(bytes(spirv), background=True)))
 except BackendError as error:
     result["error"] = [error.status.name, str(error)]
+if result["keeps"]:
+    testing.inject("vkGetPipelineExecutableStatisticsKHR", "VK_ERROR_OUT_OF_HOST_MEMORY")
+    try:
+        dev.pipeline_statistics(prog)
+        result["failed_query"] = None
+    except BackendError as error:
+        result["failed_query"] = [error.status.name, str(error)]
+    result["after_failure"] = described(dev.pipeline_statistics(prog))  # nothing left broken
 report(result)
