@@ -12,6 +12,7 @@ import pytest
 
 from vkbackend import structs
 from vkbackend._ffi import ffi, lib
+from vkbackend.errors import BackendError, ErrorStatus
 from vkbackend.structs import chain, new_array, new_struct, structure_type_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,3 +160,47 @@ def test_no_module_types_a_structure_type_again():
         if re.search(r"VK_STRUCTURE_TYPE_|\"sType\"", line)
     ]
     assert typed == []
+
+
+def test_listed_counts_again_while_the_list_grows_and_fills_each_stype():
+    """``listed`` asks for the count, fills structs that carry their sType, counts again after VK_INCOMPLETE (a list
+    that grew in between), and gives each entry through ``convert``."""
+    sizes = iter([2, 3])  # the driver's list grows once between the count and the fill
+    stype = lib.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
+    calls = []
+
+    def vkFakeList(count, items):  # noqa: N802 - named as a Vulkan function, which error messages use
+        if items == ffi.NULL:
+            count[0] = size = next(sizes)
+            calls.append(("count", size))
+            return 0
+        seen = [items[i].sType for i in range(count[0])]
+        calls.append(("fill", len(seen)))
+        if len(seen) < 3:
+            return lib.VK_INCOMPLETE
+        assert seen == [stype] * 3
+        for i in range(3):
+            items[i].MSize = 10 + i
+        return 0
+
+    got = structs.listed(vkFakeList, "VkCooperativeMatrixPropertiesKHR", lambda p: int(p.MSize))
+    assert got == [10, 11, 12]
+    assert calls == [("count", 2), ("fill", 2), ("count", 3), ("fill", 3)]
+
+
+def test_listed_gives_up_on_a_list_that_never_stops_growing():
+    def vkFakeList(count, items):  # noqa: N802
+        count[0] = 1
+        return 0 if items == ffi.NULL else lib.VK_INCOMPLETE
+
+    with pytest.raises(BackendError, match=r"vkFakeList still listed more after 8 counts") as error:
+        structs.listed(vkFakeList, "VkCooperativeMatrixPropertiesKHR", lambda p: p, status=ErrorStatus.Initialization)
+    assert error.value.status is ErrorStatus.Initialization
+
+
+def test_listed_raises_the_calls_typed_error():
+    def vkFakeList(count, items):  # noqa: N802
+        return lib.VK_ERROR_OUT_OF_HOST_MEMORY
+
+    with pytest.raises(BackendError, match=r"vkFakeList for a program \(count\) failed with VK_ERROR_OUT_OF_HOST"):
+        structs.listed(vkFakeList, "VkCooperativeMatrixPropertiesKHR", lambda p: p, what="vkFakeList for a program")

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._ffi import vulkan
-from .errors import ErrorStatus, check
-from .structs import new_array
+from .errors import ErrorStatus
+from .structs import listed
 
 __all__ = ["CooperativeMatrixShape", "query_shapes", "shape_from_properties"]
 
@@ -85,20 +85,14 @@ def shape_from_properties(p: Any) -> CooperativeMatrixShape:
 
 
 def query_shapes(physical_device: Any) -> tuple[CooperativeMatrixShape, ...]:
-    """Every shape ``physical_device`` (a VkPhysicalDevice with VK_KHR_cooperative_matrix) lists, in its order.
-
-    Not ``discovery._enumerate``: each output struct must carry its sType before the call."""
-    ffi, lib = vulkan()
-    call = lib.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR
-    while True:
-        count = ffi.new("uint32_t*")
-        check(
-            call(physical_device, count, ffi.NULL),
-            "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR (count)",
-            ErrorStatus.Initialization,
+    """Every shape ``physical_device`` (a VkPhysicalDevice with VK_KHR_cooperative_matrix) lists, in its order."""
+    _, lib = vulkan()
+    return tuple(
+        listed(
+            lib.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR,
+            "VkCooperativeMatrixPropertiesKHR",
+            shape_from_properties,
+            physical_device,
+            status=ErrorStatus.Initialization,
         )
-        items = new_array("VkCooperativeMatrixPropertiesKHR", [{}] * count[0])
-        result = call(physical_device, count, items)
-        if result != lib.VK_INCOMPLETE:
-            check(result, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", ErrorStatus.Initialization)
-            return tuple(shape_from_properties(items[i]) for i in range(count[0]))
+    )

@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from .errors import ErrorStatus, check
-from .structs import new_array, new_struct
+from .structs import listed, new_struct
 
 if TYPE_CHECKING:
     from .context import DeviceContext
@@ -141,52 +141,49 @@ def keeps_statistics(ctx: DeviceContext) -> bool:
 
 def executables(ctx: DeviceContext, prog) -> list[PipelineExecutable]:
     """What the driver reports of each executable of ``prog``'s pipeline, made with its statistics kept."""
-    ffi, lib, dev = ctx.ffi, ctx.lib, ctx.device
-    what = f"vkGetPipelineExecutablePropertiesKHR for {prog.name}"
+    ffi, lib = ctx.ffi, ctx.lib
     info = new_struct("VkPipelineInfoKHR", pipeline=prog.pipeline)
-    count = ffi.new("uint32_t*")
-    check(lib.vkGetPipelineExecutablePropertiesKHR(dev, info, count, ffi.NULL), what)
-    props = new_array("VkPipelineExecutablePropertiesKHR", [{}] * count[0])
-    _check_listed(lib.vkGetPipelineExecutablePropertiesKHR(dev, info, count, props), what, lib)
+    found = listed(
+        lib.vkGetPipelineExecutablePropertiesKHR,
+        "VkPipelineExecutablePropertiesKHR",
+        lambda p: (
+            ffi.string(p.name).decode(errors="replace"),
+            ffi.string(p.description).decode(errors="replace"),
+            int(p.subgroupSize),
+        ),
+        ctx.device,
+        info,
+        what=f"vkGetPipelineExecutablePropertiesKHR for {prog.name}",
+    )
     return [
-        {
-            "name": ffi.string(props[index].name).decode(errors="replace"),
-            "description": ffi.string(props[index].description).decode(errors="replace"),
-            "subgroup_size": int(props[index].subgroupSize),
-            "statistics": _statistics(ctx, prog, index),
-        }
-        for index in range(count[0])
+        {"name": name, "description": description, "subgroup_size": size, "statistics": _statistics(ctx, prog, index)}
+        for index, (name, description, size) in enumerate(found)
     ]
 
 
 def _statistics(ctx: DeviceContext, prog, index: int) -> dict[str, int | float | bool]:
     """Executable ``index``'s statistics of ``prog``'s pipeline, by name."""
-    ffi, lib, dev = ctx.ffi, ctx.lib, ctx.device
-    what = f"vkGetPipelineExecutableStatisticsKHR for {prog.name}"
-    info = new_struct("VkPipelineExecutableInfoKHR", pipeline=prog.pipeline, executableIndex=index)
-    count = ffi.new("uint32_t*")
-    check(lib.vkGetPipelineExecutableStatisticsKHR(dev, info, count, ffi.NULL), what)
-    stats = new_array("VkPipelineExecutableStatisticKHR", [{}] * count[0])
-    _check_listed(lib.vkGetPipelineExecutableStatisticsKHR(dev, info, count, stats), what, lib)
+    ffi, lib = ctx.ffi, ctx.lib
     values = {
         lib.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: lambda v: bool(v.b32),
         lib.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: lambda v: int(v.i64),
         lib.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: lambda v: int(v.u64),
         lib.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: lambda v: float(v.f64),
     }
-    return {
-        ffi.string(stats[i].name).decode(errors="replace"): values.get(stats[i].format, lambda v: int(v.u64))(
-            stats[i].value
+    info = new_struct("VkPipelineExecutableInfoKHR", pipeline=prog.pipeline, executableIndex=index)
+    return dict(
+        listed(
+            lib.vkGetPipelineExecutableStatisticsKHR,
+            "VkPipelineExecutableStatisticKHR",
+            lambda s: (
+                ffi.string(s.name).decode(errors="replace"),
+                values.get(s.format, lambda v: int(v.u64))(s.value),
+            ),
+            ctx.device,
+            info,
+            what=f"vkGetPipelineExecutableStatisticsKHR for {prog.name}",
         )
-        for i in range(count[0])
-    }
-
-
-def _check_listed(result: int, what: str, lib) -> None:
-    """The second call of a two-call enumeration: a pipeline's executables and statistics are fixed, so
-    VK_INCOMPLETE, which only a list grown since the count could give, still leaves a whole list of that count."""
-    if result != lib.VK_INCOMPLETE:
-        check(result, what)
+    )
 
 
 def destroy(ctx: DeviceContext, prog) -> None:

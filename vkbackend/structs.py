@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from ._ffi import ffi, lib
+from .errors import ErrorStatus, check, vk_error
 
-__all__ = ["IRREGULAR", "chain", "new_array", "new_struct", "structure_type_name"]
+__all__ = ["IRREGULAR", "chain", "listed", "new_array", "new_struct", "structure_type_name"]
+
+_T = TypeVar("_T")
+LIST_COUNTS = 8  # listed(): how many times the count is asked while the driver's list keeps growing
 
 # Structs whose VK_STRUCTURE_TYPE_ name the rule of structure_type_name does not give (the registry keeps a number
 # joined to its word: BFLOAT16, not BFLOAT_16).
@@ -91,6 +95,32 @@ def new_array(name: str, items: Sequence[Any]) -> Any:
     """A new ``name[len(items)]`` (owning cdata): for a struct, each item a dict of its fields (as for
     :func:`new_struct`, ``sType`` filled); else the items themselves (numbers, handles, strings for ``char*``)."""
     return _array(ffi.typeof(name), items)
+
+
+def listed(
+    call: Callable[..., int],
+    name: str,
+    convert: Callable[[Any], _T],
+    *args: Any,
+    what: str | None = None,
+    status: ErrorStatus | None = None,
+) -> list[_T]:
+    """Vulkan's two-call enumeration into structs that carry their ``sType`` (``discovery._enumerate`` fills plain
+    ones): ``call(*args, count, NULL)`` for the count, then ``call(*args, count, items)`` into ``name`` structs with
+    their ``sType`` filled, asked again while the driver answers VK_INCOMPLETE (its list grew in between), at most
+    :data:`LIST_COUNTS` times; each entry passed through ``convert`` while the array lives. A failure raises the call's
+    typed error, saying ``what`` (the call's name where not given; its first word must be that name) and
+    ``status`` overriding its status where given."""
+    what = what or call.__name__
+    for _ in range(LIST_COUNTS):
+        count = ffi.new("uint32_t*")
+        check(call(*args, count, ffi.NULL), f"{what} (count)", status)
+        items = new_array(name, [{}] * count[0])
+        result = call(*args, count, items)
+        if result != lib.VK_INCOMPLETE:
+            check(result, what, status)
+            return [convert(items[i]) for i in range(count[0])]
+    raise vk_error(lib.VK_INCOMPLETE, f"{what} still listed more after {LIST_COUNTS} counts (a broken driver)", status)
 
 
 def chain(head: Any, *links: Any) -> None:
