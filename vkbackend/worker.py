@@ -355,9 +355,9 @@ class Worker:
         if not q:
             return self._submitter.submitted if self.idle else None
         express = self._express
-        if express.state & 0xFF == _EXPRESS_ARMED:  # armed again after serving: its last batch holds it all, or no help
-            after_last = self.ctx.lib.vkb_express_all_served(express, len(q))
-            return after_last - 1 if after_last >= 0 else None
+        after_last = self.ctx.lib.vkb_express_all_served(express, len(q))
+        if after_last >= 0:  # armed again after serving everything queued: its last serve holds it all
+            return after_last - 1
         lane = self._lane
         if lane is None:
             return None

@@ -180,8 +180,9 @@ void vkb_publish_target(uint64_t *target, uint64_t serial) {
 
 /* How many callers wait for a published target when the caller whose target was published last waits for `serial` or
  * an earlier one (a publish of `serial` releases it); 0 otherwise. `wanted` is that last caller's: with several
- * callers at once a publish may hold for one it does not release, or not hold for one it does (time, not results). A caller still waiting for its target (a mark the worker has not reached)
- * does not count: the publish cannot release it, and a worker that held for it would only delay the mark. */
+ * callers at once a publish may hold for one it does not release, or not hold for one it does (time, not results).
+ * A caller still waiting for its target (a mark the worker has not reached) does not count: the publish cannot
+ * release it, and a worker that held for it would only delay the mark. */
 static uint32_t vkb_releases(const vkb_progress *progress, uint64_t serial) {
     uint32_t targeted = __atomic_load_n(&progress->targeted, __ATOMIC_ACQUIRE);
     return targeted && serial >= __atomic_load_n(&progress->wanted, __ATOMIC_ACQUIRE) ? targeted : 0;
