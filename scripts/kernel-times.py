@@ -62,15 +62,10 @@ def time_kernels(device: str, passes: int, quick: bool) -> list[tuple[str, float
     os.environ["DEV"] = device
     if device == "VK":
         import vkbackend.tinygrad  # noqa: F401, PLC0415 - the VK device, for a checkout that was never installed
-    from vkbackend.bench.tinygrad.cases import TinygradWorkloads  # noqa: PLC0415 - imports tinygrad: after DEV
+    from vkbackend.bench.tinygrad.cases import warm_resnet_jit  # noqa: PLC0415 - imports tinygrad: after DEV
     from vkbackend.bench.tinygrad.kernels import kernel_times  # noqa: PLC0415
-    from vkbackend.bench.tinygrad.spec import TgSizes  # noqa: PLC0415
 
-    workloads = TinygradWorkloads(device, TgSizes.quick() if quick else TgSizes.full())
-    forward, x = workloads.resnet_jit()
-    for _ in range(3):  # compiled, captured, replayed
-        forward(x)
-    workloads.sync()
+    forward, x = warm_resnet_jit(device, quick)
     runs = [kernel_times(forward, x) for _ in range(passes)]
     return [(name, statistics.median(run[i][1] for run in runs) * 1e6) for i, (name, _) in enumerate(runs[0])]
 

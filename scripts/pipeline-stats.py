@@ -75,14 +75,9 @@ def collect(device: str, quick: bool) -> dict[str, dict[str, object]]:
         made.append(self)
 
     program_type.__init__ = recording_init
-    from vkbackend.bench.tinygrad.cases import TinygradWorkloads  # noqa: PLC0415 - imports tinygrad: after DEV
-    from vkbackend.bench.tinygrad.spec import TgSizes  # noqa: PLC0415
+    from vkbackend.bench.tinygrad.cases import warm_resnet_jit  # noqa: PLC0415 - imports tinygrad: after DEV
 
-    workloads = TinygradWorkloads(device, TgSizes.quick() if quick else TgSizes.full())
-    forward, x = workloads.resnet_jit()
-    for _ in range(3):  # compiled, captured, replayed
-        forward(x)
-    workloads.sync()
+    warm_resnet_jit(device, quick)
     return {p.name: (_vk_statistics(p) if device == "VK" else _cuda_attributes(p)) for p in made}
 
 

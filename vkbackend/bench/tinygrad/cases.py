@@ -144,6 +144,17 @@ def warm_gpt2_decoder(device: str, quick: bool = False) -> tuple[Callable[[int, 
     return token, seeded
 
 
+def warm_resnet_jit(device: str, quick: bool = False) -> tuple[TinyJit, Tensor]:
+    """:meth:`TinygradWorkloads.resnet_jit` on ``device`` (the small ResNet of ``bench --tinygrad --quick`` with
+    ``quick``) after three forwards, synced: compiled, captured and replayed (the kernel scripts')."""
+    workloads = TinygradWorkloads(device, TgSizes.quick() if quick else TgSizes.full())
+    forward, x = workloads.resnet_jit()
+    for _ in range(3):
+        forward(x)
+    workloads.sync()
+    return forward, x
+
+
 def graph_runner_types() -> set[type[GraphRunner]]:
     """The classes of the JIT graph runners alive in this process (``VKGraph``, ``CUDAGraph``, ...): what a script
     wraps to time or trace the replays."""
