@@ -347,31 +347,28 @@ class Worker:
         """The serial of a batch that holds everything queued so far, where a sync point can tell it without the
         worker: with nothing queued and the worker idle, the last submitted (the worker clears idle before it takes
         anything from the queue, and sets it with nothing recorded); with the queue holding only records the express
-        lane took, the lane's last batch: the park's last serve once it has armed the lane again, else the serial
-        of the last claim while the park serves it or has served it without arming again (the worker sets the
-        lane off before it drops served records, and a generation is never reused). None otherwise: the worker then
-        publishes it."""
+        lane took, the lane's last batch: the serial of the last claim while the park serves it or has served it
+        without arming again, else the park's last serve once it has armed the lane again (the worker sets the lane
+        off before it drops served records, and a generation is never reused). The claim is looked at first: a lane
+        only moves on from serving it to arming again, so a look that misses the one state finds the other. None
+        otherwise: the worker then publishes it."""
         q = self.queue
         if not q:
             return self._submitter.submitted if self.idle else None
         express = self._express
-        after_last = self.ctx.lib.vkb_express_all_served(express, len(q))
-        if after_last >= 0:  # armed again after serving everything queued: its last serve holds it all
-            return after_last - 1
         lane = self._lane
-        if lane is None:
-            return None
-        record, position, serial, generation = lane
-        if len(q) != position + 1:
-            return None
-        try:
-            head = q[position]
-        except IndexError:  # taken meanwhile
-            return None
-        state = express.state
-        if head is record and state >> 8 == generation and state & 0xFF in _EXPRESS_TAKEN:
-            return serial
-        return None
+        if lane is not None:
+            record, position, serial, generation = lane
+            if len(q) == position + 1:
+                try:
+                    head = q[position]
+                except IndexError:  # taken meanwhile
+                    return None
+                state = express.state
+                if head is record and state >> 8 == generation and state & 0xFF in _EXPRESS_TAKEN:
+                    return serial
+        after_last = self.ctx.lib.vkb_express_all_served(express, len(q))
+        return after_last - 1 if after_last >= 0 else None
 
     def raise_errors(self) -> None:
         """The end of a sync point whose wait is already done (a read-back whose last copy completed: the queue runs
