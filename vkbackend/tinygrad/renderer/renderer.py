@@ -48,6 +48,7 @@ from vkbackend.tinygrad.renderer.glsl_types import (
     storage_dtype,
     value_type,
 )
+from vkbackend.tinygrad.renderer.local_layout import apply_axes, choose_axes
 from vkbackend.tinygrad.renderer.loop_limit import bound_loops
 from vkbackend.tinygrad.renderer.loops import emit, parse
 from vkbackend.tinygrad.renderer.memory_access import (
@@ -451,6 +452,10 @@ class VKRenderer(CStyleLanguage):
                 local[int(a[-1])] = int(u.src[0].ssimplify())
         widen = 1
         if not uses_gid and not any(u.op is Ops.WMMA for u in uops):  # tensor cores: whole subgroups (widen_groups)
+            if self.caps.warp_lanes:
+                laid = apply_axes(kernel, local, choose_axes(uops, local, self.caps.warp_lanes, self.local_max))
+                if laid is not None:
+                    kernel, local = laid
             sizes = [u.src[0].ssimplify() for a, u in specials.items() if a[0] == "g"]
             groups = math.prod(sizes) if all(isinstance(n, int) for n in sizes) else None
             kernel, widen, axis = widen_groups(kernel, specials.get("gidx0"), local, self.local_max, groups)

@@ -10,7 +10,7 @@ from vkbackend.tinygrad.renderer.caps import DeviceCaps
 from vkbackend.tinygrad.renderer.tensor_cores import device_shapes
 from vkbackend.tinygrad.renderer.unroll import LANE_BUDGET
 
-__all__ = ["caps_from_info", "max_kernel_buffers", "is_lavapipe", "unrolls", "LAVAPIPE_LOOP_LIMIT"]
+__all__ = ["caps_from_info", "max_kernel_buffers", "is_lavapipe", "lays_out_locals", "unrolls", "LAVAPIPE_LOOP_LIMIT"]
 
 # gallivm's LP_MAX_TGSI_LOOP_ITERATIONS: the loop iterations one lavapipe invocation runs, all loops together
 LAVAPIPE_LOOP_LIMIT = 65535
@@ -31,6 +31,14 @@ def unrolls(info) -> bool:
     ``VKBACKEND_TINYGRAD_UNROLL`` when set, else on every device but a CPU one (device type ``cpu``, such as
     lavapipe), so also on ``other`` and ``virtual_gpu`` devices. What it gains was measured on NVIDIA only."""
     chosen = env_switch("VKBACKEND_TINYGRAD_UNROLL")
+    return chosen if chosen is not None else getattr(info, "device_type", "") != "cpu"
+
+
+def lays_out_locals(info) -> bool:
+    """Whether the renderer lays a kernel's local dimensions on the work group's axes for its warps
+    (:mod:`vkbackend.tinygrad.renderer.local_layout`): ``VKBACKEND_TINYGRAD_LOCAL_LAYOUT`` when set, else on every
+    device but a CPU one (device type ``cpu``, such as lavapipe). What it gains was measured on NVIDIA only."""
+    chosen = env_switch("VKBACKEND_TINYGRAD_LOCAL_LAYOUT")
     return chosen if chosen is not None else getattr(info, "device_type", "") != "cpu"
 
 
@@ -67,6 +75,7 @@ def caps_from_info(info) -> DeviceCaps:
         ),
         loop_limit=LAVAPIPE_LOOP_LIMIT if is_lavapipe(info) else 0,
         unroll_lanes=LANE_BUDGET if unrolls(info) else 0,
+        warp_lanes=int(getattr(info, "subgroup_size", 0) or 0) if lays_out_locals(info) else 0,
         tc_shapes=(tc := device_shapes(info))[0],
         tc_threads=tc[1],
     )

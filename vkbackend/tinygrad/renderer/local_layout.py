@@ -1,0 +1,204 @@
+"""Which of a kernel's local dimensions goes on which axis of the work group, so that the lanes of one warp touch few
+cache lines and pages; on by default on every device but a CPU one
+(:func:`vkbackend.tinygrad.runtime.device_caps.lays_out_locals`).
+
+A GPU runs a work group's invocations in subgroups (warps) of consecutive local invocation indices, numbered along x
+first. tinygrad names a kernel's local dimensions ``lidx0``, ``lidx1``, ``lidx2`` and puts ``lidx0`` on x, so its
+choice decides which invocations share a warp, and so how many cache lines and pages one warp-wide load touches. Many
+of its kernels load along ``lidx0`` with large strides (a batch dimension) and along ``lidx1`` contiguously, or not
+at all. Under CUDA the L1 cache makes up for it: the warps of a group that load the same addresses find them there.
+Under NVIDIA's Vulkan driver it does not (the H200 runs CUDA's own code for such a kernel as slowly when CUDA is told
+to give shared memory the most room, which suggests the driver leaves L1 small), and there the order of the
+dimensions alone moves ResNet-50's kernels by up to 3x (docs/performance.md).
+
+For each order of the local dimensions on the axes, :func:`choose_axes` counts, over the kernel's loads and stores of
+global memory, the distinct 128-byte lines and 64 KiB pages that the lanes of the group's first warp touch, each access
+weighted by the trip counts of the loops around it; it picks the cheapest order, and keeps tinygrad's on a tie or
+wherever an index cannot be evaluated. Each invocation computes what it does in tinygrad's layout: only which
+invocations share a warp changes. Kernels on global ids, with tensor cores (cooperative matrices need their subgroups
+as laid out) or with fewer than two local dimensions keep their layout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+
+import numpy as np
+from tinygrad.dtype import dtypes
+from tinygrad.uop.ops import AddrSpace, Ops, UOp
+
+from vkbackend.tinygrad.renderer.glsl_types import storage_dtype
+
+__all__ = ["LINE_BYTES", "PAGE_BYTES", "apply_axes", "choose_axes", "layout_costs"]
+
+LINE_BYTES = 128  # an L1/L2 cache line
+# 64 KiB, NVIDIA's big page: counted beside the lines, the cost picks the orders the H200 ran fastest, where lines
+# alone tie on some kernels (ResNet-50's r_32_7_7_8_16_4_4_512_256_4; docs/performance.md)
+PAGE_BYTES = 64 << 10
+
+_LIDX = re.compile(r"^(\s*int lidx(\d) = int\(gl_LocalInvocationID\.)([xyz])(\);.*)$")
+
+
+class _Unknown(Exception):
+    """An index the layout cannot evaluate (one computed from loaded data, or an op it does not know)."""
+
+
+def _cdiv(a, b):
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -q, q)
+
+
+def _cmod(a, b):
+    return a - b * _cdiv(a, b)
+
+
+_ALU = {
+    Ops.ADD: np.add,
+    Ops.SUB: np.subtract,
+    Ops.MUL: np.multiply,
+    Ops.NEG: np.negative,
+    Ops.SHL: np.left_shift,
+    Ops.SHR: np.right_shift,
+    Ops.AND: np.bitwise_and,
+    Ops.OR: np.bitwise_or,
+    Ops.XOR: np.bitwise_xor,
+    Ops.MAX: np.maximum,
+    Ops.CMPLT: np.less,
+    Ops.CMPNE: np.not_equal,
+    Ops.CMPEQ: np.equal,
+    Ops.WHERE: np.where,
+    Ops.CDIV: _cdiv,
+    Ops.CMOD: _cmod,
+    Ops.FLOORDIV: np.floor_divide,
+    Ops.FLOORMOD: np.mod,
+    Ops.MULACC: lambda a, b, c: a * b + c,
+}
+
+
+def _accesses(uops: list[UOp]) -> list[tuple[UOp, int, int, int]]:
+    """Every load and store of a global argument: ``(index, bytes an element, elements, weight)``, the weight being
+    the product of the trip counts (the largest a symbolic bound allows) of the loops around it."""
+    out = []
+    open_ranges: list[UOp] = []
+    for u in uops:
+        if u.op is Ops.RANGE:
+            open_ranges.append(u)
+        elif u.op is Ops.END:
+            ended = set(u.src[1:])
+            open_ranges = [r for r in open_ranges if r not in ended]
+        elif u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op in (Ops.INDEX, Ops.SHRINK):
+            mop = u.src[0]
+            buf = mop.src[0]
+            while buf.op is Ops.AFTER:
+                buf = buf.src[0]
+            if buf.op is not Ops.PARAM or buf.addrspace is not AddrSpace.GLOBAL:
+                continue  # local or register memory, or a pointer view (read element by element)
+            lanes = mop.max_numel() if mop.op is Ops.SHRINK else 1
+            weight = math.prod(max(1, int(r.src[0].vmax)) for r in open_ranges)
+            out.append((mop.src[1], storage_dtype(buf.dtype).itemsize, lanes, weight))
+    return out
+
+
+def _evaluate(u: UOp, lidx: list[np.ndarray], memo: dict) -> np.ndarray:
+    """``u``'s value for each lane (int64 arrays), with the group and loop indices and variables at their least."""
+    found = memo.get(u)
+    if found is not None:
+        return found
+    if u.op is Ops.CONST:
+        if not isinstance(u.arg, (int, bool)):
+            raise _Unknown(u.op)
+        val = np.full_like(lidx[0], int(u.arg))
+    elif u.op is Ops.SPECIAL:
+        val = lidx[int(u.arg[-1])] if u.arg[0] == "l" else np.zeros_like(lidx[0])
+    elif u.op is Ops.RANGE or (u.op is Ops.PARAM and u.addrspace is not AddrSpace.GLOBAL):  # a loop, a variable
+        val = np.full_like(lidx[0], int(u.vmin))
+    elif u.op is Ops.CAST and dtypes.is_int(u.dtype) and dtypes.is_int(u.src[0].dtype):
+        val = _evaluate(u.src[0], lidx, memo)
+    elif u.op in _ALU:
+        args = [_evaluate(s, lidx, memo) for s in u.src]
+        if u.op in (Ops.CDIV, Ops.CMOD, Ops.FLOORDIV, Ops.FLOORMOD) and (args[1] == 0).any():
+            raise _Unknown(u.op)
+        val = np.asarray(_ALU[u.op](*args), dtype=np.int64)
+    else:
+        raise _Unknown(u.op)
+    memo[u] = val
+    return val
+
+
+def _distinct_per_row(a: np.ndarray) -> np.ndarray:
+    """How many distinct values each row of ``a`` holds."""
+    a = np.sort(a, axis=1)
+    return 1 + (np.diff(a, axis=1) != 0).sum(axis=1)
+
+
+def layout_costs(uops: list[UOp], local: list[int], orders: list[tuple[int, ...]], lanes: int) -> list[int] | None:
+    """For each order in ``orders`` (local dimension ``i``, of size ``local[i]``, on axis ``order[i]``): the distinct
+    lines and pages (LINE_BYTES, PAGE_BYTES) that the first ``lanes`` invocations of a work group touch, summed over
+    the kernel's global accesses weighted by their loops' trip counts; None where an index cannot be evaluated. All
+    orders are evaluated at once, a row of lanes each."""
+    rows = []
+    for axes in orders:
+        sizes = [1, 1, 1]
+        for dim, axis in enumerate(axes):
+            sizes[axis] = local[dim]
+        flat = np.arange(min(lanes, math.prod(sizes)), dtype=np.int64)
+        coords = [flat % sizes[0], (flat // sizes[0]) % sizes[1], flat // (sizes[0] * sizes[1])]
+        rows.append([coords[axes[dim]] if dim < len(axes) else np.zeros_like(flat) for dim in range(3)])
+    width = len(rows[0][0])  # every order puts the same invocations in the first warp's count
+    lidx = [np.concatenate([row[dim] for row in rows]) for dim in range(3)]
+    memo: dict = {}
+    total = np.zeros(len(orders), dtype=np.int64)
+    try:
+        for index, size, elements, weight in _accesses(uops):
+            first = (_evaluate(index, lidx, memo) * size).reshape(len(orders), width)
+            last = first + (elements * size - 1)  # at most 32 bytes on: no access spans more than two lines or pages
+            for unit in (LINE_BYTES, PAGE_BYTES):
+                total += weight * _distinct_per_row(np.concatenate((first // unit, last // unit), axis=1))
+    except _Unknown:
+        return None
+    return [int(t) for t in total]
+
+
+def choose_axes(
+    uops: list[UOp], local: list[int], lanes: int, local_max: tuple[int, ...] = (1024, 1024, 64)
+) -> tuple[int, ...]:
+    """The axis each local dimension goes on (tinygrad's: dimension i on axis i) that :func:`layout_costs` finds
+    cheapest for warps of ``lanes``, among the orders that keep each axis within the device's ``local_max``
+    (maxComputeWorkGroupSize); tinygrad's order on a tie, or where a cost cannot be found. Only the axes the kernel
+    uses are reordered (an unused z stays free for :func:`~vkbackend.tinygrad.renderer.renderer.widen_groups`)."""
+    used = max((i + 1 for i, n in enumerate(local) if n > 1), default=0)
+    same = tuple(range(used))
+    if used < 2 or lanes < 2:
+        return same
+    # tinygrad's own order first: min keeps the first of equal costs
+    orders = [o for o in itertools.permutations(range(used)) if all(local[d] <= local_max[a] for d, a in enumerate(o))]
+    if len(orders) < 2:
+        return same
+    costs = layout_costs(uops, local, orders, lanes)
+    if costs is None:
+        return same
+    return orders[min(range(len(orders)), key=costs.__getitem__)]
+
+
+def apply_axes(kernel: list[str], local: list[int], axes: tuple[int, ...]) -> tuple[list[str], list[int]] | None:
+    """The rendered ``kernel`` with local dimension ``i`` read from axis ``axes[i]``, and the work group's size on each
+    axis; None where the kernel reads the local ids other than through its ``lidx`` declarations."""
+    if axes == tuple(range(len(axes))):
+        return kernel, local
+    out, found = [], set()
+    for line in kernel:
+        m = _LIDX.match(line)
+        if m and int(m.group(2)) < len(axes) and m.group(3) == "xyz"[int(m.group(2))]:
+            dim = int(m.group(2))
+            found.add(dim)
+            line = m.group(1) + "xyz"[axes[dim]] + m.group(4)
+        out.append(line)
+    used = {i for i, n in enumerate(local[: len(axes)]) if n > 1}
+    if not used <= found or sum(ln.count("gl_LocalInvocationID") for ln in kernel) != len(found):
+        return None
+    sizes = list(local)
+    for dim, axis in enumerate(axes):
+        sizes[axis] = local[dim]
+    return out, sizes
