@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import types
 
 import numpy as np
 import pytest
 from _render_only import BASE, kernels, render_device
+from _switches import check_on_but_on_cpu
 from tinygrad import Context, Tensor, dtypes
 from tinygrad.uop.ops import Ops, UOp
 
@@ -55,15 +55,7 @@ def test_the_warp_size_travels_in_the_arch():
 
 
 def test_every_device_but_a_cpu_one_lays_out_locals_unless_asked(monkeypatch):
-    monkeypatch.delenv("VKBACKEND_TINYGRAD_LOCAL_LAYOUT", raising=False)
-    gpu, cpu = types.SimpleNamespace(device_type="discrete_gpu"), types.SimpleNamespace(device_type="cpu")
-    assert lays_out_locals(gpu) and not lays_out_locals(cpu)
-    for kind in ("integrated_gpu", "virtual_gpu", "other"):
-        assert lays_out_locals(types.SimpleNamespace(device_type=kind)), kind
-    monkeypatch.setenv("VKBACKEND_TINYGRAD_LOCAL_LAYOUT", "1")
-    assert lays_out_locals(cpu)
-    monkeypatch.setenv("VKBACKEND_TINYGRAD_LOCAL_LAYOUT", "0")
-    assert not lays_out_locals(gpu)
+    check_on_but_on_cpu(lays_out_locals, "VKBACKEND_TINYGRAD_LOCAL_LAYOUT", monkeypatch)
 
 
 def test_a_matmul_gets_its_loads_neighbours_in_one_warp(glslang, monkeypatch):

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import types
 
 import numpy as np
 import pytest
 from _render_only import BASE, kernels, render_device
+from _switches import check_on_but_on_cpu
 from tinygrad import Context, Tensor, Variable, dtypes
 from tinygrad.uop.ops import Ops, UOp
 
@@ -67,15 +67,7 @@ def test_the_budget_travels_in_the_arch():
 
 
 def test_every_device_but_a_cpu_one_unrolls_unless_asked(monkeypatch):
-    monkeypatch.delenv("VKBACKEND_TINYGRAD_UNROLL", raising=False)
-    gpu, cpu = types.SimpleNamespace(device_type="discrete_gpu"), types.SimpleNamespace(device_type="cpu")
-    assert unrolls(gpu) and not unrolls(cpu)
-    for kind in ("integrated_gpu", "virtual_gpu", "other"):
-        assert unrolls(types.SimpleNamespace(device_type=kind)), kind
-    monkeypatch.setenv("VKBACKEND_TINYGRAD_UNROLL", "1")
-    assert unrolls(cpu)
-    monkeypatch.setenv("VKBACKEND_TINYGRAD_UNROLL", "0")
-    assert not unrolls(gpu)
+    check_on_but_on_cpu(unrolls, "VKBACKEND_TINYGRAD_UNROLL", monkeypatch)
 
 
 def test_a_loop_of_vec4_loads_is_unrolled_by_the_largest_factor_with_a_tail(glslang):
