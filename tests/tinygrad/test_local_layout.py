@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 from _render_only import BASE, kernels, render_device
-from _switches import check_on_but_on_cpu
+from _switches import check_matmul_and_1x1_convolution, check_on_but_on_cpu
 from tinygrad import Context, Tensor, dtypes
 from tinygrad.uop.ops import Ops, UOp
 
@@ -137,11 +137,7 @@ def test_this_device_lays_out_locals_unless_it_is_a_cpu_one(vk_device, monkeypat
 
 
 def test_laid_out_matmul_and_convolutions_match_numpy(laid_out_vk, kernel_sources):
-    a, b = RNG.uniform(-1, 1, (256, 256)).astype(np.float32), RNG.uniform(-1, 1, (256, 256)).astype(np.float32)
-    np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
-    x, w = RNG.uniform(-1, 1, (8, 64, 7, 7)).astype(np.float32), RNG.uniform(-1, 1, (128, 64, 1, 1)).astype(np.float32)
-    want = np.einsum("bchw,oc->bohw", x, w[:, :, 0, 0])
-    np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w)).numpy(), want, rtol=1e-5, atol=1e-5)
+    check_matmul_and_1x1_convolution(RNG, (256, 256, 256), (8, 64, 7, 7), 128)
     x3 = RNG.uniform(-1, 1, (4, 32, 14, 14)).astype(np.float32)
     w3 = RNG.uniform(-1, 1, (32, 32, 3, 3)).astype(np.float32)
     pad = np.pad(x3, ((0, 0), (0, 0), (1, 1), (1, 1)))

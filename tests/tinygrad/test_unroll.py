@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 from _render_only import BASE, kernels, render_device
-from _switches import check_on_but_on_cpu
+from _switches import check_matmul_and_1x1_convolution, check_on_but_on_cpu
 from tinygrad import Context, Tensor, Variable, dtypes
 from tinygrad.uop.ops import Ops, UOp
 
@@ -255,9 +255,5 @@ def test_unrolled_reductions_are_exact(unrolled_vk, kernel_sources):
 
 
 def test_unrolled_matmul_and_convolution_match_numpy(unrolled_vk, kernel_sources):
-    a, b = RNG.uniform(-1, 1, (96, 160)).astype(np.float32), RNG.uniform(-1, 1, (160, 72)).astype(np.float32)
-    np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
-    x, w = RNG.uniform(-1, 1, (2, 64, 7, 7)).astype(np.float32), RNG.uniform(-1, 1, (32, 64, 1, 1)).astype(np.float32)
-    want = np.einsum("bchw,oc->bohw", x, w[:, :, 0, 0])
-    np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w)).numpy(), want, rtol=1e-5, atol=1e-5)
+    check_matmul_and_1x1_convolution(RNG, (96, 160, 72), (2, 64, 7, 7), 32)
     assert any(_factors(src) for src in kernel_sources), "no kernel was unrolled"
