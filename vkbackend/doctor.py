@@ -80,6 +80,11 @@ def _text(what: str) -> Callable[[str], str]:
     return lambda name: f"{what}: {os.environ[name]}"
 
 
+def _on_but_on_cpu(name: str) -> str:
+    """A switch of a renderer pass that is on by default on every device but a CPU one."""
+    return {None: "on every device but a CPU one", True: "on", False: "off"}[env_switch(name)]
+
+
 # Every variable docs/environment.md lists, with what its value means once parsed; tests/test_doctor.py keeps the two
 # in step. A parser raises BackendError for a value the package would refuse.
 SETTINGS: dict[str, Callable[[str], str]] = {
@@ -101,9 +106,8 @@ SETTINGS: dict[str, Callable[[str], str]] = {
     "VKBACKEND_TINYGRAD_GRAPH": _switch(True),
     "VKBACKEND_TINYGRAD_ROBUST": _switch(False),
     "VKBACKEND_TINYGRAD_TC": lambda name: {None: "where they pay", True: "on", False: "off"}[env_switch(name)],
-    "VKBACKEND_TINYGRAD_UNROLL": lambda name: {None: "on every device but a CPU one", True: "on", False: "off"}[
-        env_switch(name)
-    ],
+    "VKBACKEND_TINYGRAD_UNROLL": _on_but_on_cpu,
+    "VKBACKEND_TINYGRAD_LOCAL_LAYOUT": _on_but_on_cpu,
     "VKBACKEND_TINYGRAD_VIRTUAL": _switch(True),
     "VKBACKEND_TEST_NO_VALIDATION": _text("read by the test suite"),
     "VKBACKEND_FULL": _text("read by the test suite"),
