@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 from _render_only import BASE, kernels, render_device
-from _switches import check_matmul_and_1x1_convolution, check_on_but_on_cpu
+from _shared_checks import check_matmul_and_1x1_convolution, check_on_but_on_cpu
 from tinygrad import Context, Tensor, dtypes
 from tinygrad.uop.ops import Ops, UOp
 
@@ -59,7 +59,7 @@ def test_every_device_but_a_cpu_one_lays_out_locals_unless_asked(monkeypatch):
 
 
 def test_a_matmul_gets_its_loads_neighbours_in_one_warp(glslang, monkeypatch):
-    # tinygrad puts lidx0 on x; the matmul's lidx0 steps its loads 16 KiB apart, its lidx1 by a vector: lidx1 goes on x
+    # tinygrad puts lidx0 on x; the matmul's lidx0 steps its loads 4 KiB apart, its lidx1 by a vector: lidx1 goes on x
     seen = []
     choose = renderer.choose_axes
 
@@ -88,7 +88,8 @@ def test_kernels_with_fewer_than_two_local_dimensions_keep_their_layout(glslang)
 
     for k in kernels(LAID, row_sum):
         assert set(_axes(k.source).values()) <= {"x"}, k.source
-    assert choose_axes([], [8, 1, 1], 32) == (0,) and choose_axes([], [8, 16, 1], 1) == (0, 1)
+    limits = (1024, 1024, 64)
+    assert choose_axes([], [8, 1, 1], 32, limits) == (0,) and choose_axes([], [8, 16, 1], 1, limits) == (0, 1)
 
 
 def test_an_index_computed_from_loaded_data_keeps_tinygrads_layout():
@@ -97,7 +98,11 @@ def test_an_index_computed_from_loaded_data_keeps_tinygrads_layout():
     gathered = UOp(Ops.LOAD, dtypes.int32, (UOp(Ops.INDEX, dtypes.int32, (table, lidx0)),))
     load = UOp(Ops.LOAD, dtypes.float, (UOp(Ops.INDEX, dtypes.float, (data, gathered)),))
     assert layout_costs([load], [8, 16, 1], [(0, 1), (1, 0)], 32) is None
-    assert choose_axes([load], [8, 16, 1], 32) == (0, 1)
+    assert choose_axes([load], [8, 16, 1], 32, (1024, 1024, 64)) == (0, 1)
+    # an index past int64 (a constant, or a loop's bound) cannot be counted either
+    huge = UOp.const(2**64 - 1, dtypes.uint64)
+    far = UOp(Ops.LOAD, dtypes.float, (UOp(Ops.INDEX, dtypes.float, (data, huge)),))
+    assert layout_costs([far], [8, 16, 1], [(0, 1), (1, 0)], 32) is None
 
 
 def test_apply_axes_rewrites_the_lidx_declarations_and_the_sizes():
@@ -116,18 +121,20 @@ def test_apply_axes_rewrites_the_lidx_declarations_and_the_sizes():
     assert apply_axes(kernel, [8, 16, 1], (0, 1)) == (kernel, [8, 16, 1])
     # a kernel that reads the local ids elsewhere too (a merged group's index) is left to its own layout
     assert apply_axes([*kernel, "  int g = int(gl_LocalInvocationID.z);"], [8, 16, 1], (1, 0)) is None
+    # and so is one whose results depend on which invocations share a subgroup
+    assert apply_axes([*kernel, "  uint s = gl_SubgroupInvocationID;"], [8, 16, 1], (1, 0)) is None
 
 
 # ----- on the device -----------------------------------------------------------------------------------------------
 
 
 @pytest.fixture
-def laid_out_vk(vk_device):
-    """tinygrad's VK device with the layout on for warps of its subgroup size (also on lavapipe, where it is off by
+def layout_archs(vk_device) -> tuple[str, str]:
+    """This device's arch with the layout on for warps of its subgroup size, and off (on lavapipe it is off by
     default)."""
-    caps = dataclasses.replace(vk_device.renderer.caps, warp_lanes=vk_device.vk.info.subgroup_size)
-    with Context(DEV=f"VK::{make_arch(caps)}"):
-        yield vk_device
+    caps = vk_device.renderer.caps
+    on = dataclasses.replace(caps, warp_lanes=vk_device.vk.info.subgroup_size)
+    return f"VK::{make_arch(on)}", f"VK::{make_arch(dataclasses.replace(caps, warp_lanes=0))}"
 
 
 def test_this_device_lays_out_locals_unless_it_is_a_cpu_one(vk_device, monkeypatch):
@@ -136,17 +143,30 @@ def test_this_device_lays_out_locals_unless_it_is_a_cpu_one(vk_device, monkeypat
     assert caps_from_info(info).warp_lanes == (0 if info.device_type == "cpu" else info.subgroup_size)
 
 
-def test_laid_out_matmul_and_convolutions_match_numpy(laid_out_vk, kernel_sources):
-    check_matmul_and_1x1_convolution(RNG, (256, 256, 256), (8, 64, 7, 7), 128)
-    x3 = RNG.uniform(-1, 1, (4, 32, 14, 14)).astype(np.float32)
-    w3 = RNG.uniform(-1, 1, (32, 32, 3, 3)).astype(np.float32)
-    pad = np.pad(x3, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    want3 = sum(
-        np.einsum("bchw,oc->bohw", pad[:, :, i : i + 14, j : j + 14], w3[:, :, i, j])
-        for i in range(3)
-        for j in range(3)
-    )
-    np.testing.assert_allclose(Tensor(x3).conv2d(Tensor(w3), padding=1).numpy(), want3, rtol=1e-4, atol=1e-4)
-    laid = [src for src in kernel_sources if _axes(src).get(0, "x") != "x"]
-    assert laid, "no kernel was laid out"
-    assert all(_consistent(src) for src in kernel_sources)
+def _convolutions() -> list[np.ndarray]:
+    """A matmul, a 1x1 and a padded 3x3 convolution, on tinygrad's default device (the same inputs every call)."""
+    rng = np.random.default_rng(11)
+    a, b = rng.uniform(-1, 1, (256, 256)).astype(np.float32), rng.uniform(-1, 1, (256, 256)).astype(np.float32)
+    x, w = rng.uniform(-1, 1, (8, 64, 7, 7)).astype(np.float32), rng.uniform(-1, 1, (128, 64, 1, 1)).astype(np.float32)
+    x3 = rng.uniform(-1, 1, (4, 32, 14, 14)).astype(np.float32)
+    w3 = rng.uniform(-1, 1, (32, 32, 3, 3)).astype(np.float32)
+    return [
+        (Tensor(a) @ Tensor(b)).numpy(),
+        Tensor(x).conv2d(Tensor(w)).numpy(),
+        Tensor(x3).conv2d(Tensor(w3), padding=1).numpy(),
+    ]
+
+
+def test_laid_out_kernels_compute_what_tinygrads_layout_does(vk_device, layout_archs, kernel_sources):
+    on, off = layout_archs
+    with Context(DEV=on):
+        check_matmul_and_1x1_convolution(RNG, (256, 256, 256), (8, 64, 7, 7), 128, rtol=1e-4)
+        laid = _convolutions()
+    laid_sources = list(kernel_sources)
+    with Context(DEV=off):
+        plain = _convolutions()
+    for got, want in zip(laid, plain):
+        np.testing.assert_array_equal(got, want)  # each invocation computes the same values in the same order
+    assert any(_axes(src).get(0, "x") != "x" for src in laid_sources), "no kernel was laid out"
+    # (a widened kernel's z axis holds merged groups, not a local dimension)
+    assert all(_consistent(src) for src in laid_sources if '"widen":1' in src.split("\n", 1)[0])

@@ -9,14 +9,16 @@ of its kernels load along ``lidx0`` with large strides (a batch dimension) and a
 at all. Under CUDA the L1 cache makes up for it: the warps of a group that load the same addresses find them there.
 Under NVIDIA's Vulkan driver it does not (the H200 runs CUDA's own code for such a kernel as slowly when CUDA is told
 to give shared memory the most room, which suggests the driver leaves L1 small), and there the order of the
-dimensions alone moves ResNet-50's kernels by up to 3x (docs/performance.md).
+dimensions alone moves some of ResNet-50's kernels by over 3x (docs/performance.md, "Warps and the local layout").
 
 For each order of the local dimensions on the axes, :func:`choose_axes` counts, over the kernel's loads and stores of
 global memory, the distinct 128-byte lines and 64 KiB pages that the lanes of the group's first warp touch, each access
-weighted by the trip counts of the loops around it; it picks the cheapest order, and keeps tinygrad's on a tie or
-wherever an index cannot be evaluated. Each invocation computes what it does in tinygrad's layout: only which
-invocations share a warp changes. Kernels on global ids, with tensor cores (cooperative matrices need their subgroups
-as laid out) or with fewer than two local dimensions keep their layout.
+weighted by the trip counts of the loops around it; it picks the cheapest order, and keeps tinygrad's on a tie, or
+for the whole kernel where one index cannot be evaluated (computed from loaded data, or by an op it does not know).
+Accesses through pointer views (read element by element) are not counted, and gated accesses count every lane. Each
+invocation computes what it does in tinygrad's layout: only which invocations share a warp changes. Kernels on global
+ids, with tensor cores (cooperative matrices need their subgroups as laid out) or with a single local dimension keep
+their layout.
 """
 
 from __future__ import annotations
@@ -96,7 +98,8 @@ def _accesses(uops: list[UOp]) -> list[tuple[UOp, int, int, int]]:
             if buf.op is not Ops.PARAM or buf.addrspace is not AddrSpace.GLOBAL:
                 continue  # local or register memory, or a pointer view (read element by element)
             lanes = mop.max_numel() if mop.op is Ops.SHRINK else 1
-            weight = math.prod(max(1, int(r.src[0].vmax)) for r in open_ranges)
+            # capped, so that loops with huge symbolic bounds cannot overflow the int64 totals
+            weight = min(math.prod(max(1, int(r.src[0].vmax)) for r in open_ranges), 1 << 32)
             out.append((mop.src[1], storage_dtype(buf.dtype).itemsize, lanes, weight))
     return out
 
@@ -114,7 +117,9 @@ def _evaluate(u: UOp, lidx: list[np.ndarray], memo: dict) -> np.ndarray:
         val = lidx[int(u.arg[-1])] if u.arg[0] == "l" else np.zeros_like(lidx[0])
     elif u.op is Ops.RANGE or (u.op is Ops.PARAM and u.addrspace is not AddrSpace.GLOBAL):  # a loop, a variable
         val = np.full_like(lidx[0], int(u.vmin))
-    elif u.op is Ops.CAST and dtypes.is_int(u.dtype) and dtypes.is_int(u.src[0].dtype):
+    elif (
+        u.op is Ops.CAST and dtypes.is_int(u.dtype) and (dtypes.is_int(u.src[0].dtype) or u.src[0].dtype == dtypes.bool)
+    ):
         val = _evaluate(u.src[0], lidx, memo)
     elif u.op in _ALU:
         args = [_evaluate(s, lidx, memo) for s in u.src]
@@ -156,14 +161,12 @@ def layout_costs(uops: list[UOp], local: list[int], orders: list[tuple[int, ...]
             last = first + (elements * size - 1)  # at most 32 bytes on: no access spans more than two lines or pages
             for unit in (LINE_BYTES, PAGE_BYTES):
                 total += weight * _distinct_per_row(np.concatenate((first // unit, last // unit), axis=1))
-    except _Unknown:
+    except (_Unknown, OverflowError):  # (a constant or bound past int64)
         return None
     return [int(t) for t in total]
 
 
-def choose_axes(
-    uops: list[UOp], local: list[int], lanes: int, local_max: tuple[int, ...] = (1024, 1024, 64)
-) -> tuple[int, ...]:
+def choose_axes(uops: list[UOp], local: list[int], lanes: int, local_max: tuple[int, ...]) -> tuple[int, ...]:
     """The axis each local dimension goes on (tinygrad's: dimension i on axis i) that :func:`layout_costs` finds
     cheapest for warps of ``lanes``, among the orders that keep each axis within the device's ``local_max``
     (maxComputeWorkGroupSize); tinygrad's order on a tie, or where a cost cannot be found. Only the axes the kernel
@@ -184,7 +187,8 @@ def choose_axes(
 
 def apply_axes(kernel: list[str], local: list[int], axes: tuple[int, ...]) -> tuple[list[str], list[int]] | None:
     """The rendered ``kernel`` with local dimension ``i`` read from axis ``axes[i]``, and the work group's size on each
-    axis; None where the kernel reads the local ids other than through its ``lidx`` declarations."""
+    axis; None where the kernel reads the local ids other than through its ``lidx`` declarations, or anything that
+    depends on which invocations share a subgroup."""
     if axes == tuple(range(len(axes))):
         return kernel, local
     out, found = [], set()
@@ -197,6 +201,8 @@ def apply_axes(kernel: list[str], local: list[int], axes: tuple[int, ...]) -> tu
         out.append(line)
     used = {i for i, n in enumerate(local[: len(axes)]) if n > 1}
     if not used <= found or sum(ln.count("gl_LocalInvocationID") for ln in kernel) != len(found):
+        return None
+    if any("gl_LocalInvocationIndex" in ln or "gl_Subgroup" in ln or "subgroup" in ln for ln in kernel):
         return None
     sizes = list(local)
     for dim, axis in enumerate(axes):

@@ -20,16 +20,18 @@ def check_on_but_on_cpu(switch_on, env: str, monkeypatch) -> None:
     assert not switch_on(gpu)
 
 
-def check_matmul_and_1x1_convolution(rng, mkn: tuple[int, int, int], nchw: tuple[int, int, int, int], out: int) -> None:
+def check_matmul_and_1x1_convolution(
+    rng, mkn: tuple[int, int, int], nchw: tuple[int, int, int, int], out: int, rtol: float = 1e-5
+) -> None:
     """A float32 matmul of ``mkn`` and a 1x1 convolution of an ``nchw`` input to ``out`` channels, on tinygrad's
-    default device, against numpy."""
+    default device, against numpy within ``rtol`` (and as much absolute tolerance)."""
     import numpy as np  # noqa: PLC0415
     from tinygrad import Tensor  # noqa: PLC0415
 
     m, k, n = mkn
     a, b = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
-    np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=rtol, atol=rtol)
     x = rng.uniform(-1, 1, nchw).astype(np.float32)
     w = rng.uniform(-1, 1, (out, nchw[1], 1, 1)).astype(np.float32)
     want = np.einsum("bchw,oc->bohw", x, w[:, :, 0, 0])
-    np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w)).numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w)).numpy(), want, rtol=rtol, atol=rtol)
