@@ -32,6 +32,8 @@ from tinygrad.dtype import dtypes
 from tinygrad.uop.ops import AddrSpace, Ops, UOp
 
 from vkbackend.tinygrad.renderer.glsl_types import storage_dtype
+from vkbackend.tinygrad.renderer.loops import enclosing_ranges
+from vkbackend.tinygrad.renderer.memory_access import global_param_access
 
 __all__ = ["LINE_BYTES", "PAGE_BYTES", "apply_axes", "choose_axes", "layout_costs"]
 
@@ -83,24 +85,13 @@ def _accesses(uops: list[UOp]) -> list[tuple[UOp, int, int, int]]:
     """Every load and store of a global argument: ``(index, bytes an element, elements, weight)``, the weight being
     the product of the trip counts (the largest a symbolic bound allows) of the loops around it."""
     out = []
-    open_ranges: list[UOp] = []
-    for u in uops:
-        if u.op is Ops.RANGE:
-            open_ranges.append(u)
-        elif u.op is Ops.END:
-            ended = set(u.src[1:])
-            open_ranges = [r for r in open_ranges if r not in ended]
-        elif u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op in (Ops.INDEX, Ops.SHRINK):
-            mop = u.src[0]
-            buf = mop.src[0]
-            while buf.op is Ops.AFTER:
-                buf = buf.src[0]
-            if buf.op is not Ops.PARAM or buf.addrspace is not AddrSpace.GLOBAL:
-                continue  # local or register memory, or a pointer view (read element by element)
-            lanes = mop.max_numel() if mop.op is Ops.SHRINK else 1
-            # capped, so that loops with huge symbolic bounds cannot overflow the int64 totals
-            weight = min(math.prod(max(1, int(r.src[0].vmax)) for r in open_ranges), 1 << 32)
-            out.append((mop.src[1], storage_dtype(buf.dtype).itemsize, lanes, weight))
+    for u, around in enclosing_ranges(uops):
+        if (access := global_param_access(u)) is None:
+            continue  # not one, or local or register memory, or a pointer view (read element by element)
+        buf, index, lanes = access
+        # capped, so that loops with huge symbolic bounds cannot overflow the int64 totals
+        weight = min(math.prod(max(1, int(r.src[0].vmax)) for r in around), 1 << 32)
+        out.append((index, storage_dtype(buf.dtype).itemsize, lanes, weight))
     return out
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from tinygrad.dtype import dtypes
 from tinygrad.uop.ops import Ops, UOp, axis_letters, range_str
 
-__all__ = ["Loop", "emit", "loops", "parse", "range_name", "source_lines"]
+__all__ = ["Loop", "emit", "enclosing_ranges", "loops", "parse", "range_name", "source_lines"]
 
 _HEADER = re.compile(r"^(\s*)for \((\S+) (\w+) = 0; \3 < (.+); \3\+\+\) \{$")
 
@@ -60,6 +60,19 @@ def _parse(lines: list[str], pos: int, indent: str | None, ranges: dict[str, UOp
             out.append(line)
             pos += 1
     return out, pos
+
+
+def enclosing_ranges(uops: list[UOp]) -> Iterator[tuple[UOp, tuple[UOp, ...]]]:
+    """Each of the linearised ``uops`` with the RANGE ops open around it, outermost first (a RANGE's own are those
+    around it, not itself; an END's are those it closes and any around them)."""
+    open_ranges: tuple[UOp, ...] = ()
+    for u in uops:
+        yield u, open_ranges
+        if u.op is Ops.RANGE:
+            open_ranges = (*open_ranges, u)
+        elif u.op is Ops.END:
+            ended = set(u.src[1:])
+            open_ranges = tuple(r for r in open_ranges if r not in ended)
 
 
 def parse(kernel: list[str], uops: list[UOp]) -> list:

@@ -29,6 +29,7 @@ __all__ = [
     "KernelMemory",
     "RenderContext",
     "global_load_lanes",
+    "global_param_access",
     "plan_vector_widths",
     "compose_load",
     "compose_store",
@@ -195,6 +196,11 @@ def _declared_width(buf: UOp, widths: set[int]) -> int:
     return dw
 
 
+def _lanes(mop: UOp) -> int:
+    """The lanes an access through ``mop`` (an INDEX or a SHRINK) moves."""
+    return mop.max_numel() if mop.op is Ops.SHRINK else 1
+
+
 def global_load_lanes(u: UOp) -> int:
     """How many lanes ``u`` reads from a global argument: a LOAD's width, 0 for any other op or memory."""
     if u.op is not Ops.LOAD or u.src[0].op not in (Ops.INDEX, Ops.SHRINK):
@@ -203,7 +209,17 @@ def global_load_lanes(u: UOp) -> int:
     buf = _base_buffer(mop.src[0])
     if not (_is_global_param(buf) or _is_ptr_view(buf)):
         return 0
-    return mop.max_numel() if mop.op is Ops.SHRINK else 1
+    return _lanes(mop)
+
+
+def global_param_access(u: UOp) -> tuple[UOp, UOp, int] | None:
+    """A LOAD or STORE of a global argument itself: ``(argument, element index, lanes)``; None for any other op or
+    memory, and for a pointer view of an argument (read and written element by element)."""
+    if u.op not in (Ops.LOAD, Ops.STORE) or u.src[0].op not in (Ops.INDEX, Ops.SHRINK):
+        return None
+    mop = u.src[0]
+    buf = _base_buffer(mop.src[0])
+    return (buf, mop.src[1], _lanes(mop)) if _is_global_param(buf) else None
 
 
 def plan_vector_widths(uops: list[UOp]) -> dict[UOp, int]:
@@ -217,7 +233,7 @@ def plan_vector_widths(uops: list[UOp]) -> dict[UOp, int]:
         if _is_ptr_view(buf):
             widths.setdefault(_bitcast_param(buf)[0], set()).add(1)  # composed from the buffer's own elements
         elif _is_global_param(buf) or _is_local_buffer(buf):
-            widths.setdefault(buf, set()).add(mop.max_numel() if mop.op is Ops.SHRINK else 1)
+            widths.setdefault(buf, set()).add(_lanes(mop))
     return {buf: _declared_width(buf, ws) for buf, ws in widths.items()}
 
 

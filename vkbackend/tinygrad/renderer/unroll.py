@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from tinygrad.uop.ops import Ops, UOp
 
-from vkbackend.tinygrad.renderer.loops import loops, range_name
+from vkbackend.tinygrad.renderer.loops import enclosing_ranges, loops, range_name
 from vkbackend.tinygrad.renderer.memory_access import global_load_lanes
 
 __all__ = ["LANE_BUDGET", "MAX_FACTOR", "unroll_factors", "unroll_for_loads"]
@@ -30,19 +30,14 @@ def unroll_factors(uops: list[UOp], budget: int = LANE_BUDGET) -> dict[str, int]
     left out): from the lanes its body loads from global memory, per iteration."""
     lanes: dict[UOp, int] = {}
     skip: set[UOp] = set()  # loops with a loop, a barrier or a tensor-core op inside
-    open_ranges: list[UOp] = []
-    for u in uops:
+    for u, around in enclosing_ranges(uops):
         if u.op is Ops.RANGE:
-            skip.update(open_ranges[-1:])
-            open_ranges.append(u)
+            skip.update(around[-1:])
             lanes[u] = 0
-        elif u.op is Ops.END:
-            ended = set(u.src[1:])
-            open_ranges = [r for r in open_ranges if r not in ended]
-        elif open_ranges:
+        elif u.op is not Ops.END and around:
             if u.op in (Ops.BARRIER, Ops.WMMA):
-                skip.update(open_ranges)
-            lanes[open_ranges[-1]] += global_load_lanes(u)
+                skip.update(around)
+            lanes[around[-1]] += global_load_lanes(u)
     factors = {}
     for r, n in lanes.items():
         bound = r.src[0]

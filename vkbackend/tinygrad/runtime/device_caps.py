@@ -26,20 +26,25 @@ def _nonempty(info, name: str) -> bool:
     return bool(info.dtype_capabilities.get(DType[name]))
 
 
+def _on_but_on_cpu(info, variable: str) -> bool:
+    """Switch ``variable`` when set, else whether ``info`` is anything but a CPU device (device type ``cpu``, such as
+    lavapipe), so also ``other`` and ``virtual_gpu`` devices."""
+    chosen = env_switch(variable)
+    return chosen if chosen is not None else getattr(info, "device_type", "") != "cpu"
+
+
 def unrolls(info) -> bool:
     """Whether tinygrad's innermost loops are unrolled on this device (:mod:`vkbackend.tinygrad.renderer.unroll`):
-    ``VKBACKEND_TINYGRAD_UNROLL`` when set, else on every device but a CPU one (device type ``cpu``, such as
-    lavapipe), so also on ``other`` and ``virtual_gpu`` devices. What it gains was measured on NVIDIA only."""
-    chosen = env_switch("VKBACKEND_TINYGRAD_UNROLL")
-    return chosen if chosen is not None else getattr(info, "device_type", "") != "cpu"
+    ``VKBACKEND_TINYGRAD_UNROLL`` when set, else on every device but a CPU one. What it gains was measured on NVIDIA
+    only."""
+    return _on_but_on_cpu(info, "VKBACKEND_TINYGRAD_UNROLL")
 
 
 def lays_out_locals(info) -> bool:
     """Whether the renderer lays a kernel's local dimensions on the work group's axes for its warps
     (:mod:`vkbackend.tinygrad.renderer.local_layout`): ``VKBACKEND_TINYGRAD_LOCAL_LAYOUT`` when set, else on every
-    device but a CPU one (device type ``cpu``, such as lavapipe). What it gains was measured on NVIDIA only."""
-    chosen = env_switch("VKBACKEND_TINYGRAD_LOCAL_LAYOUT")
-    return chosen if chosen is not None else getattr(info, "device_type", "") != "cpu"
+    device but a CPU one. What it gains was measured on NVIDIA only."""
+    return _on_but_on_cpu(info, "VKBACKEND_TINYGRAD_LOCAL_LAYOUT")
 
 
 def caps_from_info(info) -> DeviceCaps:
