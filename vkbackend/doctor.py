@@ -108,6 +108,7 @@ SETTINGS: dict[str, Callable[[str], str]] = {
     "VKBACKEND_TINYGRAD_TC": lambda name: {None: "where they pay", True: "on", False: "off"}[env_switch(name)],
     "VKBACKEND_TINYGRAD_UNROLL": _on_but_on_cpu,
     "VKBACKEND_TINYGRAD_LOCAL_LAYOUT": _on_but_on_cpu,
+    "VKBACKEND_TINYGRAD_STAGE_STREAMS": _on_but_on_cpu,
     "VKBACKEND_TINYGRAD_VIRTUAL": _switch(True),
     "VKBACKEND_TEST_NO_VALIDATION": _text("read by the test suite"),
     "VKBACKEND_FULL": _text("read by the test suite"),

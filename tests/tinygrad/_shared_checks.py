@@ -1,5 +1,5 @@
-"""Checks shared by the renderer passes that are on by default on every device but a CPU one: the switch, and
-results that match numpy."""
+"""Checks shared by the renderer passes that are on by default on every device but a CPU one: the switch, the arch
+that turns a pass on or off for the device under test, and results that match numpy."""
 
 from __future__ import annotations
 
@@ -18,6 +18,27 @@ def check_on_but_on_cpu(switch_on, env: str, monkeypatch) -> None:
     assert switch_on(cpu)
     monkeypatch.setenv(env, "0")
     assert not switch_on(gpu)
+
+
+def archs_with_subgroup_lanes(vk_device, field: str) -> tuple[str, str]:
+    """``DEV`` strings for tinygrad's VK device ``vk_device`` with the ``DeviceCaps`` ``field`` (a pass's lanes) set
+    to the device's subgroup size, and at 0 (off; on lavapipe a pass is off by default)."""
+    import dataclasses  # noqa: PLC0415
+
+    from vkbackend.tinygrad.renderer.caps import make_arch  # noqa: PLC0415
+
+    caps = vk_device.renderer.caps
+    on = dataclasses.replace(caps, **{field: vk_device.vk.info.subgroup_size})
+    return f"VK::{make_arch(on)}", f"VK::{make_arch(dataclasses.replace(caps, **{field: 0}))}"
+
+
+def check_this_device_unless_cpu(vk_device, field: str, env: str, monkeypatch) -> None:
+    """With ``env`` unset, the caps read from ``vk_device`` set ``field`` to the subgroup size, but on a CPU device."""
+    from vkbackend.tinygrad.runtime.device_caps import caps_from_info  # noqa: PLC0415
+
+    monkeypatch.delenv(env, raising=False)
+    info = vk_device.vk.info
+    assert getattr(caps_from_info(info), field) == (0 if info.device_type == "cpu" else info.subgroup_size)
 
 
 def check_matmul_and_1x1_convolution(

@@ -11,14 +11,19 @@ import re
 import numpy as np
 import pytest
 from _render_only import BASE, kernels, render_device
-from _shared_checks import check_matmul_and_1x1_convolution, check_on_but_on_cpu
+from _shared_checks import (
+    archs_with_subgroup_lanes,
+    check_matmul_and_1x1_convolution,
+    check_on_but_on_cpu,
+    check_this_device_unless_cpu,
+)
 from tinygrad import Context, Tensor, dtypes
 from tinygrad.uop.ops import Ops, UOp
 
 from vkbackend.tinygrad.renderer import renderer
 from vkbackend.tinygrad.renderer.caps import make_arch, parse_arch
 from vkbackend.tinygrad.renderer.local_layout import apply_axes, choose_axes, layout_costs
-from vkbackend.tinygrad.runtime.device_caps import caps_from_info, lays_out_locals
+from vkbackend.tinygrad.runtime.device_caps import lays_out_locals
 
 RNG = np.random.default_rng(5)
 LAID = render_device("VKLAIDOUT", dataclasses.replace(BASE, warp_lanes=32))
@@ -130,17 +135,12 @@ def test_apply_axes_rewrites_the_lidx_declarations_and_the_sizes():
 
 @pytest.fixture
 def layout_archs(vk_device) -> tuple[str, str]:
-    """This device's arch with the layout on for warps of its subgroup size, and off (on lavapipe it is off by
-    default)."""
-    caps = vk_device.renderer.caps
-    on = dataclasses.replace(caps, warp_lanes=vk_device.vk.info.subgroup_size)
-    return f"VK::{make_arch(on)}", f"VK::{make_arch(dataclasses.replace(caps, warp_lanes=0))}"
+    """This device's arch with the layout on for warps of its subgroup size, and off."""
+    return archs_with_subgroup_lanes(vk_device, "warp_lanes")
 
 
 def test_this_device_lays_out_locals_unless_it_is_a_cpu_one(vk_device, monkeypatch):
-    monkeypatch.delenv("VKBACKEND_TINYGRAD_LOCAL_LAYOUT", raising=False)
-    info = vk_device.vk.info
-    assert caps_from_info(info).warp_lanes == (0 if info.device_type == "cpu" else info.subgroup_size)
+    check_this_device_unless_cpu(vk_device, "warp_lanes", "VKBACKEND_TINYGRAD_LOCAL_LAYOUT", monkeypatch)
 
 
 def _convolutions() -> list[np.ndarray]:

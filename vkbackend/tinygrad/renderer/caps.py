@@ -70,6 +70,9 @@ class DeviceCaps:
     # invocations of one subgroup (warp) that the layout of the local dimensions is chosen for (0: tinygrad's layout,
     # lidx0 on x; see vkbackend.tinygrad.renderer.local_layout)
     warp_lanes: int = 0
+    # invocations of one subgroup (warp) for which loads whose lanes each walk a run of their own are staged through
+    # shared memory (0: not staged; see vkbackend.tinygrad.renderer.stream_staging)
+    stage_lanes: int = 0
     # tensor cores (where the device has cooperative matrices and VKBACKEND_TINYGRAD_TC allows: tensor_cores.tc_mode,
     # coopmat_layout.with_tensor_cores): the invocations of one warp (``w32``), the shapes (``m16.16.16.f16.f32``),
     # ``tcemu``: WMMA in scalar code, not cooperative matrices (to check the layout on devices without them), and
@@ -100,6 +103,7 @@ def make_arch(caps: DeviceCaps) -> str:
         *([f"loops{caps.loop_limit}"] if caps.loop_limit else []),
         *([f"unroll{caps.unroll_lanes}"] if caps.unroll_lanes else []),
         *([f"lanes{caps.warp_lanes}"] if caps.warp_lanes else []),
+        *([f"stage{caps.stage_lanes}"] if caps.stage_lanes else []),
         *([f"wide{caps.wide_bytes}"] if caps.wide_bytes != DeviceCaps.wide_bytes else []),
     ]
     if caps.tc_threads and caps.tc_shapes:
@@ -128,6 +132,8 @@ def parse_arch(arch: str) -> DeviceCaps:
             kw["unroll_lanes"] = int(tok[6:])
         elif tok.startswith("lanes") and tok[5:].isdigit():
             kw["warp_lanes"] = int(tok[5:])
+        elif tok.startswith("stage") and tok[5:].isdigit():
+            kw["stage_lanes"] = int(tok[5:])
         elif tok.startswith("wide") and tok[4:].isdigit():
             kw["wide_bytes"] = int(tok[4:])
         elif tok == "tcemu":

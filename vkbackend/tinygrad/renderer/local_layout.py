@@ -28,10 +28,10 @@ import math
 import re
 
 import numpy as np
-from tinygrad.dtype import dtypes
-from tinygrad.uop.ops import AddrSpace, Ops, UOp
+from tinygrad.uop.ops import UOp
 
 from vkbackend.tinygrad.renderer.glsl_types import storage_dtype
+from vkbackend.tinygrad.renderer.index_values import Unknown, evaluate
 from vkbackend.tinygrad.renderer.loops import enclosing_ranges
 from vkbackend.tinygrad.renderer.memory_access import global_param_access
 
@@ -43,42 +43,6 @@ LINE_BYTES = 128  # an L1/L2 cache line
 PAGE_BYTES = 64 << 10
 
 _LIDX = re.compile(r"^(\s*int lidx(\d) = int\(gl_LocalInvocationID\.)([xyz])(\);.*)$")
-
-
-class _Unknown(Exception):
-    """An index the layout cannot evaluate (one computed from loaded data, or an op it does not know)."""
-
-
-def _cdiv(a, b):
-    q = np.abs(a) // np.abs(b)
-    return np.where((a < 0) != (b < 0), -q, q)
-
-
-def _cmod(a, b):
-    return a - b * _cdiv(a, b)
-
-
-_ALU = {
-    Ops.ADD: np.add,
-    Ops.SUB: np.subtract,
-    Ops.MUL: np.multiply,
-    Ops.NEG: np.negative,
-    Ops.SHL: np.left_shift,
-    Ops.SHR: np.right_shift,
-    Ops.AND: np.bitwise_and,
-    Ops.OR: np.bitwise_or,
-    Ops.XOR: np.bitwise_xor,
-    Ops.MAX: np.maximum,
-    Ops.CMPLT: np.less,
-    Ops.CMPNE: np.not_equal,
-    Ops.CMPEQ: np.equal,
-    Ops.WHERE: np.where,
-    Ops.CDIV: _cdiv,
-    Ops.CMOD: _cmod,
-    Ops.FLOORDIV: np.floor_divide,
-    Ops.FLOORMOD: np.mod,
-    Ops.MULACC: lambda a, b, c: a * b + c,
-}
 
 
 def _accesses(uops: list[UOp]) -> list[tuple[UOp, int, int, int]]:
@@ -93,34 +57,6 @@ def _accesses(uops: list[UOp]) -> list[tuple[UOp, int, int, int]]:
         weight = min(math.prod(max(1, int(r.src[0].vmax)) for r in around), 1 << 32)
         out.append((index, storage_dtype(buf.dtype).itemsize, lanes, weight))
     return out
-
-
-def _evaluate(u: UOp, lidx: list[np.ndarray], memo: dict) -> np.ndarray:
-    """``u``'s value for each lane (int64 arrays), with the group and loop indices and variables at their least."""
-    found = memo.get(u)
-    if found is not None:
-        return found
-    if u.op is Ops.CONST:
-        if not isinstance(u.arg, (int, bool)):
-            raise _Unknown(u.op)
-        val = np.full_like(lidx[0], int(u.arg))
-    elif u.op is Ops.SPECIAL:
-        val = lidx[int(u.arg[-1])] if u.arg[0] == "l" else np.zeros_like(lidx[0])
-    elif u.op is Ops.RANGE or (u.op is Ops.PARAM and u.addrspace is not AddrSpace.GLOBAL):  # a loop, a variable
-        val = np.full_like(lidx[0], int(u.vmin))
-    elif (
-        u.op is Ops.CAST and dtypes.is_int(u.dtype) and (dtypes.is_int(u.src[0].dtype) or u.src[0].dtype == dtypes.bool)
-    ):
-        val = _evaluate(u.src[0], lidx, memo)
-    elif u.op in _ALU:
-        args = [_evaluate(s, lidx, memo) for s in u.src]
-        if u.op in (Ops.CDIV, Ops.CMOD, Ops.FLOORDIV, Ops.FLOORMOD) and (args[1] == 0).any():
-            raise _Unknown(u.op)
-        val = np.asarray(_ALU[u.op](*args), dtype=np.int64)
-    else:
-        raise _Unknown(u.op)
-    memo[u] = val
-    return val
 
 
 def _distinct_per_row(a: np.ndarray) -> np.ndarray:
@@ -148,11 +84,11 @@ def layout_costs(uops: list[UOp], local: list[int], orders: list[tuple[int, ...]
     total = np.zeros(len(orders), dtype=np.int64)
     try:
         for index, size, elements, weight in _accesses(uops):
-            first = (_evaluate(index, lidx, memo) * size).reshape(len(orders), width)
+            first = (evaluate(index, lidx, memo) * size).reshape(len(orders), width)
             last = first + (elements * size - 1)  # at most 32 bytes on: no access spans more than two lines or pages
             for unit in (LINE_BYTES, PAGE_BYTES):
                 total += weight * _distinct_per_row(np.concatenate((first // unit, last // unit), axis=1))
-    except (_Unknown, OverflowError):  # (a constant or bound past int64)
+    except (Unknown, OverflowError):  # (a constant or bound past int64)
         return None
     return [int(t) for t in total]
 

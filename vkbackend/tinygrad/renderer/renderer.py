@@ -50,7 +50,7 @@ from vkbackend.tinygrad.renderer.glsl_types import (
 )
 from vkbackend.tinygrad.renderer.local_layout import apply_axes, choose_axes
 from vkbackend.tinygrad.renderer.loop_limit import bound_loops
-from vkbackend.tinygrad.renderer.loops import emit, parse
+from vkbackend.tinygrad.renderer.loops import emit, loops, parse
 from vkbackend.tinygrad.renderer.memory_access import (
     GlobalArg,
     KernelMemory,
@@ -60,6 +60,7 @@ from vkbackend.tinygrad.renderer.memory_access import (
     render_load,
     render_store,
 )
+from vkbackend.tinygrad.renderer.stream_staging import plan_staging, stage_streams
 from vkbackend.tinygrad.renderer.tensor_cores import render_wmma, tensor_cores, wmma_prelude, wmma_target
 from vkbackend.tinygrad.renderer.unroll import unroll_for_loads
 
@@ -361,6 +362,12 @@ class VKRenderer(CStyleLanguage):
 
     # ----- the kernel ---------------------------------------------------------------------------------------------
     def render(self, uops: list[UOp]) -> str:
+        tile_loop, tile = None, 1
+        if self.caps.stage_lanes and (plan := plan_staging(uops, self.caps.stage_lanes, self.shared_max)) is not None:
+            uops, tile_loop = stage_streams(
+                uops, plan
+            )  # loads whose lanes walk runs of their own, through shared memory
+            tile = plan.tile
         # how each global argument is reached, by name; filled before _render so INDEX can use it
         arguments: dict[str, GlobalArg] = {}
         for u in uops:
@@ -378,10 +385,13 @@ class VKRenderer(CStyleLanguage):
         self.memory = KernelMemory(arguments, plan_vector_widths(uops))
         self._special_widths = set()
         name, kernel, bufs = self._render(uops)
-        if self.caps.unroll_lanes or self.caps.loop_limit:
+        if self.caps.unroll_lanes or self.caps.loop_limit or tile_loop:
             tree = parse(kernel, uops)
             if self.caps.unroll_lanes:  # all but CPU devices, by default: more loads in flight
                 unroll_for_loads(tree, uops, self.caps.unroll_lanes)
+            for loop, _ in loops(tree):
+                if loop.name == tile_loop:  # a staged tile's iterations, each reading its own row: unrolled whole
+                    loop.u = tile
             if self.caps.loop_limit:  # lavapipe: unrolled until its loop-iteration limit holds, or refused
                 bound_loops(name, tree, self.caps.loop_limit)
             kernel = emit(tree)

@@ -10,7 +10,15 @@ from vkbackend.tinygrad.renderer.caps import DeviceCaps
 from vkbackend.tinygrad.renderer.tensor_cores import device_shapes
 from vkbackend.tinygrad.renderer.unroll import LANE_BUDGET
 
-__all__ = ["caps_from_info", "max_kernel_buffers", "is_lavapipe", "lays_out_locals", "unrolls", "LAVAPIPE_LOOP_LIMIT"]
+__all__ = [
+    "caps_from_info",
+    "max_kernel_buffers",
+    "is_lavapipe",
+    "lays_out_locals",
+    "stages_streams",
+    "unrolls",
+    "LAVAPIPE_LOOP_LIMIT",
+]
 
 # gallivm's LP_MAX_TGSI_LOOP_ITERATIONS: the loop iterations one lavapipe invocation runs, all loops together
 LAVAPIPE_LOOP_LIMIT = 65535
@@ -47,6 +55,13 @@ def lays_out_locals(info) -> bool:
     return _on_but_on_cpu(info, "VKBACKEND_TINYGRAD_LOCAL_LAYOUT")
 
 
+def stages_streams(info) -> bool:
+    """Whether loads whose lanes each walk a run of their own are staged through shared memory a tile at a time
+    (:mod:`vkbackend.tinygrad.renderer.stream_staging`): ``VKBACKEND_TINYGRAD_STAGE_STREAMS`` when set, else on every
+    device but a CPU one. What it gains was measured on NVIDIA only."""
+    return _on_but_on_cpu(info, "VKBACKEND_TINYGRAD_STAGE_STREAMS")
+
+
 def caps_from_info(info) -> DeviceCaps:
     """What the renderer may use on a device, from its :class:`vkbackend.DeviceInfo`.
 
@@ -81,6 +96,7 @@ def caps_from_info(info) -> DeviceCaps:
         loop_limit=LAVAPIPE_LOOP_LIMIT if is_lavapipe(info) else 0,
         unroll_lanes=LANE_BUDGET if unrolls(info) else 0,
         warp_lanes=int(getattr(info, "subgroup_size", 0) or 0) if lays_out_locals(info) else 0,
+        stage_lanes=int(getattr(info, "subgroup_size", 0) or 0) if stages_streams(info) else 0,
         tc_shapes=(tc := device_shapes(info))[0],
         tc_threads=tc[1],
     )
