@@ -20,13 +20,22 @@ from tinygrad.uop.ops import AxisType, Ops, UOp
 from vkbackend.tinygrad.renderer import renderer
 from vkbackend.tinygrad.renderer.caps import make_arch, parse_arch
 from vkbackend.tinygrad.renderer.index_values import evaluate
-from vkbackend.tinygrad.renderer.stream_staging import SHARED_BUDGET, _lane_and_step, plan_staging
+from vkbackend.tinygrad.renderer.stream_staging import (
+    SHARED_BUDGET,
+    _alu,
+    _int,
+    _lane_and_step,
+    plan_staging,
+    stage_streams,
+)
 from vkbackend.tinygrad.runtime.device_caps import stages_streams
 
 STAGED = render_device("VKSTAGED", dataclasses.replace(BASE, stage_lanes=32))
 PLAIN = render_device("VKNOTSTAGED", BASE)
 # a device whose shared memory cannot hold a tile of sum's first kernel (4 loads x 32 rows x 9 vec4: 18 KiB)
 SMALL = render_device("VKSTAGEDSMALL", dataclasses.replace(BASE, stage_lanes=32, shared_max=16384))
+# a device whose staging declines every plan (the test below makes it so): its own name, so its kernels render anew
+DECLINED = render_device("VKSTAGEDDECLINED", dataclasses.replace(BASE, stage_lanes=32))
 SUM_FLOATS = 64 << 20  # tinygrad's first kernel: 512 groups of 32, each invocation summing 4,096 floats of its own
 
 
@@ -101,17 +110,25 @@ def test_a_tile_that_does_not_fit_the_shared_memory_is_not_staged(glslang, monke
     assert "shared" not in first.source and plans[0] is None
 
 
-def _loop_kernel(index_of) -> list[UOp]:
-    """A linear kernel of one local dimension (32) and one loop (256): ``out[lidx0] += data[index_of(lidx0, r)]``."""
+def _loop_kernel(index_of, view: bool = False, after=None) -> list[UOp]:
+    """A linear kernel of one local dimension (32) and one loop (256): ``out[lidx0] += data[index_of(lidx0, r)]``
+    (through a pointer view of ``out`` with ``view``), then ``out[after(lidx0)] = 1`` with ``after``."""
     data, out = UOp.param(1, dtypes.float, (1 << 20,)), UOp.param(0, dtypes.float, (32,))
     table = UOp.param(2, dtypes.int32, (1 << 13,))
     lidx0 = UOp(Ops.SPECIAL, dtypes.int32, (UOp.const(32, dtypes.int32),), "lidx0")
     r = UOp(Ops.RANGE, dtypes.int32, (UOp.const(256, dtypes.int32),), (0, AxisType.REDUCE))
     index = index_of(lidx0, r, table)
     load = UOp(Ops.LOAD, dtypes.float, (UOp(Ops.INDEX, dtypes.float, (data, index)),))
-    store = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float, (out, lidx0)), load))
+    target = UOp(Ops.BITCAST, dtypes.float, (out,)) if view else out
+    store = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float, (target, lidx0)), load))
     end = UOp(Ops.END, dtypes.void, (store, r))
-    return [*dict.fromkeys([lidx0, r, *index.toposort(), load, store]), end]
+    uops = [*dict.fromkeys([lidx0, r, *index.toposort(), load, *store.toposort()]), end]
+    if after is not None:
+        one = UOp(
+            Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float, (out, after(lidx0))), UOp.const(1.0, dtypes.float))
+        )
+        uops += [u for u in one.toposort() if u not in uops]
+    return uops
 
 
 def test_a_run_of_its_own_per_lane_is_planned_and_a_gathered_index_is_not():
@@ -130,6 +147,28 @@ def test_a_run_of_its_own_per_lane_is_planned_and_a_gathered_index_is_not():
     assert plan_staging(_loop_kernel(gathered), 32, 32768) is None
     assert plan_staging(_loop_kernel(neighbours), 32, 32768) is None
     assert plan_staging(_loop_kernel(run), 0, 32768) is None
+    # a store through a pointer view: which argument it writes is not followed, so nothing is staged
+    assert plan_staging(_loop_kernel(run, view=True), 32, 32768) is None
+
+
+def test_a_value_the_staging_would_declare_in_the_loop_and_the_kernel_reads_after_it_stops_the_staging():
+    # the tile's loads compute ``lidx0 & 31`` (the iteration each reads) inside the loop; read again after the loop,
+    # that declaration would be out of scope there
+    def run(lidx0, r, table):
+        return lidx0 * 4096 + r
+
+    uops = _loop_kernel(run, after=lambda lidx0: _alu(Ops.AND, lidx0, _int(31)))
+    plan = plan_staging(uops, 32, 32768)
+    assert plan is not None and stage_streams(uops, plan) is None
+    staged = stage_streams(_loop_kernel(run), plan_staging(_loop_kernel(run), 32, 32768))
+    assert staged is not None and any(u.op is Ops.BARRIER for u in staged[0])
+
+
+def test_the_renderer_renders_unstaged_where_the_staging_declines(glslang, monkeypatch):
+    monkeypatch.setattr(renderer, "stage_streams", lambda uops, plan: None)
+    monkeypatch.setattr(PARALLEL, "value", 0)  # rendered in this process, where the patch is
+    first, *_ = kernels(DECLINED, _sum)
+    assert "shared" not in first.source and "barrier" not in first.source
 
 
 @pytest.mark.parametrize("group,tile", [(32, 8), (32, 32), (8, 8), (4, 8), (2, 32)])

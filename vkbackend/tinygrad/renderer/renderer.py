@@ -363,11 +363,10 @@ class VKRenderer(CStyleLanguage):
     # ----- the kernel ---------------------------------------------------------------------------------------------
     def render(self, uops: list[UOp]) -> str:
         tile_loop, tile = None, 1
+        # loads whose lanes walk runs of their own, through shared memory (None: left as they are)
         if self.caps.stage_lanes and (plan := plan_staging(uops, self.caps.stage_lanes, self.shared_max)) is not None:
-            uops, tile_loop = stage_streams(
-                uops, plan
-            )  # loads whose lanes walk runs of their own, through shared memory
-            tile = plan.tile
+            if (staged := stage_streams(uops, plan)) is not None:
+                (uops, tile_loop), tile = staged, plan.tile
         # how each global argument is reached, by name; filled before _render so INDEX can use it
         arguments: dict[str, GlobalArg] = {}
         for u in uops:

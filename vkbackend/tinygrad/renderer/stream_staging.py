@@ -21,8 +21,9 @@ A load is staged when it sits, unconditionally, in an innermost loop whose const
 lane of the first warp on a cache line of its own. The barriers need every invocation of the group to run the tiles
 together, so the kernel has one local dimension (a power of two), the loop and the loops around it constant bounds,
 and no ``IF`` around it; kernels on global ids, with tensor cores, or with shared memory or barriers of their own are
-left as they are, as are loops whose tile would not fit in :data:`SHARED_BUDGET` bytes, and kernels where a value
-the staging computes inside the loop is one the kernel also reads after it.
+left as they are, as are kernels that store through a pointer view (which argument such a store writes is not
+followed), loops whose tile would not fit in :data:`SHARED_BUDGET` bytes, and kernels where a value the staging
+computes inside the loop is one the kernel also reads after it.
 """
 
 from __future__ import annotations
@@ -92,8 +93,22 @@ def _uniform_loops(uops: list[UOp]) -> dict[UOp, tuple[UOp, ...]]:
     return out
 
 
-def _written(uops: list[UOp]) -> set[UOp]:
-    return {a[0] for u in uops if u.op is Ops.STORE and (a := global_param_access(u)) is not None}
+def _written(uops: list[UOp]) -> set[UOp] | None:
+    """The global arguments the kernel stores to; None where it stores through a pointer view of one (which argument
+    is not followed)."""
+    out: set[UOp] = set()
+    for u in uops:
+        if u.op is not Ops.STORE:
+            continue
+        if (access := global_param_access(u)) is not None:
+            out.add(access[0])
+            continue
+        base = u.src[0].src[0] if u.src[0].op in (Ops.INDEX, Ops.SHRINK) else u.src[0]
+        while base.op is Ops.AFTER:
+            base = base.src[0]
+        if base.op is not Ops.BUFFER:  # registers and shared memory are BUFFERs; anything else may be a view
+            return None
+    return out
 
 
 def plan_staging(uops: list[UOp], lanes: int, shared_max: int) -> StreamStaging | None:
@@ -113,7 +128,8 @@ def plan_staging(uops: list[UOp], lanes: int, shared_max: int) -> StreamStaging 
     group = int(local[0].src[0].vmax)
     if group < 2 or group & (group - 1) or local[0].src[0].vmin != group:
         return None
-    written = _written(uops)
+    if (written := _written(uops)) is None:
+        return None
     warp = np.arange(min(lanes, group), dtype=np.int64)
     best: StreamStaging | None = None
     for loop, body in _uniform_loops(uops).items():
