@@ -1,9 +1,21 @@
-"""Checks shared by the renderer passes that are on by default on every device but a CPU one: the switch, the arch
-that turns a pass on or off for the device under test, and results that match numpy."""
+"""Checks shared by the renderer passes that are on by default on every device but a CPU one: the arch token, the
+switch, the arch that turns a pass on or off for the device under test, and results that match numpy."""
 
 from __future__ import annotations
 
 import types
+
+
+def check_arch_token(base, field: str, token: str, value: int) -> None:
+    """``DeviceCaps`` ``base`` with ``field`` at ``value`` travels in the arch as ``<token><value>`` and back; at 0
+    (as in ``base``) the token is left out."""
+    import dataclasses  # noqa: PLC0415
+
+    from vkbackend.tinygrad.renderer.caps import make_arch, parse_arch  # noqa: PLC0415
+
+    caps = dataclasses.replace(base, **{field: value})
+    assert f"{token}{value}" in make_arch(caps).split(",") and parse_arch(make_arch(caps)) == caps
+    assert token not in make_arch(base) and getattr(parse_arch(make_arch(base)), field) == 0
 
 
 def check_on_but_on_cpu(switch_on, env: str, monkeypatch) -> None:
@@ -30,6 +42,26 @@ def archs_with_subgroup_lanes(vk_device, field: str) -> tuple[str, str]:
     caps = vk_device.renderer.caps
     on = dataclasses.replace(caps, **{field: vk_device.vk.info.subgroup_size})
     return f"VK::{make_arch(on)}", f"VK::{make_arch(dataclasses.replace(caps, **{field: 0}))}"
+
+
+def check_same_bits_on_and_off(vk_device, field: str, compute, kernel_sources: list[str]) -> tuple[list, list[str]]:
+    """``compute()``'s arrays on tinygrad's default device with a pass on (``field`` at the subgroup size, see
+    :func:`archs_with_subgroup_lanes`), then off, equal bit for bit: each invocation computes the same values in the
+    same order. Returns the arrays and the kernels' sources of the run with the pass on (``kernel_sources``: the
+    fixture that records them)."""
+    import numpy as np  # noqa: PLC0415
+    from tinygrad import Context  # noqa: PLC0415
+
+    on, off = archs_with_subgroup_lanes(vk_device, field)
+    start = len(kernel_sources)
+    with Context(DEV=on):
+        got = compute()
+    sources = kernel_sources[start:]
+    with Context(DEV=off):
+        want = compute()
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    return got, sources
 
 
 def check_this_device_unless_cpu(vk_device, field: str, env: str, monkeypatch) -> None:

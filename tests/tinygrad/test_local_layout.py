@@ -9,19 +9,19 @@ import dataclasses
 import re
 
 import numpy as np
-import pytest
 from _render_only import BASE, kernels, render_device
 from _shared_checks import (
     archs_with_subgroup_lanes,
+    check_arch_token,
     check_matmul_and_1x1_convolution,
     check_on_but_on_cpu,
+    check_same_bits_on_and_off,
     check_this_device_unless_cpu,
 )
 from tinygrad import Context, Tensor, dtypes
 from tinygrad.uop.ops import Ops, UOp
 
 from vkbackend.tinygrad.renderer import renderer
-from vkbackend.tinygrad.renderer.caps import make_arch, parse_arch
 from vkbackend.tinygrad.renderer.local_layout import apply_axes, choose_axes, layout_costs
 from vkbackend.tinygrad.runtime.device_caps import lays_out_locals
 
@@ -54,9 +54,7 @@ def _matmul(dev: str) -> None:
 
 
 def test_the_warp_size_travels_in_the_arch():
-    caps = dataclasses.replace(BASE, warp_lanes=32)
-    assert "lanes32" in make_arch(caps).split(",") and parse_arch(make_arch(caps)) == caps
-    assert "lanes" not in make_arch(BASE) and parse_arch(make_arch(BASE)).warp_lanes == 0
+    check_arch_token(BASE, "warp_lanes", "lanes", 32)
 
 
 def test_every_device_but_a_cpu_one_lays_out_locals_unless_asked(monkeypatch):
@@ -133,12 +131,6 @@ def test_apply_axes_rewrites_the_lidx_declarations_and_the_sizes():
 # ----- on the device -----------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def layout_archs(vk_device) -> tuple[str, str]:
-    """This device's arch with the layout on for warps of its subgroup size, and off."""
-    return archs_with_subgroup_lanes(vk_device, "warp_lanes")
-
-
 def test_this_device_lays_out_locals_unless_it_is_a_cpu_one(vk_device, monkeypatch):
     check_this_device_unless_cpu(vk_device, "warp_lanes", "VKBACKEND_TINYGRAD_LOCAL_LAYOUT", monkeypatch)
 
@@ -157,16 +149,10 @@ def _convolutions() -> list[np.ndarray]:
     ]
 
 
-def test_laid_out_kernels_compute_what_tinygrads_layout_does(vk_device, layout_archs, kernel_sources):
-    on, off = layout_archs
-    with Context(DEV=on):
+def test_laid_out_kernels_compute_what_tinygrads_layout_does(vk_device, kernel_sources):
+    _, laid_sources = check_same_bits_on_and_off(vk_device, "warp_lanes", _convolutions, kernel_sources)
+    with Context(DEV=archs_with_subgroup_lanes(vk_device, "warp_lanes")[0]):
         check_matmul_and_1x1_convolution(RNG, (256, 256, 256), (8, 64, 7, 7), 128, rtol=1e-4)
-        laid = _convolutions()
-    laid_sources = list(kernel_sources)
-    with Context(DEV=off):
-        plain = _convolutions()
-    for got, want in zip(laid, plain):
-        np.testing.assert_array_equal(got, want)  # each invocation computes the same values in the same order
     assert any(_axes(src).get(0, "x") != "x" for src in laid_sources), "no kernel was laid out"
     # (a widened kernel's z axis holds merged groups, not a local dimension)
     assert all(_consistent(src) for src in laid_sources if '"widen":1' in src.split("\n", 1)[0])

@@ -12,13 +12,17 @@ import re
 import numpy as np
 import pytest
 from _render_only import BASE, kernels, render_device
-from _shared_checks import archs_with_subgroup_lanes, check_on_but_on_cpu, check_this_device_unless_cpu
-from tinygrad import Context, Tensor, dtypes
+from _shared_checks import (
+    check_arch_token,
+    check_on_but_on_cpu,
+    check_same_bits_on_and_off,
+    check_this_device_unless_cpu,
+)
+from tinygrad import Tensor, dtypes
 from tinygrad.helpers import PARALLEL
 from tinygrad.uop.ops import AxisType, Ops, UOp
 
 from vkbackend.tinygrad.renderer import renderer
-from vkbackend.tinygrad.renderer.caps import make_arch, parse_arch
 from vkbackend.tinygrad.renderer.index_values import evaluate
 from vkbackend.tinygrad.renderer.stream_staging import (
     SHARED_BUDGET,
@@ -62,9 +66,7 @@ def _plans(monkeypatch) -> list:
 
 
 def test_the_warp_size_for_staging_travels_in_the_arch():
-    caps = dataclasses.replace(BASE, stage_lanes=32)
-    assert "stage32" in make_arch(caps).split(",") and parse_arch(make_arch(caps)) == caps
-    assert "stage" not in make_arch(BASE) and parse_arch(make_arch(BASE)).stage_lanes == 0
+    check_arch_token(BASE, "stage_lanes", "stage", 32)
 
 
 def test_every_device_but_a_cpu_one_stages_streams_unless_asked(monkeypatch):
@@ -187,12 +189,6 @@ def test_the_tiles_loads_cover_every_run_and_iteration_once(group, tile):
 # ----- on the device -----------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def staging_archs(vk_device) -> tuple[str, str]:
-    """This device's arch with the staging on for warps of its subgroup size, and off."""
-    return archs_with_subgroup_lanes(vk_device, "stage_lanes")
-
-
 def test_this_device_stages_streams_unless_it_is_a_cpu_one(vk_device, monkeypatch):
     check_this_device_unless_cpu(vk_device, "stage_lanes", "VKBACKEND_TINYGRAD_STAGE_STREAMS", monkeypatch)
 
@@ -213,15 +209,8 @@ def _reductions() -> list[np.ndarray]:
     ]
 
 
-def test_staged_reductions_are_tinygrads_bit_for_bit(vk_device, staging_archs, kernel_sources):
-    on, off = staging_archs
-    with Context(DEV=on):
-        staged = _reductions()
-    staged_sources = list(kernel_sources)
-    with Context(DEV=off):
-        plain = _reductions()
-    for got, want in zip(staged, plain):
-        np.testing.assert_array_equal(got, want)  # each invocation adds the same values in the same order
+def test_staged_reductions_are_tinygrads_bit_for_bit(vk_device, kernel_sources):
+    staged, staged_sources = check_same_bits_on_and_off(vk_device, "stage_lanes", _reductions, kernel_sources)
     # the first kernel of each sum, and the row reductions' and the matrix-vector product's one kernel
     staged_count = sum(bool(re.search(r"^shared i?vec4 ", s, re.M)) and "barrier();" in s for s in staged_sources)
     assert staged_count >= 5, f"{staged_count} kernels were staged"

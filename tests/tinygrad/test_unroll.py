@@ -11,12 +11,12 @@ import re
 import numpy as np
 import pytest
 from _render_only import BASE, kernels, render_device
-from _shared_checks import check_matmul_and_1x1_convolution, check_on_but_on_cpu
+from _shared_checks import check_arch_token, check_matmul_and_1x1_convolution, check_on_but_on_cpu
 from tinygrad import Context, Tensor, Variable, dtypes
 from tinygrad.uop.ops import Ops, UOp
 
 from vkbackend.tinygrad.renderer import renderer
-from vkbackend.tinygrad.renderer.caps import TCShape, make_arch, parse_arch
+from vkbackend.tinygrad.renderer.caps import TCShape, make_arch
 from vkbackend.tinygrad.renderer.memory_access import global_load_lanes
 from vkbackend.tinygrad.renderer.unroll import LANE_BUDGET, MAX_FACTOR, unroll_factors
 from vkbackend.tinygrad.runtime.device_caps import caps_from_info, unrolls
@@ -61,9 +61,7 @@ def _matmul(dev: str) -> None:
 
 
 def test_the_budget_travels_in_the_arch():
-    caps = dataclasses.replace(BASE, unroll_lanes=LANE_BUDGET)
-    assert f"unroll{LANE_BUDGET}" in make_arch(caps).split(",") and parse_arch(make_arch(caps)) == caps
-    assert "unroll" not in make_arch(BASE) and parse_arch(make_arch(BASE)).unroll_lanes == 0
+    check_arch_token(BASE, "unroll_lanes", "unroll", LANE_BUDGET)
 
 
 def test_every_device_but_a_cpu_one_unrolls_unless_asked(monkeypatch):

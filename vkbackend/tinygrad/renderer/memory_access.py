@@ -28,6 +28,7 @@ __all__ = [
     "GlobalArg",
     "KernelMemory",
     "RenderContext",
+    "base_buffer",
     "global_load_lanes",
     "global_param_access",
     "plan_vector_widths",
@@ -89,9 +90,9 @@ class RenderContext(Protocol):
 
 def _bitcast_param(bc: UOp) -> tuple[UOp, UOp | None]:
     """``BITCAST(PARAM | SHRINK(PARAM, start, n))`` (through AFTERs) -> (param, start or None)."""
-    src, start = _base_buffer(bc.src[0]), None
+    src, start = base_buffer(bc.src[0]), None
     if src.op is Ops.SHRINK:
-        src, start = _base_buffer(src.src[0]), src.src[1]
+        src, start = base_buffer(src.src[0]), src.src[1]
     if src.op is not Ops.PARAM:
         raise RuntimeError(f"VK renderer: pointer bitcast of {src.op} is not supported")
     return src, start
@@ -170,7 +171,8 @@ def _render_view_store(ctx: RenderContext, bidx: UOp, var: UOp) -> str | None:
 # that differ between the two variants.
 
 
-def _base_buffer(u: UOp) -> UOp:
+def base_buffer(u: UOp) -> UOp:
+    """The buffer an access is made through, past the AFTERs that order it."""
     while u.op is Ops.AFTER:
         u = u.src[0]
     return u
@@ -206,7 +208,7 @@ def global_load_lanes(u: UOp) -> int:
     if u.op is not Ops.LOAD or u.src[0].op not in (Ops.INDEX, Ops.SHRINK):
         return 0
     mop = u.src[0]
-    buf = _base_buffer(mop.src[0])
+    buf = base_buffer(mop.src[0])
     if not (_is_global_param(buf) or _is_ptr_view(buf)):
         return 0
     return _lanes(mop)
@@ -218,7 +220,7 @@ def global_param_access(u: UOp) -> tuple[UOp, UOp, int] | None:
     if u.op not in (Ops.LOAD, Ops.STORE) or u.src[0].op not in (Ops.INDEX, Ops.SHRINK):
         return None
     mop = u.src[0]
-    buf = _base_buffer(mop.src[0])
+    buf = base_buffer(mop.src[0])
     return (buf, mop.src[1], _lanes(mop)) if _is_global_param(buf) else None
 
 
@@ -229,7 +231,7 @@ def plan_vector_widths(uops: list[UOp]) -> dict[UOp, int]:
         if u.op not in (Ops.LOAD, Ops.STORE) or u.src[0].op not in (Ops.INDEX, Ops.SHRINK):
             continue
         mop = u.src[0]
-        buf = _base_buffer(mop.src[0])
+        buf = base_buffer(mop.src[0])
         if _is_ptr_view(buf):
             widths.setdefault(_bitcast_param(buf)[0], set()).add(1)  # composed from the buffer's own elements
         elif _is_global_param(buf) or _is_local_buffer(buf):
@@ -285,7 +287,7 @@ def global_vector_macros(arg: GlobalArg, dt: DType, dw: int, w: int, store: bool
 
 def _render_vector_load(ctx: RenderContext, mop: UOp) -> str:
     """LOAD(SHRINK(buffer, idx, n)): ``n`` lanes from element ``idx`` on."""
-    buf, w, i = _base_buffer(mop.src[0]), mop.max_numel(), _index_str(ctx, mop.src[1])
+    buf, w, i = base_buffer(mop.src[0]), mop.max_numel(), _index_str(ctx, mop.src[1])
     if _is_global_param(buf):
         ctx.memory.vector_macros.add((buf, w, False))
         return f"VK_V{buf.arg.slot}_{w}({_global_index(ctx, buf, mop.src[1])})"
@@ -298,7 +300,7 @@ def _render_vector_load(ctx: RenderContext, mop: UOp) -> str:
 
 def _render_vector_store(ctx: RenderContext, mop: UOp, var: UOp) -> str:
     """STORE(SHRINK(buffer, idx, n), value): ``n`` lanes from element ``idx`` on."""
-    buf, w, i = _base_buffer(mop.src[0]), mop.max_numel(), _index_str(ctx, mop.src[1])
+    buf, w, i = base_buffer(mop.src[0]), mop.max_numel(), _index_str(ctx, mop.src[1])
     if _is_global_param(buf):
         ctx.memory.vector_macros.add((buf, w, True))
         return f"VK_S{buf.arg.slot}_{w}({_global_index(ctx, buf, mop.src[1])}, {ctx[var]});"

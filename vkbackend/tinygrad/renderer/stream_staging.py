@@ -38,7 +38,7 @@ from tinygrad.uop.ops import AddrSpace, AxisType, GroupOp, Ops, ParamArg, UOp
 from vkbackend.tinygrad.renderer.glsl_types import storage_dtype
 from vkbackend.tinygrad.renderer.index_values import Unknown, evaluate
 from vkbackend.tinygrad.renderer.loops import enclosing_ranges, range_name
-from vkbackend.tinygrad.renderer.memory_access import global_param_access
+from vkbackend.tinygrad.renderer.memory_access import base_buffer, global_param_access
 
 __all__ = ["LINE_BYTES", "SHARED_BUDGET", "StreamStaging", "plan_staging", "stage_streams"]
 
@@ -103,9 +103,7 @@ def _written(uops: list[UOp]) -> set[UOp] | None:
         if (access := global_param_access(u)) is not None:
             out.add(access[0])
             continue
-        base = u.src[0].src[0] if u.src[0].op in (Ops.INDEX, Ops.SHRINK) else u.src[0]
-        while base.op is Ops.AFTER:
-            base = base.src[0]
+        base = base_buffer(u.src[0].src[0] if u.src[0].op in (Ops.INDEX, Ops.SHRINK) else u.src[0])
         if base.op is not Ops.BUFFER:  # registers and shared memory are BUFFERs; anything else may be a view
             return None
     return out
@@ -131,6 +129,7 @@ def plan_staging(uops: list[UOp], lanes: int, shared_max: int) -> StreamStaging 
     if (written := _written(uops)) is None:
         return None
     warp = np.arange(min(lanes, group), dtype=np.int64)
+    lidx = [warp, np.zeros_like(warp), np.zeros_like(warp)]
     best: StreamStaging | None = None
     for loop, body in _uniform_loops(uops).items():
         trips = int(loop.src[0].vmax)
@@ -140,12 +139,13 @@ def plan_staging(uops: list[UOp], lanes: int, shared_max: int) -> StreamStaging 
             if u.op is not Ops.LOAD or len(u.src) != 1 or access is None or access[0] in written:
                 continue
             buf, index, width = access
-            size = storage_dtype(buf.dtype).itemsize
-            if storage_dtype(buf.dtype) not in (dtypes.float32, dtypes.int32, dtypes.uint32):
+            element = storage_dtype(buf.dtype)
+            if element not in (dtypes.float32, dtypes.int32, dtypes.uint32):
                 continue  # shared memory of 32-bit types only: 8- and 16-bit ones there need more of the device
+            size = element.itemsize
             try:
-                first = evaluate(index, [warp, warp * 0, warp * 0], {}, {loop: 0})
-                second = evaluate(index, [warp, warp * 0, warp * 0], {}, {loop: 1})
+                first = evaluate(index, lidx, {}, {loop: 0})
+                second = evaluate(index, lidx, {}, {loop: 1})
             except (Unknown, OverflowError):
                 continue
             if (second - first != width).any() or len(np.unique(first * size // LINE_BYTES)) != len(warp):

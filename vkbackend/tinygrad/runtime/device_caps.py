@@ -77,6 +77,7 @@ def caps_from_info(info) -> DeviceCaps:
         return feats is None or name in feats
 
     i64 = _nonempty(info, "int64")
+    subgroup = int(getattr(info, "subgroup_size", 0) or 0)  # the warp the layout and the staging are chosen for
     return DeviceCaps(
         f16=_nonempty(info, "float16"),
         f64=_nonempty(info, "float64") and i64,
@@ -95,8 +96,8 @@ def caps_from_info(info) -> DeviceCaps:
         ),
         loop_limit=LAVAPIPE_LOOP_LIMIT if is_lavapipe(info) else 0,
         unroll_lanes=LANE_BUDGET if unrolls(info) else 0,
-        warp_lanes=int(getattr(info, "subgroup_size", 0) or 0) if lays_out_locals(info) else 0,
-        stage_lanes=int(getattr(info, "subgroup_size", 0) or 0) if stages_streams(info) else 0,
+        warp_lanes=subgroup if lays_out_locals(info) else 0,
+        stage_lanes=subgroup if stages_streams(info) else 0,
         tc_shapes=(tc := device_shapes(info))[0],
         tc_threads=tc[1],
     )
