@@ -178,11 +178,11 @@ def test_the_tiles_loads_cover_every_run_and_iteration_once(group, tile):
     # invocation lidx's i-th load of a tile reads run ``run`` at iteration ``step`` of the tile: together, every
     # (run, step) of the tile exactly once, whether a round of loads covers several runs or a run takes several rounds
     lidx = UOp(Ops.SPECIAL, dtypes.int32, (UOp.const(group, dtypes.int32),), "lidx0")
-    lanes = np.arange(group, dtype=np.int64)
+    lanes = list(range(group))
     seen = []
     for i in range(tile):
         run, step = _lane_and_step(lidx, i, group, tile)
-        seen += zip(evaluate(run, [lanes], {}).tolist(), evaluate(step, [lanes], {}).tolist())
+        seen += zip(evaluate(run, [lanes], {}), evaluate(step, [lanes], {}))
     assert sorted(seen) == [(r, t) for r in range(group) for t in range(tile)]
 
 

@@ -27,7 +27,6 @@ import itertools
 import math
 import re
 
-import numpy as np
 from tinygrad.uop.ops import UOp
 
 from vkbackend.tinygrad.renderer.glsl_types import storage_dtype
@@ -59,38 +58,35 @@ def _accesses(uops: list[UOp]) -> list[tuple[UOp, int, int, int]]:
     return out
 
 
-def _distinct_per_row(a: np.ndarray) -> np.ndarray:
-    """How many distinct values each row of ``a`` holds."""
-    a = np.sort(a, axis=1)
-    return 1 + (np.diff(a, axis=1) != 0).sum(axis=1)
-
-
 def layout_costs(uops: list[UOp], local: list[int], orders: list[tuple[int, ...]], lanes: int) -> list[int] | None:
     """For each order in ``orders`` (local dimension ``i``, of size ``local[i]``, on axis ``order[i]``): the distinct
     lines and pages (LINE_BYTES, PAGE_BYTES) that the first ``lanes`` invocations of a work group touch, summed over
     the kernel's global accesses weighted by their loops' trip counts; None where an index cannot be evaluated. All
     orders are evaluated at once, a row of lanes each."""
-    rows = []
+    lidx: list[list[int]] = [[], [], []]
+    width = 0  # every order puts the same invocations in the first warp's count
     for axes in orders:
         sizes = [1, 1, 1]
         for dim, axis in enumerate(axes):
             sizes[axis] = local[dim]
-        flat = np.arange(min(lanes, math.prod(sizes)), dtype=np.int64)
-        coords = [flat % sizes[0], (flat // sizes[0]) % sizes[1], flat // (sizes[0] * sizes[1])]
-        rows.append([coords[axes[dim]] if dim < len(axes) else np.zeros_like(flat) for dim in range(3)])
-    width = len(rows[0][0])  # every order puts the same invocations in the first warp's count
-    lidx = [np.concatenate([row[dim] for row in rows]) for dim in range(3)]
+        width = min(lanes, math.prod(sizes))
+        for flat in range(width):
+            coords = (flat % sizes[0], (flat // sizes[0]) % sizes[1], flat // (sizes[0] * sizes[1]))
+            for dim in range(3):
+                lidx[dim].append(coords[axes[dim]] if dim < len(axes) else 0)
     memo: dict = {}
-    total = np.zeros(len(orders), dtype=np.int64)
+    total = [0] * len(orders)
     try:
         for index, size, elements, weight in _accesses(uops):
-            first = (evaluate(index, lidx, memo) * size).reshape(len(orders), width)
-            last = first + (elements * size - 1)  # at most 32 bytes on: no access spans more than two lines or pages
-            for unit in (LINE_BYTES, PAGE_BYTES):
-                total += weight * _distinct_per_row(np.concatenate((first // unit, last // unit), axis=1))
+            values = evaluate(index, lidx, memo)
+            span = elements * size - 1  # at most 32 bytes on: no access spans more than two lines or pages
+            for row in range(len(orders)):
+                first = [v * size for v in values[row * width : (row + 1) * width]]
+                for unit in (LINE_BYTES, PAGE_BYTES):
+                    total[row] += weight * len({f // unit for f in first} | {(f + span) // unit for f in first})
     except (Unknown, OverflowError):  # (a constant or bound past int64)
         return None
-    return [int(t) for t in total]
+    return total
 
 
 def choose_axes(uops: list[UOp], local: list[int], lanes: int, local_max: tuple[int, ...]) -> tuple[int, ...]:

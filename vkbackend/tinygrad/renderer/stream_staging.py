@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 from tinygrad.dtype import dtypes
 from tinygrad.uop.ops import AddrSpace, AxisType, GroupOp, Ops, ParamArg, UOp
 
@@ -128,8 +127,8 @@ def plan_staging(uops: list[UOp], lanes: int, shared_max: int) -> StreamStaging 
         return None
     if (written := _written(uops)) is None:
         return None
-    warp = np.arange(min(lanes, group), dtype=np.int64)
-    lidx = [warp, np.zeros_like(warp), np.zeros_like(warp)]
+    warp = list(range(min(lanes, group)))
+    lidx = [warp, [0] * len(warp), [0] * len(warp)]
     best: StreamStaging | None = None
     for loop, body in _uniform_loops(uops).items():
         trips = int(loop.src[0].vmax)
@@ -148,7 +147,9 @@ def plan_staging(uops: list[UOp], lanes: int, shared_max: int) -> StreamStaging 
                 second = evaluate(index, lidx, {}, {loop: 1})
             except (Unknown, OverflowError):
                 continue
-            if (second - first != width).any() or len(np.unique(first * size // LINE_BYTES)) != len(warp):
+            if any(b - a != width for a, b in zip(first, second)) or len(
+                {a * size // LINE_BYTES for a in first}
+            ) != len(warp):
                 continue
             streams.append((u, width, size))
         if not streams or len({(w, s, u.dtype) for u, w, s in streams}) != 1:
