@@ -71,6 +71,12 @@ def _checked(values: Lanes) -> Lanes:
     return values
 
 
+def _same(value: int, n: int) -> Lanes:
+    """``value`` in each of ``n`` lanes."""
+    _checked([value])
+    return [value] * n
+
+
 def evaluate(u: UOp, lidx: list[Lanes], memo: dict, at: dict[UOp, int] | None = None) -> Lanes:
     """``u``'s value for each lane: local dimension ``i`` is ``lidx[i]`` (lists of one length), group ids are 0, and
     loops and variables are at their least, but for the loops ``at`` fixes. ``memo`` keeps values between calls that
@@ -81,15 +87,15 @@ def evaluate(u: UOp, lidx: list[Lanes], memo: dict, at: dict[UOp, int] | None = 
         return found
     n = len(lidx[0])
     if at and u in at:
-        val = _checked([at[u]] * n)
+        val = _same(at[u], n)
     elif u.op is Ops.CONST:
         if not isinstance(u.arg, (int, bool)):
             raise Unknown(u.op)
-        val = _checked([int(u.arg)] * n)
+        val = _same(int(u.arg), n)
     elif u.op is Ops.SPECIAL:
         val = lidx[int(u.arg[-1])] if u.arg[0] == "l" else [0] * n
     elif u.op is Ops.RANGE or (u.op is Ops.PARAM and u.addrspace is not AddrSpace.GLOBAL):  # a loop, a variable
-        val = _checked([int(u.vmin)] * n)
+        val = _same(int(u.vmin), n)
     elif (
         u.op is Ops.CAST and dtypes.is_int(u.dtype) and (dtypes.is_int(u.src[0].dtype) or u.src[0].dtype == dtypes.bool)
     ):

@@ -52,7 +52,7 @@ def _accesses(uops: list[UOp]) -> list[tuple[UOp, int, int, int]]:
         if (access := global_param_access(u)) is None:
             continue  # not one, or local or register memory, or a pointer view (read element by element)
         buf, index, lanes = access
-        # capped, so that loops with huge symbolic bounds cannot overflow the int64 totals
+        # capped: a symbolic bound can be astronomically large, and the weights only rank the orders
         weight = min(math.prod(max(1, int(r.src[0].vmax)) for r in around), 1 << 32)
         out.append((index, storage_dtype(buf.dtype).itemsize, lanes, weight))
     return out

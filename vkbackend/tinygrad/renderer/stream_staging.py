@@ -147,9 +147,8 @@ def plan_staging(uops: list[UOp], lanes: int, shared_max: int) -> StreamStaging 
                 second = evaluate(index, lidx, {}, {loop: 1})
             except (Unknown, OverflowError):
                 continue
-            if any(b - a != width for a, b in zip(first, second)) or len(
-                {a * size // LINE_BYTES for a in first}
-            ) != len(warp):
+            lines = {a * size // LINE_BYTES for a in first}  # each lane of the warp on a line of its own
+            if any(b - a != width for a, b in zip(first, second)) or len(lines) != len(warp):
                 continue
             streams.append((u, width, size))
         if not streams or len({(w, s, u.dtype) for u, w, s in streams}) != 1:
