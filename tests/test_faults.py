@@ -494,3 +494,16 @@ def test_a_descriptor_pool_that_cannot_be_reset_loses_no_completion():
     assert r["second"][0] == "ok" and r["value"] == 2
     assert r["staging_free"][0] == r["staging_free"][1]
     assert r["close"] == "ok" and all(count == 0 for count in r["live_end"].values()), r["live_end"]
+
+
+@pytest.mark.parametrize(
+    "code, first", [("VK_ERROR_EXTENSION_NOT_PRESENT", "ok"), ("VK_ERROR_INCOMPATIBLE_DRIVER", "Initialization")]
+)
+def test_instance_creation_without_portability_enumeration(code, first):
+    """The instance asks for VK_KHR_portability_enumeration without listing the loader's extensions first: a loader
+    that lacks it (VK_ERROR_EXTENSION_NOT_PRESENT) gets the instance without it, so the devices open; any other
+    failure is the open's error, and the next devices() tries again."""
+    r = run_isolated("faults_instance_create", code)
+    assert r["fired"] and r["first"] == first, r
+    assert r["then"] == "ok" and r["works"] and r["close"] == "ok", r
+    assert r["validation"] == ""

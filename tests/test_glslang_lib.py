@@ -4,6 +4,7 @@ programs, safe from threads and across fork, and the programs taken where the li
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import sys
 import threading
@@ -260,3 +261,13 @@ def test_a_build_without_the_headers_compiles_stubs_that_say_so(tmp_path, monkey
     assert lib.vkb_glsl_compile(b"void main() {}", b"", 2, result) == -1
     message = ffi.new("char **")
     assert lib.vkb_spirv_validate(ffi.new("uint32_t[5]"), 5, 2, message) == -1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_the_set_up_begun_in_the_background_ends_before_a_fork():
+    """set_up_in_background starts one thread per process; a fork right after it waits for the set-up, so the child
+    finds glslang open and compiles with it (a child forked while the thread was opening the library would find it
+    unopened, or hang on the lock the thread held)."""
+    result = run_script("glslang_set_up_fork", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"one_thread": True, "child": True, "parent": True}

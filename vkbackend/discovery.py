@@ -179,6 +179,34 @@ def _enumerate(call, ctype: str, *args) -> list:
         return _owned(ctype, items, count[0])
 
 
+def _create_instance(api: int, layers: list[str], extensions: list[str]):
+    """A new VkInstance with ``layers`` and ``extensions``, and with ``VK_KHR_portability_enumeration`` where the
+    loader has it (MoltenVK and other portability drivers are listed only then).
+
+    The loaders since 2022 implement that extension themselves, so it is asked for without listing the instance's
+    extensions first: before an instance exists, that list makes the loader find and load every driver (twice, with
+    Debian 12's loader), which creating the instance then does again. An older loader refuses the extension with
+    ``VK_ERROR_EXTENSION_NOT_PRESENT``, and the instance is created without it."""
+    ffi, lib = vulkan()
+    out = ffi.new("VkInstance*")
+    for portability in (True, False):
+        names = [*extensions, "VK_KHR_portability_enumeration"] if portability else extensions
+        info = new_struct(
+            "VkInstanceCreateInfo",
+            flags=lib.VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR if portability else 0,
+            pApplicationInfo={"pApplicationName": "vkbackend", "apiVersion": api},
+            enabledLayerCount=len(layers),
+            ppEnabledLayerNames=layers,
+            enabledExtensionCount=len(names),
+            ppEnabledExtensionNames=names,
+        )
+        result = lib.vkCreateInstance(info, ffi.NULL, out)
+        if not (portability and result == lib.VK_ERROR_EXTENSION_NOT_PRESENT):
+            break
+    check(result, "vkCreateInstance", ErrorStatus.Initialization)
+    return out[0]
+
+
 class Instance:
     """The process's one VkInstance (Vulkan 1.2 or newer), with validation when VKBACKEND_VALIDATION=1."""
 
@@ -212,10 +240,6 @@ class Instance:
                 "Update libvulkan1 and the driver.",
             )
         api = min(version[0], lib.VK_API_VERSION_1_3)
-        exts = {
-            ffi.string(e.extensionName).decode()
-            for e in _enumerate(lib.vkEnumerateInstanceExtensionProperties, "VkExtensionProperties", ffi.NULL)
-        }
         layers: list[str] = []
         extensions: list[str] = []
         self.validation = validation_enabled()
@@ -232,22 +256,7 @@ class Instance:
                 )
             layers.append(VALIDATION_LAYER)
             extensions.append("VK_EXT_debug_utils")
-        flags = 0
-        if "VK_KHR_portability_enumeration" in exts:  # MoltenVK and other portability drivers are listed only then
-            extensions.append("VK_KHR_portability_enumeration")
-            flags |= lib.VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
-        info = new_struct(
-            "VkInstanceCreateInfo",
-            flags=flags,
-            pApplicationInfo={"pApplicationName": "vkbackend", "apiVersion": api},
-            enabledLayerCount=len(layers),
-            ppEnabledLayerNames=layers,
-            enabledExtensionCount=len(extensions),
-            ppEnabledExtensionNames=extensions,
-        )
-        out = ffi.new("VkInstance*")
-        check(lib.vkCreateInstance(info, ffi.NULL, out), "vkCreateInstance", ErrorStatus.Initialization)
-        self.handle = out[0]
+        self.handle = _create_instance(api, layers, extensions)
         self.api_version = api
         names = ffi.new("char[]", 4096)
         if lib.vkb_load_instance_functions(self.handle, names, 4096):

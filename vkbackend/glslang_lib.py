@@ -20,12 +20,23 @@ from typing import Optional, Sequence, Tuple
 
 from .spirv import OP_ENTRY_POINT, OP_NAME, instructions, module_words
 
-__all__ = ["CompileFailed", "available", "compile_source", "load", "major_version", "rename_entry_point", "status"]
+__all__ = [
+    "CompileFailed",
+    "available",
+    "compile_source",
+    "load",
+    "major_version",
+    "rename_entry_point",
+    "set_up_in_background",
+    "status",
+]
 
 log = logging.getLogger("vkbackend")
 
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "ok": bool, once tried; "error": why not; "where": the folder opened from
+_set_up: threading.Thread | None = None  # set_up_in_background's thread, once started
+_SET_UP_SOURCE = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() {}\n"
 # The library names the source string "0" in its messages where glslangValidator names the file it compiled.
 _STRING_NAME = re.compile(r"^(ERROR|WARNING): 0:", re.M)
 # What depends on the source having a file name and a working folder, which glslangValidator gives it (kernel.comp
@@ -80,6 +91,34 @@ def status() -> str:
 def available() -> bool:
     """Whether :func:`compile_source` can compile here (opens the library on first use)."""
     return load()
+
+
+def set_up_in_background() -> None:
+    """Begin glslang's set-up on a thread of its own, once per process: opening the library and building its
+    built-in symbol tables for GLSL 450 (60-80 ms, which the process's first compile pays otherwise), so that it
+    overlaps work that waits on something else, such as opening a device. A compile meanwhile waits inside glslang
+    for the tables, so it never takes longer than it would have. A fork waits for the set-up to end (no child
+    inherits it half done), and so does the interpreter's exit (the thread is not a daemon)."""
+    global _set_up
+    with _lock:
+        if _set_up is not None:
+            return
+        os.register_at_fork(before=_finish_set_up)
+        _set_up = threading.Thread(target=_set_up_now, name="vkbackend-glslang-set-up")
+        _set_up.start()
+
+
+def _set_up_now() -> None:
+    try:
+        compile_source(_SET_UP_SOURCE, (), "main", "vulkan1.2", "set-up")
+    except Exception as error:  # noqa: BLE001 - the compile that needs glslang reports its own failure
+        log.debug("glslang's set-up compile failed: %s", error)
+
+
+def _finish_set_up() -> None:
+    thread = _set_up
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
 
 
 def _open() -> tuple[bool, str, str]:

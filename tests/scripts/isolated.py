@@ -57,6 +57,21 @@ def affine_scene():
     return dev, pool, prog, pool.allocate(1024), np.arange(256, dtype=np.uint32)
 
 
+def round_trip(dev) -> bool:
+    """Whether 0..255 as uint32, uploaded into a new buffer of ``dev`` and read back, comes back unchanged (the
+    buffer released again): the device works."""
+    pool = dev.memory_pool
+    buf = pool.allocate(1024)
+    try:
+        x = np.arange(256, dtype=np.uint32)
+        pool.host_to_pool(x, buf)
+        out = np.empty(256, np.uint32)
+        pool.pool_to_host(buf, out)
+        return bool((out == x).all())
+    finally:
+        pool.release(buf)
+
+
 def report(result: dict) -> None:
     """Print ``result``, with the validation layer's messages added under ``"validation"``, as the line that
     ``run_isolated`` reads."""

@@ -34,6 +34,14 @@ def supports(dt) -> bool:
     return dt in Device["VK"].renderer.supported_dtypes()
 
 
+def test_opening_the_device_begins_glslangs_set_up():
+    """The VK device's process compiles GLSL (the layout probe, tinygrad's kernels it lowers itself), so opening the
+    device starts glslang's set-up on its thread (vkbackend.glslang_lib.set_up_in_background)."""
+    from vkbackend import glslang_lib
+
+    assert glslang_lib._set_up is not None
+
+
 # ----- elementwise -------------------------------------------------------------------------------------------------
 
 UNARY = {

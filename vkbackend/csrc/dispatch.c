@@ -8,7 +8,6 @@
 
 enum {
     VKB_FN_vkEnumerateInstanceVersion,
-    VKB_FN_vkEnumerateInstanceExtensionProperties,
     VKB_FN_vkEnumerateInstanceLayerProperties,
     VKB_FN_vkCreateInstance,
     VKB_FN_vkDestroyInstance,
@@ -90,7 +89,6 @@ enum {
 /* Per function: its name; served without an instance; may be absent (an extension's); returns VkResult. */
 static const struct { const char *name; unsigned char global, optional, result; } vkb_fn_info[VKB_FN_COUNT] = {
     {"vkEnumerateInstanceVersion", 1, 0, 1},
-    {"vkEnumerateInstanceExtensionProperties", 1, 0, 1},
     {"vkEnumerateInstanceLayerProperties", 1, 0, 1},
     {"vkCreateInstance", 1, 0, 1},
     {"vkDestroyInstance", 0, 0, 0},
@@ -178,15 +176,6 @@ static VkResult vkEnumerateInstanceVersion(uint32_t *pApiVersion) {
     if (!vkb_fn_table[VKB_FN_vkEnumerateInstanceVersion]) return VK_ERROR_EXTENSION_NOT_PRESENT;
     r = ((PFN_vkEnumerateInstanceVersion)vkb_fn_table[VKB_FN_vkEnumerateInstanceVersion])(pApiVersion);
     if (r >= 0) vkb_count_success(VKB_FN_vkEnumerateInstanceVersion);
-    return r;
-}
-
-static VkResult vkEnumerateInstanceExtensionProperties(const char *pLayerName, uint32_t *pPropertyCount, VkExtensionProperties *pProperties) {
-    VkResult r;
-    if (vkb_fault_fires(VKB_FN_vkEnumerateInstanceExtensionProperties, &r)) return r;
-    if (!vkb_fn_table[VKB_FN_vkEnumerateInstanceExtensionProperties]) return VK_ERROR_EXTENSION_NOT_PRESENT;
-    r = ((PFN_vkEnumerateInstanceExtensionProperties)vkb_fn_table[VKB_FN_vkEnumerateInstanceExtensionProperties])(pLayerName, pPropertyCount, pProperties);
-    if (r >= 0) vkb_count_success(VKB_FN_vkEnumerateInstanceExtensionProperties);
     return r;
 }
 

@@ -25,7 +25,6 @@ PROTOTYPE = re.compile(r"^([A-Za-z][A-Za-z0-9]*)\s+(vk[A-Za-z0-9]+)\s*\(([^;]*)\
 GLOBAL = {
     "vkCreateInstance",
     "vkEnumerateInstanceVersion",
-    "vkEnumerateInstanceExtensionProperties",
     "vkEnumerateInstanceLayerProperties",
 }
 # An extension's function may be absent; the backend checks the extension before it calls one.

@@ -87,7 +87,6 @@ typedef struct {
 } VkQueueFamilyProperties;
 
 VkResult vkEnumerateInstanceVersion(uint32_t *pApiVersion);
-VkResult vkEnumerateInstanceExtensionProperties(const char *pLayerName, uint32_t *pPropertyCount, VkExtensionProperties *pProperties);
 VkResult vkEnumerateInstanceLayerProperties(uint32_t *pPropertyCount, VkLayerProperties *pProperties);
 VkResult vkCreateInstance(const VkInstanceCreateInfo *pCreateInfo, const VkAllocationCallbacks *pAllocator, VkInstance *pInstance);
 void vkDestroyInstance(VkInstance instance, const VkAllocationCallbacks *pAllocator);

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 from tinygrad.device import BufferSpec, Compiled, LRUAllocator, Program, TinyELF
 
+from vkbackend import glslang_lib
 from vkbackend.config import env_flag
 from vkbackend.errors import BackendError, ErrorStatus
 from vkbackend.ids import label
@@ -323,6 +324,9 @@ class VKProgram(Program["VKDevice"]):
 class VKDevice(Compiled):
     def __init__(self, device: str):
         idx = int(device.split(":")[1]) if ":" in device else 0
+        # this process compiles (the layout probe below, tinygrad's kernels it lowers itself): glslang sets up while
+        # the devices open
+        glslang_lib.set_up_in_background()
         devs = vk_devices()
         if not devs:
             raise RuntimeError("vkbackend found no Vulkan device (is a driver such as mesa-vulkan-drivers installed?)")
