@@ -78,6 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     for label in sorted(spent.calls):
         print(f"  {label:58s} {spent.calls[label]:5d} calls {spent.seconds[label]:7.3f} s")
+    if sys.dont_write_bytecode:
+        print(
+            "  note: PYTHONDONTWRITEBYTECODE is set, so each compile worker compiles every module that has no .pyc "
+            "from source (a checkout's have none until `python3 -m compileall vkbackend`; pip writes them when it "
+            "installs a package)"
+        )
     return 0
 
 

@@ -35,6 +35,7 @@ log = logging.getLogger("vkbackend")
 
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "ok": bool, once tried; "error": why not; "where": the folder opened from
+_start_lock = threading.Lock()  # held while set_up_in_background starts its thread, and across a fork
 _set_up: threading.Thread | None = None  # set_up_in_background's thread, once started
 _SET_UP_SOURCE = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() {}\n"
 # The library names the source string "0" in its messages where glslangValidator names the file it compiled.
@@ -100,12 +101,16 @@ def set_up_in_background() -> None:
     for the tables, so it never takes longer than it would have. A fork waits for the set-up to end (no child
     inherits it half done), and so does the interpreter's exit (the thread is not a daemon)."""
     global _set_up
-    with _lock:
+    with _start_lock:
         if _set_up is not None:
             return
-        os.register_at_fork(before=_finish_set_up)
-        _set_up = threading.Thread(target=_set_up_now, name="vkbackend-glslang-set-up")
-        _set_up.start()
+        thread = threading.Thread(target=_set_up_now, name="vkbackend-glslang-set-up")
+        try:
+            thread.start()
+        except RuntimeError as error:  # no new threads at the interpreter's exit: the first compile sets up instead
+            log.debug("glslang's set-up is not begun in the background: %s", error)
+            return
+        _set_up = thread
 
 
 def _set_up_now() -> None:
@@ -115,10 +120,15 @@ def _set_up_now() -> None:
         log.debug("glslang's set-up compile failed: %s", error)
 
 
-def _finish_set_up() -> None:
-    thread = _set_up
-    if thread is not None and thread is not threading.current_thread():
-        thread.join()
+# A fork holds _start_lock from before it until after it, so that no set-up begins meanwhile, and waits for one
+# begun earlier to end. The set-up thread never takes _start_lock.
+def _before_fork() -> None:
+    _start_lock.acquire()
+    if _set_up is not None and _set_up is not threading.current_thread():
+        _set_up.join()
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_start_lock.release, after_in_child=_start_lock.release)
 
 
 def _open() -> tuple[bool, str, str]:
