@@ -505,5 +505,6 @@ def test_instance_creation_without_portability_enumeration(code, first):
     failure is the open's error, and the next devices() tries again."""
     r = run_isolated("faults_instance_create", code)
     assert r["fired"] and r["first"] == first, r
+    assert r["without_portability"] == (code == "VK_ERROR_EXTENSION_NOT_PRESENT"), r
     assert r["then"] == "ok" and r["works"] and r["close"] == "ok", r
     assert r["validation"] == ""

@@ -203,6 +203,7 @@ def _create_instance(api: int, layers: list[str], extensions: list[str]):
         result = lib.vkCreateInstance(info, ffi.NULL, out)
         if not (portability and result == lib.VK_ERROR_EXTENSION_NOT_PRESENT):
             break
+        log.debug("the Vulkan loader lacks VK_KHR_portability_enumeration: the instance is created without it")
     check(result, "vkCreateInstance", ErrorStatus.Initialization)
     return out[0]
 

@@ -10,13 +10,14 @@ says so once in the log and :mod:`vkbackend.glsl` runs glslangValidator instead,
 
 from __future__ import annotations
 
+import _thread
 import logging
 import os
 import re
 import struct
 import sys
 import threading
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 from .spirv import OP_ENTRY_POINT, OP_NAME, instructions, module_words
 
@@ -36,7 +37,7 @@ log = logging.getLogger("vkbackend")
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "ok": bool, once tried; "error": why not; "where": the folder opened from
 _start_lock = threading.Lock()  # held while set_up_in_background starts its thread, and across a fork
-_set_up: threading.Thread | None = None  # set_up_in_background's thread, once started
+_set_up_thread: threading.Thread | None = None  # set_up_in_background's thread, once started
 _SET_UP_SOURCE = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() {}\n"
 # The library names the source string "0" in its messages where glslangValidator names the file it compiled.
 _STRING_NAME = re.compile(r"^(ERROR|WARNING): 0:", re.M)
@@ -99,18 +100,19 @@ def set_up_in_background() -> None:
     built-in symbol tables for GLSL 450 (60-80 ms, which the process's first compile pays otherwise), so that it
     overlaps work that waits on something else, such as opening a device. A compile meanwhile waits inside glslang
     for the tables, so it never takes longer than it would have. A fork waits for the set-up to end (no child
-    inherits it half done), and so does the interpreter's exit (the thread is not a daemon)."""
-    global _set_up
+    inherits it half done), and so does the interpreter's exit (the thread is not a daemon). Once the exit has
+    begun nothing is started: the first compile, if any, sets up."""
+    global _set_up_thread
     with _start_lock:
-        if _set_up is not None:
+        if _set_up_thread is not None or not threading.main_thread().is_alive():  # the latter: exiting
             return
         thread = threading.Thread(target=_set_up_now, name="vkbackend-glslang-set-up")
         try:
             thread.start()
-        except RuntimeError as error:  # no new threads at the interpreter's exit: the first compile sets up instead
+        except RuntimeError as error:  # the interpreter is finalizing
             log.debug("glslang's set-up is not begun in the background: %s", error)
             return
-        _set_up = thread
+        _set_up_thread = thread
 
 
 def _set_up_now() -> None:
@@ -120,15 +122,41 @@ def _set_up_now() -> None:
         log.debug("glslang's set-up compile failed: %s", error)
 
 
-# A fork holds _start_lock from before it until after it, so that no set-up begins meanwhile, and waits for one
-# begun earlier to end. The set-up thread never takes _start_lock.
+# A fork holds _start_lock from before it until after it, so that no set-up begins in between, and first waits for
+# one begun earlier to end (the set-up thread never takes the lock, and never forks). A Ctrl-C during those waits
+# does not cut them short: it is raised in the main thread once the fork is done.
+_interrupted_fork_wait = [False]
+
+
 def _before_fork() -> None:
-    _start_lock.acquire()
-    if _set_up is not None and _set_up is not threading.current_thread():
-        _set_up.join()
+    _uninterrupted(_start_lock.acquire)
+    thread = _set_up_thread
+    if thread is not None:
+        _uninterrupted(thread.join)
 
 
-os.register_at_fork(before=_before_fork, after_in_parent=_start_lock.release, after_in_child=_start_lock.release)
+def _uninterrupted(wait: Callable[[], object]) -> None:
+    while True:
+        try:
+            wait()
+            return
+        except KeyboardInterrupt:
+            _interrupted_fork_wait[0] = True
+
+
+def _after_fork_in_parent() -> None:
+    _start_lock.release()
+    if _interrupted_fork_wait[0]:
+        _interrupted_fork_wait[0] = False
+        _thread.interrupt_main()
+
+
+def _after_fork_in_child() -> None:
+    _interrupted_fork_wait[0] = False  # the interrupt was the parent's
+    _start_lock.release()
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 
 def _open() -> tuple[bool, str, str]:

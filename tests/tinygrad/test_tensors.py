@@ -39,7 +39,7 @@ def test_opening_the_device_begins_glslangs_set_up():
     device starts glslang's set-up on its thread (vkbackend.glslang_lib.set_up_in_background)."""
     from vkbackend import glslang_lib
 
-    assert glslang_lib._set_up is not None
+    assert glslang_lib._set_up_thread is not None
 
 
 # ----- elementwise -------------------------------------------------------------------------------------------------
