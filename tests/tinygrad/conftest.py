@@ -50,9 +50,9 @@ def vk_device():
 
 @pytest.fixture(scope="session")
 def vk_devices_count(vk_device) -> int:
-    from vkbackend.tinygrad.runtime.ops_vk import vk_devices
+    from vkbackend.tinygrad.runtime.ops_vk import vk_device_ids
 
-    return len(vk_devices())
+    return len(vk_device_ids())
 
 
 @pytest.fixture

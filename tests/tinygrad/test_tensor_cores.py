@@ -343,7 +343,7 @@ def test_a_vk_device_probes_once_and_keeps_no_failed_probe(monkeypatch):
     from vkbackend.errors import BackendError, ErrorStatus
     from vkbackend.tinygrad.runtime import ops_vk
 
-    device = SimpleNamespace(info=SimpleNamespace(name="test"), synced=0)
+    device = SimpleNamespace(index=0, info=SimpleNamespace(name="test"), synced=0)
     device.sync = lambda: setattr(device, "synced", device.synced + 1)
     nv = coopmat_layout.Probed("nv", FULL.tc_shapes)
     answers = [BackendError(ErrorStatus.MemoryAllocation, "no room"), nv]
@@ -356,7 +356,6 @@ def test_a_vk_device_probes_once_and_keeps_no_failed_probe(monkeypatch):
             raise answer
         return answer
 
-    monkeypatch.setattr(ops_vk, "vk_devices", lambda: [device])
     monkeypatch.setattr(ops_vk, "probe_layout", probe)
     monkeypatch.setattr(ops_vk, "_tc_layouts", {})
     assert ops_vk._tc_layout(device, FULL) == coopmat_layout.Probed("chunk", FULL.tc_shapes)  # failed: not kept

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 
@@ -647,3 +648,23 @@ def test_tensors_past_the_storage_range_reduce_correctly(vk_device):
     np.testing.assert_array_equal(tail, a[-1000:] + 1)
     spread = (Tensor([1.5]).expand(n) * 2).contiguous()  # a big output (by address) before a bound input
     assert spread.sum().item() == 3 * n and spread[-1].item() == 3
+
+
+def test_each_vk_device_opens_its_gpu_alone(vk_device, tmp_path):
+    """On a machine with two Vulkan devices (lavapipe's manifest and a copy of it), VK:0 opens the first alone (a
+    process on one GPU of several holds nothing on the others), VK:1 the second, and VK:2 is another tinygrad device
+    on the first; with VKBACKEND_DEVICE_IDS=1 VK:0 runs on the second and the first is never opened."""
+    from _reliability import run_isolated
+
+    lavapipe = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+    if "llvmpipe" not in vk_device.vk.info.name or not os.path.exists(lavapipe):
+        pytest.skip("needs lavapipe's driver manifest, listed twice for two devices")
+    copy = tmp_path / "lvp_copy.json"  # the loader loads a manifest named twice once
+    shutil.copy(lavapipe, copy)
+    env = {"VK_DRIVER_FILES": f"{lavapipe}:{copy}", "VK_ICD_FILENAMES": f"{lavapipe}:{copy}"}
+    r = run_isolated("tinygrad_devices_opened", env=env, timeout=120)
+    assert r["devices"] == 2, r
+    assert (r["VK"], r["VK:1"], r["VK:2"]) == (0, 1, 0) and r["opened"] == [[0], [0, 1], [0, 1]], r
+    assert r["copy"] and r["validation"] == "", r
+    r = run_isolated("tinygrad_devices_opened", env={**env, "VKBACKEND_DEVICE_IDS": "1"}, timeout=120)
+    assert (r["VK"], r["VK:1"], r["VK:2"]) == (1, 1, 1) and r["opened"] == [[1], [1], [1]], r

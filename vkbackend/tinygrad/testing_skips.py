@@ -40,12 +40,11 @@ def _active() -> bool:
 
 
 def _device_info():
-    from vkbackend.tinygrad.runtime.ops_vk import vk_devices  # noqa: PLC0415
+    from vkbackend.tinygrad.runtime.ops_vk import vk_device, vk_device_ids  # noqa: PLC0415
 
-    devs = vk_devices()
     parts = _dev().split("+")[-1].split(":")
     idx = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-    return devs[idx].info if idx < len(devs) else None
+    return vk_device(idx).info if idx < len(vk_device_ids()) else None
 
 
 def applies(kind: str, info) -> bool:

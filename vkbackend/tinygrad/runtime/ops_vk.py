@@ -2,7 +2,8 @@
 
 tinygrad finds a device ``X`` by importing ``tinygrad.runtime.ops_x`` and taking the class whose lowercased name is
 ``xdevice``; :mod:`vkbackend.tinygrad._hook` makes ``tinygrad.runtime.ops_vk`` an alias of this module without
-touching tinygrad.  ``VK`` (or ``VK:0``) is ``vkbackend.devices()[0]``, ``VK:n`` the n-th device.
+touching tinygrad.  ``VK`` (or ``VK:0``) runs on the first device ``vkbackend.devices()`` would open, ``VK:n`` on
+the n-th, each opened when it is first used (:func:`vk_device`).
 
 * :class:`VKAllocator`: buffers from the device's :class:`vkbackend.MemoryPool`; views (``_offset``) through
   ``pool.view`` at the offset rounded down to ``minStorageBufferOffsetAlignment``, the remainder travelling with the
@@ -16,6 +17,7 @@ touching tinygrad.  ``VK`` (or ``VK:0``) is ``vkbackend.devices()[0]``, ``VK:n``
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import sys
@@ -25,7 +27,7 @@ from collections.abc import Sequence
 from tinygrad.device import BufferSpec, Compiled, LRUAllocator, Program, TinyELF
 
 from vkbackend import glslang_lib
-from vkbackend.config import env_flag
+from vkbackend.config import VulkanConfig, env_flag
 from vkbackend.errors import BackendError, ErrorStatus
 from vkbackend.ids import label
 from vkbackend.tinygrad.compiler.compiler import compile_variant, with_local_size
@@ -37,37 +39,66 @@ from vkbackend.tinygrad.runtime.device_caps import caps_from_info, max_kernel_bu
 
 log = logging.getLogger("vkbackend")
 
-__all__ = ["VKDevice", "VKAllocator", "VKProgram", "VKBuffer", "VKRenderer", "vk_devices", "caps_from_info"]
+__all__ = [
+    "VKDevice",
+    "VKAllocator",
+    "VKProgram",
+    "VKBuffer",
+    "VKRenderer",
+    "vk_device",
+    "vk_device_ids",
+    "caps_from_info",
+]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # vkbackend devices, opened once per process
 # ---------------------------------------------------------------------------------------------------------------------
 
-_devices_lock = threading.Lock()
-_devices: list | None = None
+_ids_lock = threading.Lock()
+_ids: list[int] | None = None
 
 
-def vk_devices() -> list:
-    """``vkbackend.devices()``, opened once per process and shared by every ``VK:n``."""
-    global _devices
-    with _devices_lock:
-        if _devices is None:
-            import vkbackend  # noqa: PLC0415
+def vk_device_ids() -> list[int]:
+    """The indices (vkbackend's discovery order) of the Vulkan devices that ``VK:0``, ``VK:1``, ... run on: those
+    ``vkbackend.devices()`` opens (every device with a compute queue, or those ``VKBACKEND_DEVICE_IDS`` names), found
+    once per process without opening any."""
+    global _ids
+    with _ids_lock:
+        if _ids is None:
+            from vkbackend.discovery import query_physical_devices  # noqa: PLC0415
 
-            _devices = list(vkbackend.devices())
-        return _devices
+            wanted, count = VulkanConfig.from_env().device_ids, len(query_physical_devices())
+            ids = list(range(count)) if wanted is None else list(wanted)
+            for index in ids:
+                if not 0 <= index < count:
+                    raise BackendError(
+                        ErrorStatus.InvalidArgument,
+                        f"VKBACKEND_DEVICE_IDS names device {index}, but there are {count} Vulkan device(s)",
+                    )
+            _ids = ids
+        return _ids
 
 
-_tc_layouts: dict[int, Probed] = {}  # vk_devices() index -> its cooperative matrices' register layout, probed once
+def vk_device(n: int):
+    """The ``vkbackend.Device`` that tinygrad's ``VK:n`` runs on, opened on first use (it alone: a process on one GPU
+    of several holds no other), and shared by every ``VK:n`` on that GPU: like tinygrad's ``CPU:n``, ``VK:n`` past the
+    last GPU is another tinygrad device on GPU ``n`` modulo their count."""
+    import vkbackend  # noqa: PLC0415
+
+    ids = vk_device_ids()
+    return vkbackend.devices(dataclasses.replace(VulkanConfig.from_env(), device_ids=[ids[n % len(ids)]]))[0]
+
+
+_tc_layouts: dict[int, Probed] = {}  # a device's index -> its cooperative matrices' register layout, probed once
 
 
 def _tc_layout(device, caps) -> Probed:
     """The register layout of ``device``'s cooperative matrices and the shapes that hold it
-    (coopmat_layout.probe_layout), probed once per device (outside the devices' lock: two first users may both probe,
-    and get the same answer). A probe the device failed is not kept: tensor cores stage (or are off by default) for
-    this VK device, and the next one probes again."""
-    key = next(i for i, d in enumerate(vk_devices()) if d is device)
+    (coopmat_layout.probe_layout), probed once per device (two first users may both probe, and get the same
+    answer). A probe the device failed is not kept: tensor cores stage (or are off by default) for this VK device,
+    and the next one probes again."""
+    key = device.index
     if key in _tc_layouts:
         return _tc_layouts[key]
     device.sync()  # an earlier launch's error is raised here, as at any sync point, not taken for the probe's
@@ -327,14 +358,12 @@ class VKDevice(Compiled):
         # this process compiles (the layout probe below, tinygrad's kernels it lowers itself): glslang sets up while
         # the devices open
         glslang_lib.set_up_in_background()
-        devs = vk_devices()
-        if not devs:
+        count = len(vk_device_ids())
+        if not count:
             raise RuntimeError("vkbackend found no Vulkan device (is a driver such as mesa-vulkan-drivers installed?)")
-        if idx >= len(devs) and not env_flag("VKBACKEND_TINYGRAD_VIRTUAL", True):
-            raise RuntimeError(f"{device}: vkbackend has {len(devs)} Vulkan device(s): {[d.info.name for d in devs]}")
-        # like tinygrad's CPU:n, VK:n past the last GPU is another tinygrad device on GPU n % count (own buffers,
-        # shared queue)
-        self.vk = devs[idx % len(devs)]
+        if idx >= count and not env_flag("VKBACKEND_TINYGRAD_VIRTUAL", True):
+            raise RuntimeError(f"{device}: vkbackend has {count} Vulkan device(s) (VK:0 to VK:{count - 1})")
+        self.vk = vk_device(idx)  # VK:n past the last GPU: another tinygrad device (own buffers, shared queue)
         info = self.vk.info
         caps = caps_from_info(info)
         if caps.tc_shapes:  # tinygrad's registers straight into cooperative matrices where the layout is known
