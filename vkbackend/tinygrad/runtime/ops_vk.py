@@ -23,6 +23,7 @@ import math
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tinygrad.device import BufferSpec, Compiled, LRUAllocator, Program, TinyELF
 
@@ -36,6 +37,9 @@ from vkbackend.tinygrad.renderer.caps import make_arch
 from vkbackend.tinygrad.renderer.renderer import VKRenderer
 from vkbackend.tinygrad.runtime.coopmat_layout import Probed, probe_layout, with_tensor_cores
 from vkbackend.tinygrad.runtime.device_caps import caps_from_info, max_kernel_buffers
+
+if TYPE_CHECKING:
+    from vkbackend.device import Device
 
 log = logging.getLogger("vkbackend")
 
@@ -52,7 +56,7 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# vkbackend devices, opened once per process
+# vkbackend devices, each opened when its VK:n is first used
 # ---------------------------------------------------------------------------------------------------------------------
 
 _ids_lock = threading.Lock()
@@ -80,7 +84,7 @@ def vk_device_ids() -> list[int]:
         return _ids
 
 
-def vk_device(n: int):
+def vk_device(n: int) -> Device:
     """The ``vkbackend.Device`` that tinygrad's ``VK:n`` runs on, opened on first use (it alone: a process on one GPU
     of several holds no other), and shared by every ``VK:n`` on that GPU: like tinygrad's ``CPU:n``, ``VK:n`` past the
     last GPU is another tinygrad device on GPU ``n`` modulo their count."""
@@ -356,7 +360,7 @@ class VKDevice(Compiled):
     def __init__(self, device: str):
         idx = int(device.split(":")[1]) if ":" in device else 0
         # this process compiles (the layout probe below, tinygrad's kernels it lowers itself): glslang sets up while
-        # the devices open
+        # the device opens
         glslang_lib.set_up_in_background()
         count = len(vk_device_ids())
         if not count:
