@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """GPT-2 decode from a cold start on one tinygrad device, with no caches: seconds to open the device, to build
 ``bench --tinygrad``'s GPT-2 model (weights uploaded), to the first token (every kernel lowered and compiled) and to
-the fourth (the JIT captured and replayed); then where compiling went, each stage's calls and summed seconds.
+the fourth (the JIT captured and replayed); then where the device's opening and compiling went, each stage's calls
+and summed seconds.
 
     python3 scripts/cold-start.py VK
     python3 scripts/cold-start.py CUDA
@@ -43,9 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     spent.wrap(realize, "get_runtime", "tinygrad: get_runtime (load each program)")
     if args.device == "VK":
         import vkbackend.tinygrad  # noqa: F401 - the VK device, for a checkout that was never installed
-        from vkbackend import pipelines, programs, validation
+        from vkbackend import device, discovery, pipelines, programs, validation
         from vkbackend.tinygrad.compiler import compiler
+        from vkbackend.tinygrad.runtime import ops_vk
 
+        spent.wrap(discovery.Instance, "get", "vkbackend: the Vulkan instance (its first call creates it)")
+        spent.wrap(device, "hold_compute_clocks", "vkbackend: the CUDA context held for the GPU's clocks")
+        spent.wrap(ops_vk, "_tc_layout", "vkbackend: the tensor-core layout probe")
         spent.wrap(
             programs.ProgramCache,
             "compile",
