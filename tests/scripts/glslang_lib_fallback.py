@@ -6,9 +6,9 @@ stderr."""
 import logging
 import sys
 
-from vkbackend import glsl, glslang_lib
+from vkbackend import cmeel, glsl, glslang_lib
 
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-glslang_lib.library_dirs = lambda: ["/nonexistent"]
+cmeel.library_dirs = lambda: ["/nonexistent"]
 words = glsl.compile_glsl(sys.argv[1], {"WG": 2, "SCALE": 1})
 print(glslang_lib.available(), len(words))

