@@ -757,13 +757,13 @@ def test_emulated_nv_tensor_cores_against_numpy(vk_device, glslang, kernel_sourc
 
 
 def test_tensor_core_kernels_are_never_widened(vk_device, glslang, kernel_sources, monkeypatch):
-    """Narrow work groups are merged (renderer.widen_groups), but not a tensor-core kernel's: cooperative matrices need
-    whole subgroups, which the merge's early return would break, and staged ones share tiles in shared memory between
-    barriers. With the merge allowed at any group count, the emulated product still goes through unmerged, and exact
-    to numpy."""
-    from vkbackend.tinygrad.renderer import renderer
+    """Narrow work groups are merged (work_groups.widen_groups), but not a tensor-core kernel's: cooperative matrices
+    need whole subgroups, which the merge's early return would break, and staged ones share tiles in shared memory
+    between barriers. With the merge allowed at any group count, the emulated product still goes through unmerged, and
+    exact to numpy."""
+    from vkbackend.tinygrad.renderer import work_groups
 
-    monkeypatch.setattr(renderer, "MANY_GROUPS", 0)
+    monkeypatch.setattr(work_groups, "MANY_GROUPS", 0)
     caps = dataclasses.replace(caps_from_info(vk_device.vk.info), tc_threads=32, tc_shapes=(F16_F32,), tc_emulate=True)
     # 17 x 17 tiles of one warp each: without the exception, merged four along x with a guard before the barriers
     _matmul_against_numpy(make_arch(caps), 272, 272, 16, "f16", "f32", kernel_sources, "vk_wmma_")

@@ -93,7 +93,7 @@ def choose_axes(uops: list[UOp], local: list[int], lanes: int, local_max: tuple[
     """The axis each local dimension goes on (tinygrad's: dimension i on axis i) that :func:`layout_costs` finds
     cheapest for warps of ``lanes``, among the orders that keep each axis within the device's ``local_max``
     (maxComputeWorkGroupSize); tinygrad's order on a tie, or where a cost cannot be found. Only the axes the kernel
-    uses are reordered (an unused z stays free for :func:`~vkbackend.tinygrad.renderer.renderer.widen_groups`)."""
+    uses are reordered (an unused z stays free for :func:`~vkbackend.tinygrad.renderer.work_groups.widen_groups`)."""
     used = max((i + 1 for i, n in enumerate(local) if n > 1), default=0)
     same = tuple(range(used))
     if used < 2 or lanes < 2:

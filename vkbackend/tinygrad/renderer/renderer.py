@@ -63,6 +63,7 @@ from vkbackend.tinygrad.renderer.memory_access import (
 from vkbackend.tinygrad.renderer.stream_staging import plan_staging, stage_streams
 from vkbackend.tinygrad.renderer.tensor_cores import render_wmma, tensor_cores, wmma_prelude, wmma_target
 from vkbackend.tinygrad.renderer.unroll import unroll_for_loads
+from vkbackend.tinygrad.renderer.work_groups import GRID_X, fold_groups, widen_groups
 
 __all__ = ["VKRenderer"]
 
@@ -241,53 +242,6 @@ vk_string_rewrite = (
 )
 
 
-WIDE_GROUP = 32  # invocations per work group of a widened one-invocation kernel: a warp on NVIDIA, a wave32 on AMD
-NARROW_GROUP = 128  # work groups of fewer invocations than this are merged, several to a group, up to it...
-MANY_GROUPS = 4096  # ...when there are at least this many, about what a large GPU holds at once (an H200: 132 SMs x
-# 32): far fewer all run at once anyway, and merged they would leave multiprocessors idle
-
-
-def widen_groups(
-    kernel: list[str], gidx0: UOp | None, local: list[int], local_max: tuple[int, ...], groups: int | None = None
-) -> tuple[list[str], int, int]:
-    """A kernel of narrow work groups run as wider ones: ``(kernel, factor, axis)``, where each new work group runs
-    ``factor`` of the old ones along x, the old group's index along the local ``axis`` (z, whose size was 1); factor
-    1: left as it is.
-
-    A GPU holds only so many work groups on a multiprocessor at once (32 on NVIDIA's Hopper), so groups of one
-    invocation (as tinygrad makes for the 50,257 rows of GPT-2's LM head: no local size divides them) keep a few
-    percent of its lanes busy, and groups of 32 (tinygrad's elementwise kernels) half of them, too few memory requests
-    in flight for a kernel that streams. One-invocation groups are merged up to WIDE_GROUP, other groups of fewer than
-    NARROW_GROUP invocations up to it where the kernel has ``groups`` (all work groups, None when not constant) of at
-    least MANY_GROUPS: with fewer, all are on the GPU at once, and merging them would only leave multiprocessors idle
-    (a reduction's first stage of 512 groups). The old group's index takes local z, the outermost axis (lanes are
-    numbered x first), so a warp's lanes keep the layout they had. Widened, the grid along x is
-    ``ceil(size / factor)`` (``VKProgram.grid``) and the invocations past ``size`` return at once. Only kernels that
-    cannot tell the difference are widened: without shared memory or barriers (the caller leaves out tensor-core
-    kernels: cooperative matrices need every invocation of a subgroup, which the guard's early return would break,
-    and staged ones use both), with a constant size along x, and without a use of local z."""
-    size = gidx0.src[0].ssimplify() if gidx0 is not None else None
-    threads = math.prod(local)
-    if (
-        not isinstance(size, int)
-        or threads >= NARROW_GROUP
-        or (threads > 1 and (groups or 0) < MANY_GROUPS)
-        or local[2] != 1
-        or any("barrier()" in ln or ln.lstrip().startswith("shared ") for ln in kernel)
-    ):
-        return kernel, 1, 0
-    factor = min((WIDE_GROUP if threads == 1 else NARROW_GROUP) // threads, size, local_max[2])
-    if factor < 2 or any("gl_LocalInvocationID.z" in ln for ln in kernel):
-        return kernel, 1, 0
-    head = "int gidx0 = int(gl_WorkGroupID.x);"
-    for i, line in enumerate(kernel):
-        if line.strip().startswith(head):
-            guard = f"  if (gidx0 >= {size}) return;" if size % factor else None
-            merged = line.replace("gl_WorkGroupID.x", f"gl_WorkGroupID.x * {factor}u + gl_LocalInvocationID.z")
-            return [*kernel[:i], merged, *([guard] if guard else []), *kernel[i + 1 :]], factor, 2
-    return kernel, 1, 0
-
-
 class VKRenderer(CStyleLanguage):
     """GLSL 450 compute for Vulkan; device limits come from ``target.arch`` (see :func:`make_arch`)."""
 
@@ -312,7 +266,7 @@ class VKRenderer(CStyleLanguage):
     def __init__(self, target: Target):
         super().__init__(target)
         self.caps = parse_arch(target.arch)
-        self.global_max = self.caps.global_max
+        self.global_max = (GRID_X, *self.caps.global_max[1:])  # x past the device's limit: fold_groups
         self.local_max = tuple(min(m, self.caps.local_threads) for m in self.caps.local_max)
         self.shared_max = self.caps.shared_max
         self.tensor_cores = tensor_cores(self.caps)
@@ -469,6 +423,7 @@ class VKRenderer(CStyleLanguage):
             groups = math.prod(sizes) if all(isinstance(n, int) for n in sizes) else None
             kernel, widen, axis = widen_groups(kernel, specials.get("gidx0"), local, self.local_max, groups)
             local[axis] *= widen
+        kernel, fold = fold_groups(kernel, specials, widen, self.caps.global_max)
         globals_ = sorted(
             [(u.arg.slot, name, u, mut) for name, (u, mut) in bufs if u.addrspace is AddrSpace.GLOBAL],
             key=lambda t: t[0],
@@ -580,6 +535,7 @@ class VKRenderer(CStyleLanguage):
             "local": local,
             "gid": uses_gid,
             "widen": widen,
+            "fold": fold,
             "bindings": bindings,
             "nvars": len(vars_),
             **wmma_target(uops, self.caps.tc_emulate),

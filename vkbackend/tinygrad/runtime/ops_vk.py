@@ -194,6 +194,7 @@ class VKProgram(Program["VKDevice"]):
         self.local = tuple(meta["local"])
         self.uses_gid = bool(meta["gid"])
         self.widen = int(meta.get("widen", 1))  # old work groups along x per work group (renderer: widened kernels)
+        self.fold = meta.get("fold")  # (axis, rows or 0, limit): the grid along x folded onto that axis (renderer)
         self.sizes = [tuple(b["sizes"]) for b in meta["bindings"]]
         # the launch passes bound arguments first, then those reached by device address (renderer: "address")
         order = sorted(range(len(meta["bindings"])), key=lambda i: bool(meta["bindings"][i].get("address")))
@@ -321,6 +322,11 @@ class VKProgram(Program["VKDevice"]):
         else:
             grid = [int(g) for g in gs]
             grid[0] = -(-grid[0] // self.widen)
+        if self.fold is not None:  # rows fixed by the kernel, or 0: as many as the length needs
+            axis, rows, limit = self.fold
+            rows = rows or -(-grid[0] // limit)
+            grid[0] = -(-grid[0] // rows)
+            grid[axis] *= rows
         return (tuple(grid) if min(grid) > 0 else None), local
 
     def bound(self, bufs) -> tuple[list[int], list[int]]:
