@@ -355,8 +355,22 @@ def softmax(rng: random.Random, t: Tensor) -> tuple[str, Op] | None:
     return ("softmax", lambda x, d: x.softmax(-1)) if t.dtype in FLOATS else None
 
 
-STEPS = [unary, binary, binary, where, movement, movement, reduce, long_sum, cast, cumsum, gather, matmul, conv]
-STEPS.append(softmax)
+STEPS = [
+    unary,
+    binary,
+    binary,
+    where,
+    movement,
+    movement,
+    reduce,
+    long_sum,
+    cast,
+    cumsum,
+    gather,
+    matmul,
+    conv,
+    softmax,
+]
 
 
 def make_program(seed: int, device: str) -> Program:

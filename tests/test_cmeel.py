@@ -28,6 +28,7 @@ def test_prefixes_follow_sys_path_and_skip_relative_entries(monkeypatch, tmp_pat
     assert cmeel.prefixes() == [str(first), str(second)]
     assert cmeel.library_dirs() == [str(second / "lib")]  # a's prefix has no lib folder
     assert cmeel.find("bin", "spirv-val") == str(first / "bin" / "spirv-val")
+    assert cmeel.find_all("bin", "spirv-val") == [str(first / "bin" / "spirv-val"), str(second / "bin" / "spirv-val")]
     assert cmeel.find("lib", "libSPIRV-Tools-shared.so") == str(second / "lib" / "libSPIRV-Tools-shared.so")
     assert cmeel.find("lib", "libglslang.so.13") is None
     assert str(relative) not in cmeel.prefixes()

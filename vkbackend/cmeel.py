@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["find", "library_dirs", "prefixes"]
+__all__ = ["find", "find_all", "library_dirs", "prefixes"]
 
 
 def prefixes() -> list[str]:
@@ -26,10 +26,12 @@ def library_dirs() -> list[str]:
     return [d for d in (os.path.join(p, "lib") for p in prefixes()) if os.path.isdir(d)]
 
 
+def find_all(folder: str, name: str, executable: bool = False) -> list[str]:
+    """Each ``cmeel.prefix/<folder>/<name>`` that is a file (and executable, when asked), in ``sys.path`` order."""
+    paths = (os.path.join(prefix, folder, name) for prefix in prefixes())
+    return [p for p in paths if os.path.isfile(p) and (not executable or os.access(p, os.X_OK))]
+
+
 def find(folder: str, name: str, executable: bool = False) -> str | None:
-    """The first ``cmeel.prefix/<folder>/<name>`` that is a file (and executable, when asked); None where none is."""
-    for prefix in prefixes():
-        path = os.path.join(prefix, folder, name)
-        if os.path.isfile(path) and (not executable or os.access(path, os.X_OK)):
-            return path
-    return None
+    """The first of :func:`find_all`; None where there is none."""
+    return next(iter(find_all(folder, name, executable)), None)

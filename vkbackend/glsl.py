@@ -211,13 +211,9 @@ def _compilers() -> list[tuple[str, dict[str, str] | None]]:
     on_path = shutil.which(GLSLANG)
     if on_path is not None:
         found.append((on_path, None))
-    prefixes = cmeel.prefixes()
-    libraries = [os.path.join(p, "lib") for p in prefixes]
-    libraries += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
-    for prefix in prefixes:
-        candidate = os.path.join(prefix, "bin", GLSLANG)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            found.append((candidate, {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(libraries)}))
+    libraries = [*cmeel.library_dirs(), *(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p)]
+    env = {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(libraries)}
+    found += [(candidate, env) for candidate in cmeel.find_all("bin", GLSLANG, executable=True)]
     return found
 
 
