@@ -38,7 +38,7 @@ def compile_meanwhile():
 compiler = threading.Thread(target=compile_meanwhile)
 compiler.start()
 most_queued = most_in_flight = 0
-n = 30000
+n = 60000
 dev.launch(spin, [busy], [SPIN_INNER], json.loads(os.environ["SPIN_GRIDS"])[0])  # the GPU is busy: the queue grows
 for i in range(n):
     dev.launch(prog, [buf], [4096, 1, 1], (64, 1, 1))
@@ -53,6 +53,7 @@ result.update(
     most_in_flight=most_in_flight,
     throttled=dev.stats()["throttled"],
     exact=bool((out == n).all()),
+    launches=n,
 )
 dev.close()
 report(result)
