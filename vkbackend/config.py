@@ -258,9 +258,9 @@ def validation_enabled() -> bool:
 
 
 def cache_dir() -> Path:
-    """Where pipeline caches (and the record of validated SPIR-V) persist: ``$VKBACKEND_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/vkbackend`` when XDG_CACHE_HOME is an absolute path (the XDG base directory specification
-    ignores a relative one), else ``~/.cache/vkbackend``."""
+    """Where pipeline caches (and the record of validated SPIR-V, the tensor-core layout probe's answers) persist:
+    ``$VKBACKEND_CACHE_DIR``, else ``$XDG_CACHE_HOME/vkbackend`` when XDG_CACHE_HOME is an absolute path (the XDG
+    base directory specification ignores a relative one), else ``~/.cache/vkbackend``."""
     chosen = os.environ.get("VKBACKEND_CACHE_DIR")
     if chosen:
         return Path(chosen)

@@ -8,26 +8,21 @@ exists, compiling fails with a clear error rather than reaching the driver unval
 is the one way around it, for a compiler one trusts, at the risk of a crash; it is logged once per process.
 
 A module that passed is remembered for the process, and on disk so that a warm start validates nothing: in
-``$VKBACKEND_CACHE_DIR/validated-spirv.txt``, one HMAC-SHA256 per module, keyed by ``validation.key`` beside it, 32
-random bytes created 0600. The key is used only when it is a regular file owned by this user that no one else can
-read or write, so writing the record (or copying one from elsewhere) cannot mark a module validated: without the key,
-an entry is just a line that matches nothing.
+``$VKBACKEND_CACHE_DIR/validated-spirv.txt``, one HMAC-SHA256 per module under the cache folder's key
+(:mod:`vkbackend.cache_key`), so that writing the record (or copying one from elsewhere) cannot mark a module
+validated: without the key, an entry is just a line that matches nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import os
 import shutil
-import stat
 import subprocess
 import tempfile
 import threading
-from pathlib import Path
 
-from . import cmeel, spirv_tools_lib
+from . import cache_key, cmeel, spirv_tools_lib
 from .config import cache_dir, env_flag
 from .discovery import DeviceInfo
 from .errors import BackendError, ErrorStatus
@@ -39,7 +34,6 @@ log = logging.getLogger("vkbackend")
 TARGET_ENVS = {0x00010600: "vulkan1.3"}
 DEFAULT_TARGET_ENV = "vulkan1.2"
 RECORD_NAME = "validated-spirv.txt"
-KEY_NAME = "validation.key"
 
 # What each capability a compute kernel may declare needs. A feature name (one of DeviceInfo.features), a tuple of
 # alternatives, a VkSubgroupFeatureFlagBits bit (an int), or None for what Vulkan 1.2 compute always has.
@@ -221,7 +215,7 @@ class Validator:
         if self._key is None:
             return None
         # the module's digest fixes its SPIR-V version, hence the environment it was validated for
-        return hmac.new(self._key, f"{DEFAULT_TARGET_ENV} {digest}".encode(), hashlib.sha256).hexdigest()
+        return cache_key.sign(self._key, f"{DEFAULT_TARGET_ENV} {digest}")
 
     def _load_record(self) -> None:
         """Read the key (creating it if there is none) and the record; anything unreadable or foreign counts as
@@ -230,12 +224,12 @@ class Validator:
         directory = cache_dir()
         try:
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._key = _read_or_create_key(directory / KEY_NAME)
+            self._key = cache_key.read_or_create(directory)
         except OSError as error:
             log.debug("no validation record: %s", error)
             return
         if self._key is None:
-            log.debug("no validation record: %s is not a private file of this user", directory / KEY_NAME)
+            log.debug("no validation record: %s is not a private file of this user", directory / cache_key.KEY_NAME)
             return
         try:
             with open(directory / RECORD_NAME, "rb") as f:
@@ -257,28 +251,6 @@ class Validator:
                 f.write(mac + "\n")
         except OSError as error:
             log.debug("could not record a validated module: %s", error)
-
-
-def _read_or_create_key(path: Path) -> bytes | None:
-    """The 32-byte key, if ``path`` is a regular file of this user that no one else may read or write; created
-    (0600) when missing."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        key = os.urandom(32)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        except FileExistsError:  # another process made it meanwhile: use theirs
-            return _read_or_create_key(path)
-        with os.fdopen(fd, "wb") as f:
-            f.write(key)
-        return key
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
-            return None
-        key = f.read(33)
-    return key if len(key) == 32 else None
 
 
 validator = Validator()

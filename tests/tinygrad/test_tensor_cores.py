@@ -256,12 +256,15 @@ def test_a_bfloat16_shape_that_does_not_hold_the_layout_costs_the_float16_ones_n
     started: list[list[TCShape]] = []
     monkeypatch.setattr(coopmat_layout, "_start", lambda dev, shapes: started.append(list(shapes)) or [])
     monkeypatch.setattr(coopmat_layout, "_run_module", run)
-    assert coopmat_layout.probe_layout(device, caps) == coopmat_layout.Probed("nv", (f16,))
+    probed = coopmat_layout.probe_layout(device, caps)
+    assert probed == coopmat_layout.Probed("nv", (f16,))
+    assert not probed.settled  # a probe that did not compile: not kept for later processes (layout_cache.py)
     assert modules == [[f16], [bf16, bf16_small], [bf16], [bf16_small]]  # the big one is not run
     assert started == [[f16, bf16, bf16_small]]  # every module's pipeline begun at once
     monkeypatch.setattr(coopmat_layout, "_run_module", lambda dev, shapes: [nv[s] for s in shapes])
-    caps = dataclasses.replace(caps, tc_shapes=(f16, bf16))
-    assert coopmat_layout.probe_layout(device, caps) == coopmat_layout.Probed("nv", (f16, bf16))
+    caps = dataclasses.replace(caps, tc_shapes=(f16, bf16, big))
+    probed = coopmat_layout.probe_layout(device, caps)
+    assert probed == coopmat_layout.Probed("nv", (f16, bf16)) and probed.settled  # the big one: left out for good
 
 
 def test_a_float16_shape_that_cannot_be_probed_leaves_every_shape_staged(monkeypatch):
@@ -337,13 +340,15 @@ def test_the_probe_reads_bfloat16_components_as_their_bits():
     assert coopmat_layout._as_values(values, f16) is values
 
 
-def test_a_vk_device_probes_once_and_keeps_no_failed_probe(monkeypatch):
+def test_a_vk_device_probes_once_and_keeps_no_failed_probe(monkeypatch, tmp_path):
     """VK devices on one vkbackend device probe once; a probe the device failed is not kept (the next VK device on it
     probes again), and an earlier launch's error is raised by the sync before the probe, not taken for the probe's."""
     from vkbackend.errors import BackendError, ErrorStatus
     from vkbackend.tinygrad.runtime import ops_vk
 
-    device = SimpleNamespace(index=0, info=SimpleNamespace(name="test"), synced=0)
+    monkeypatch.setenv("VKBACKEND_CACHE_DIR", str(tmp_path / "first"))  # no answer kept by an earlier process
+    info = SimpleNamespace(name="test", pipeline_cache_uuid="0" * 32, vendor_id=0x10DE, device_id=1, driver_version=1)
+    device = SimpleNamespace(index=0, info=info, synced=0)
     device.sync = lambda: setattr(device, "synced", device.synced + 1)
     nv = coopmat_layout.Probed("nv", FULL.tc_shapes)
     answers = [BackendError(ErrorStatus.MemoryAllocation, "no room"), nv]
@@ -366,6 +371,7 @@ def test_a_vk_device_probes_once_and_keeps_no_failed_probe(monkeypatch):
         raise BackendError(ErrorStatus.KernelLaunch, "an earlier launch failed")
 
     monkeypatch.setattr(ops_vk, "_tc_layouts", {})
+    monkeypatch.setenv("VKBACKEND_CACHE_DIR", str(tmp_path / "second"))  # the answer kept above would skip the sync
     device.sync = failing_sync
     with pytest.raises(BackendError, match="an earlier launch failed"):
         ops_vk._tc_layout(device, FULL)

@@ -191,10 +191,12 @@ def mismatch(layout: Layout, words: np.ndarray) -> str | None:
 class Probed:
     """What the probe found on a device: the register-layout family of its cooperative matrices (``"chunk"``: none the
     renderer knows, so tensor cores stage), and the tensor-core shapes whose registers hold that layout (every shape
-    for ``"chunk"``: staging does not depend on the layout)."""
+    for ``"chunk"``: staging does not depend on the layout). ``settled``: no shape was left out because its probe did
+    not compile, which another glslang might (layout_cache.py keeps only a settled answer)."""
 
     family: str
     shapes: tuple[TCShape, ...]
+    settled: bool = dataclasses.field(default=True, compare=False)
 
 
 def _start(device, shapes: Sequence[TCShape]) -> list[int]:
@@ -303,21 +305,21 @@ def _probed(device, caps: DeviceCaps, f16: list, bf16: list, numbered: list, can
                 candidates.remove(family)
     if not candidates:
         return staged
-    family, held = candidates[0], list(f16)
+    family, held, settled = candidates[0], list(f16), True
     outs = _run_probes(device, numbered) if numbered else {}
     for shape in bf16:
         out = outs.get(shape)
         if out is None:
             why = f"its tiles have more than {_BF16_EXACT} elements, which bfloat16 cannot number exactly"
         elif isinstance(out, BackendError):
-            why = f"its probe did not compile ({out})"
+            why, settled = f"its probe did not compile ({out})", False
         else:
             why = _mismatch_of(shape, family, out)
         if why is None:
             held.append(shape)
         else:
             log.info("vkbackend: %s %s is left out of the %s layout: %s", device.info.name, shape.token(), family, why)
-    return Probed(family, tuple(s for s in caps.tc_shapes if s in held))
+    return Probed(family, tuple(s for s in caps.tc_shapes if s in held), settled)
 
 
 def _mismatch_of(shape: TCShape, family: str, out: np.ndarray) -> str | None:
