@@ -9,10 +9,12 @@ also replace the package).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 __all__ = ["KEY_NAME", "read_or_create", "sign"]
@@ -22,25 +24,43 @@ KEY_NAME = "validation.key"
 
 def read_or_create(directory: Path) -> bytes | None:
     """The key in ``directory`` if it is a regular file of this user that no one else may read or write, created
-    (0600) when missing; None otherwise. Raises ``OSError`` where the folder cannot be read or written."""
+    (0600) when missing; None otherwise (a key of another user's, a link, one no one can use). Raises ``OSError``
+    where the folder cannot be read or written."""
     path = directory / KEY_NAME
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        key = os.urandom(32)
+    for _ in range(3):  # a short key removed, made again, read back
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        except FileExistsError:  # another process made it meanwhile: use theirs
-            return read_or_create(directory)
-        with os.fdopen(fd, "wb") as f:
-            f.write(key)
-        return key
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
-            return None
-        key = f.read(33)
-    return key if len(key) == 32 else None
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            _create(path)  # or another process did meanwhile: theirs is read next
+            continue
+        except OSError as error:
+            if error.errno in (errno.EACCES, errno.EPERM, errno.ELOOP):  # another user's, or a link
+                return None
+            raise
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+                return None
+            key = f.read(33)
+        if len(key) == 32:
+            return key
+        path.unlink(missing_ok=True)  # this user's, but cut short (a full disk): made again
+    return None
+
+
+def _create(path: Path) -> None:
+    """A new key at ``path``, written in full before it appears there (a process reading it never finds it half
+    written); where another process's appeared first, theirs stays."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".key-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:  # mkstemp makes it 0600
+            f.write(os.urandom(32))
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        os.unlink(tmp)
 
 
 def sign(key: bytes, text: str) -> str:

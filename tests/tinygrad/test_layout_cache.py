@@ -29,7 +29,7 @@ class FakeDevice:
         self.index = 0
         self.info = SimpleNamespace(
             name="fake H200", pipeline_cache_uuid="ab" * 16, vendor_id=0x10DE, device_id=0x2335,
-            driver_version=driver_version,
+            driver_version=driver_version, local_mem_size=49152,
         )  # fmt: skip
         self.syncs = 0
 
@@ -53,7 +53,13 @@ def probes(monkeypatch, tmp_path) -> list:
 
     monkeypatch.setattr(ops_vk, "probe_layout", probe)
     monkeypatch.setattr(ops_vk, "_tc_layouts", {})
-    probes = SimpleNamespace(ran=ran, answer=answer, folder=tmp_path / "cache")
+    probes = SimpleNamespace(ran=ran, answer=answer, folder=tmp_path / "cache", compiles=True, compiled=[])
+
+    def compiles(shapes, shared_max):
+        probes.compiled.append(tuple(shapes))
+        return probes.compiles
+
+    monkeypatch.setattr(ops_vk, "probe_compiles", compiles)
 
     def layout(device, caps=CAPS):
         ops_vk._tc_layouts.clear()  # as in a new process
@@ -70,9 +76,12 @@ def test_a_later_process_on_the_same_driver_skips_the_probe(probes):
     again = FakeDevice()
     kept = probes.layout(again)
     assert kept == NV and kept.shapes == NV.shapes and probes.ran == [0x91000000]  # from disk, not probed
-    assert again.syncs == 0  # nothing ran on the device
+    assert again.syncs == 0 and probes.compiled == [NV.shapes]  # nothing ran on the device; the probe compiles here
+    probes.compiles = False  # this process cannot compile the probe (no glslang 13): nor its tensor-core kernels
+    assert probes.layout(again) == NV and len(probes.ran) == 2  # so the probe runs (and, really, fails: staged)
+    probes.compiles = True
     assert probes.layout(FakeDevice(driver_version=0x92000000)) == NV
-    assert probes.ran == [0x91000000, 0x92000000]  # another driver: probed anew
+    assert probes.ran == [0x91000000, 0x91000000, 0x92000000]  # another driver: probed anew
 
 
 def test_an_answer_that_does_not_hold_for_this_process_is_probed_anew(probes, monkeypatch, caplog):
@@ -92,10 +101,29 @@ def test_an_answer_that_does_not_hold_for_this_process_is_probed_anew(probes, mo
         assert probes.layout(device, more) == NV
     assert len(probes.ran) == 4 and "ignoring the tensor-core layout kept" in caplog.text
     kept = json.loads(path.read_text())  # written anew
-    kept["shapes"].append("m8.8.8.f16.f32")  # a shape the device does not offer
+    kept["shapes"].append("m8.8.8.f16.f32")  # a shape the device does not offer, signed as this user's
+    kept["mac"] = layout_cache._mac(layout_cache.cache_key.read_or_create(probes.folder), path, kept)
     path.write_text(json.dumps(kept))
-    probes.layout(device, more)
-    assert len(probes.ran) == 5
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="vkbackend"):
+        probes.layout(device, more)
+    assert len(probes.ran) == 5 and "KeyError('m8.8.8.f16.f32')" in caplog.text
+
+
+@pytest.mark.parametrize("content", ["[" * 100_000, "{}" + " " * (1 << 17), "link"])
+def test_a_file_that_is_no_kept_answer_never_stops_the_device_opening(probes, content):
+    """Deeply nested JSON, an oversized file, a link: ignored (logged), the probe runs."""
+    device = FakeDevice()
+    probes.layout(device)
+    (path,) = probes.folder.glob("tc-layout-*.json")
+    if content == "link":
+        target = probes.folder / "elsewhere.json"
+        target.write_text(path.read_text())
+        path.unlink()
+        path.symlink_to(target)
+    else:
+        path.write_text(content)
+    assert probes.layout(device) == NV and len(probes.ran) == 2
 
 
 @pytest.mark.parametrize(
@@ -141,3 +169,24 @@ def test_an_answer_not_signed_by_this_users_key_is_not_trusted(probes, caplog):
     probes.layout(device)
     probes.layout(device)
     assert len(probes.ran) == 4
+
+
+def test_whether_the_probe_compiles_here(monkeypatch):
+    """A refused compile of any module means no; any other error is raised."""
+    from vkbackend.tinygrad.runtime import coopmat_layout
+
+    def compiled(shapes):
+        if shapes[0].dtype_in == "bf16":
+            raise BackendError(ErrorStatus.KernelCompilation, "no bfloat16 cooperative matrices in this glslang")
+        return b""
+
+    monkeypatch.setattr(coopmat_layout, "_compiled", compiled)
+    assert coopmat_layout.probe_compiles((F16, F16_8), 49152)
+    assert not coopmat_layout.probe_compiles((F16, F16_8, BF16), 49152)
+
+    def lost(shapes):
+        raise BackendError(ErrorStatus.DeviceLost, "lost")
+
+    monkeypatch.setattr(coopmat_layout, "_compiled", lost)
+    with pytest.raises(BackendError, match="lost"):
+        coopmat_layout.probe_compiles((F16,), 49152)

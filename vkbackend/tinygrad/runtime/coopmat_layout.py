@@ -25,7 +25,7 @@ from vkbackend.tinygrad.compiler.bf16_spirv import retype_cooperative_matrices
 from vkbackend.tinygrad.renderer.caps import DeviceCaps, TCShape
 from vkbackend.tinygrad.renderer.tensor_cores import Layout, register_layout, tc_mode
 
-__all__ = ["Probed", "probe_layout", "mismatch", "with_tensor_cores"]
+__all__ = ["Probed", "mismatch", "probe_compiles", "probe_layout", "with_tensor_cores"]
 
 log = logging.getLogger("vkbackend")
 
@@ -125,6 +125,20 @@ def _compiled(shapes: tuple[TCShape, ...]) -> bytes:
 
     spirv = vkbackend.compile_glsl(_source(shapes), target_env="vulkan1.3")
     return retype_cooperative_matrices(spirv) if shapes[0].dtype_in == "bf16" else spirv
+
+
+def probe_compiles(shapes: Sequence[TCShape], shared_max: int) -> bool:
+    """Whether this process compiles the probe of ``shapes`` (glslang 13, and the bfloat16 retyping), GLSL to SPIR-V
+    only: what an answer kept by an earlier process (layout_cache.py) needs to hold here, since tinygrad's
+    tensor-core kernels compile as the probe does. Errors other than a refused compile are raised."""
+    try:
+        for group in modules(shapes, shared_max):
+            _probe_spirv(group)
+    except BackendError as error:
+        if error.status is not ErrorStatus.KernelCompilation:
+            raise
+        return False
+    return True
 
 
 def modules(shapes: Sequence[TCShape], shared_max: int) -> list[list[TCShape]]:

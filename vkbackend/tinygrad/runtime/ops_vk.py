@@ -36,7 +36,7 @@ from vkbackend.tinygrad.compiler.kernel_format import unpack_lib
 from vkbackend.tinygrad.renderer.caps import make_arch
 from vkbackend.tinygrad.renderer.renderer import VKRenderer
 from vkbackend.tinygrad.runtime import layout_cache
-from vkbackend.tinygrad.runtime.coopmat_layout import Probed, probe_layout, with_tensor_cores
+from vkbackend.tinygrad.runtime.coopmat_layout import Probed, probe_compiles, probe_layout, with_tensor_cores
 from vkbackend.tinygrad.runtime.device_caps import caps_from_info, max_kernel_buffers
 
 if TYPE_CHECKING:
@@ -95,14 +95,15 @@ _tc_layouts: dict[int, Probed] = {}  # a device's index -> its cooperative matri
 def _tc_layout(device, caps) -> Probed:
     """The register layout of ``device``'s cooperative matrices and the shapes that hold it
     (coopmat_layout.probe_layout), probed once per device (two first users may both probe, and get the same
-    answer), and not at all where a process before this one probed the same GPU and driver (layout_cache.py). A
-    probe the device failed is not kept: tensor cores stage (or are off by default) for this VK device, and the next
-    one probes again."""
+    answer), and not at all where a process before this one probed the same GPU and driver (layout_cache.py) and
+    this one compiles the probe. A probe the device failed is not kept: tensor cores stage (or are off by default)
+    for this VK device, and the next one probes again."""
     key = device.index
     if key in _tc_layouts:
         return _tc_layouts[key]
     kept = layout_cache.load(device.info, caps)
-    if kept is not None:
+    # the kept answer holds for this process where it compiles the probe (glslang 13), as its tensor-core kernels
+    if kept is not None and probe_compiles(kept.shapes, int(device.info.local_mem_size)):
         return _tc_layouts.setdefault(key, kept)
     device.sync()  # an earlier launch's error is raised here, as at any sync point, not taken for the probe's
     try:
