@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import tempfile
 from pathlib import Path
 
 from .config import cache_dir
@@ -84,13 +85,20 @@ class PipelineCache:
             return
         if buf is None:
             return
+        tmp = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(ffi.buffer(buf, size[0])[:])
+            # a new file of this process's (never one a link planted under a predictable name points at)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(ffi.buffer(buf, size[0]))
             os.replace(tmp, self.path)
+            tmp = None
         except OSError as error:
             log.warning("could not save the pipeline cache to %s: %s", self.path, error)
+        finally:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
 
     def destroy(self) -> None:
         """Save, then destroy the VkPipelineCache."""
