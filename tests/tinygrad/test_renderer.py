@@ -137,6 +137,28 @@ def test_float_to_small_int_goes_through_int32():
         spirv_val(libs[-1].spirv)
 
 
+def test_a_widening_of_int32_to_64_bits_is_arithmetic_where_the_arch_says_so():
+    """``sext64`` (Mesa's drivers: device_caps.is_mesa) widens by arithmetic on the zero extension; elsewhere, and for
+    other sources, the conversion stays GLSL's."""
+    import dataclasses
+    import types
+
+    from vkbackend.tinygrad.runtime.device_caps import is_mesa
+
+    caps = dataclasses.replace(FULL, sext64=True)
+    assert "sext64" in make_arch(caps).split(",") and parse_arch(make_arch(caps)) == caps
+    assert "sext64" not in make_arch(FULL)
+    assert is_mesa(types.SimpleNamespace(driver_info="Mesa 22.3.6 (LLVM 15.0.6)"))
+    assert not is_mesa(types.SimpleNamespace(driver_info="580.159.04"))
+    for dev, arithmetic in ((DEV, False), (render_device("VKRSEXT", caps), True)):
+        for wide in (dtypes.int64, dtypes.uint64):
+            libs = device_kernels(dev, lambda d: Tensor.empty(2, dtype=dtypes.int32, device=d).cast(wide).realize())
+            assert ("^0x80000000l)-0x80000000l)" in body(libs[-1])) == arithmetic, body(libs[-1])
+            spirv_val(libs[-1].spirv)
+        libs = device_kernels(dev, lambda d: Tensor.empty(2, dtype=dtypes.int16, device=d).cast(dtypes.int64).realize())
+        assert "0x80000000l" not in body(libs[-1])
+
+
 @pytest.mark.parametrize(
     "dt",
     [

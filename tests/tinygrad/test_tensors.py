@@ -111,6 +111,25 @@ def test_integer_ops(dt):
     np.testing.assert_equal(ta.maximum(tb).numpy(), np.maximum(a, b))
 
 
+@pytest.mark.parametrize("wide", [dtypes.int64, dtypes.uint64])
+def test_32_bit_integers_widened_to_64_keep_their_sign(wide):
+    """``int32`` cast to 64 bits, then compared with constants, shifted and floor-divided (whose rounding compares
+    the operands' signs with zero): lavapipe took the widened value's upper half for zero in all three
+    (DeviceCaps.sext64)."""
+    if not supports(wide):
+        pytest.skip(f"{wide} is not supported by this device")
+    a = np.array([-5, -7, 5, -1, -100, 7, -8, 9, -(2**31), 2**31 - 1, 0, -2], np.int32)
+    b = np.array([2, 3, 2, 4, 7, 2, 4, 5, 3, 5, 3, -7], np.int32)
+    x, y = Tensor(a).cast(wide), Tensor(b).cast(wide)
+    npx, npy = a.astype(np.dtype(wide.fmt)), b.astype(np.dtype(wide.fmt))
+    np.testing.assert_equal((x < 1).numpy(), npx < 1)
+    np.testing.assert_equal((x > 0).numpy(), npx > 0)
+    np.testing.assert_equal((x >> 63).numpy(), npx >> 63)
+    if wide == dtypes.int64:
+        np.testing.assert_equal(x.maximum(-3).numpy(), np.maximum(npx, -3))
+        np.testing.assert_equal((x // y).numpy(), npx // npy)
+
+
 def test_bool_ops():
     a, b = RNG.random(77) < 0.5, RNG.random(77) < 0.5
     ta, tb = Tensor(a), Tensor(b)

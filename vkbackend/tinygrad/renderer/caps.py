@@ -64,6 +64,9 @@ class DeviceCaps:
     # loop iterations one invocation may run, all loops together (0: no limit); lavapipe leaves loops silently past
     # 65,535 (see vkbackend.tinygrad.renderer.loop_limit)
     loop_limit: int = 0
+    # 32-bit signed integers widened to 64 bits by arithmetic, not by the conversion (glsl_types.cast): Mesa's lavapipe
+    # compares such a value with a constant, and shifts it, as if its upper half were zero
+    sext64: bool = False
     # lanes of global loads the unrolled copies of one innermost loop may issue (0: loops as tinygrad wrote them; see
     # vkbackend.tinygrad.renderer.unroll)
     unroll_lanes: int = 0
@@ -84,7 +87,7 @@ class DeviceCaps:
     tc_layout: str = "chunk"
 
 
-_FLAGS = ("f16", "f64", "i8", "i16", "i64", "addresses")
+_FLAGS = ("f16", "f64", "i8", "i16", "i64", "addresses", "sext64")
 
 
 def make_arch(caps: DeviceCaps) -> str:

@@ -125,10 +125,16 @@ def float_literal(val: float, dt: DType) -> str:
     return s if dt == dtypes.float32 else f"float16_t({s})"
 
 
-def cast(dst: DType, src: DType, val: str) -> str:
-    """A value conversion ``(dst)val`` with C semantics where GLSL's differs."""
+def cast(dst: DType, src: DType, val: str, sext64: bool = False) -> str:
+    """A value conversion ``(dst)val`` with C semantics where GLSL's differs. ``sext64`` (DeviceCaps.sext64): a 32-bit
+    signed integer becomes a 64-bit one by arithmetic on its zero extension, which no compiler takes for a
+    conversion (Mesa 22.3's lavapipe compares ``int64_t(-5) < 0l`` as false, and shifts the value's upper half in as
+    zero)."""
     if dst == src:
         return val
+    if sext64 and src == dtypes.int32 and dst in (dtypes.int64, dtypes.uint64):
+        wide = f"((int64_t(uint({val}))^0x80000000l)-0x80000000l)"
+        return wide if dst == dtypes.int64 else f"uint64_t({wide})"
     if dst == dtypes.bool:
         return f"({val}!={zero(src)})" if src != dtypes.bool else val
     if src == dtypes.bool:

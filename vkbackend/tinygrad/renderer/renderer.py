@@ -209,7 +209,7 @@ vk_string_rewrite = (
             (
                 UPat(Ops.CAST, name="x"),
                 lambda ctx, x: (
-                    cast(x.dtype, x.src[0].dtype, ctx[x.src[0]])
+                    cast(x.dtype, x.src[0].dtype, ctx[x.src[0]], ctx.caps.sext64)
                     if x.max_numel() == 1 or x.addrspace is not AddrSpace.REG
                     else None
                 ),

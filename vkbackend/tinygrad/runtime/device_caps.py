@@ -14,6 +14,7 @@ __all__ = [
     "caps_from_info",
     "max_kernel_buffers",
     "is_lavapipe",
+    "is_mesa",
     "lays_out_locals",
     "stages_streams",
     "unrolls",
@@ -22,6 +23,12 @@ __all__ = [
 
 # gallivm's LP_MAX_TGSI_LOOP_ITERATIONS: the loop iterations one lavapipe invocation runs, all loops together
 LAVAPIPE_LOOP_LIMIT = 65535
+
+
+def is_mesa(info) -> bool:
+    """Whether ``info`` (a :class:`vkbackend.DeviceInfo`) is a driver of Mesa's (``driverInfo`` ``Mesa 22.3.6 ...``):
+    its drivers share one compiler (NIR)."""
+    return str(getattr(info, "driver_info", "")).startswith("Mesa")
 
 
 def is_lavapipe(info) -> bool:
@@ -95,6 +102,9 @@ def caps_from_info(info) -> DeviceCaps:
             w for w in (16, 32, 64) if f"shaderSignedZeroInfNanPreserveFloat{w}" in getattr(info, "float_controls", ())
         ),
         loop_limit=LAVAPIPE_LOOP_LIMIT if is_lavapipe(info) else 0,
+        # found on lavapipe (Mesa 22.3.6); the fault may lie in the compiler Mesa's drivers share, and the arithmetic
+        # costs two instructions a widening
+        sext64=is_mesa(info),
         unroll_lanes=LANE_BUDGET if unrolls(info) else 0,
         warp_lanes=subgroup if lays_out_locals(info) else 0,
         stage_lanes=subgroup if stages_streams(info) else 0,
