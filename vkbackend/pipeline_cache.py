@@ -7,11 +7,10 @@ before the driver sees it, so another device's or a corrupt file is ignored rath
 from __future__ import annotations
 
 import logging
-import os
 import struct
-import tempfile
 from pathlib import Path
 
+from .cache_files import device_stem, write_atomically
 from .config import cache_dir
 from .errors import ErrorStatus, check, result_name
 from .structs import new_struct
@@ -30,9 +29,7 @@ class PipelineCache:
     def __init__(self, ctx) -> None:
         self.ctx = ctx
         info = ctx.info
-        self.path: Path = cache_dir() / (
-            f"{info.pipeline_cache_uuid}-{info.vendor_id:04x}-{info.device_id:04x}-{info.driver_version:08x}.bin"
-        )
+        self.path: Path = cache_dir() / f"{device_stem(info)}.bin"
         self.handle = ctx.ffi.NULL
 
     def open(self) -> None:
@@ -85,20 +82,11 @@ class PipelineCache:
             return
         if buf is None:
             return
-        tmp = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # a new file of this process's (never one a link planted under a predictable name points at)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(ffi.buffer(buf, size[0]))
-            os.replace(tmp, self.path)
-            tmp = None
+            write_atomically(self.path, memoryview(ffi.buffer(buf, size[0])))
         except OSError as error:
             log.warning("could not save the pipeline cache to %s: %s", self.path, error)
-        finally:
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
 
     def destroy(self) -> None:
         """Save, then destroy the VkPipelineCache."""

@@ -23,11 +23,11 @@ import json
 import logging
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vkbackend import cache_key
+from vkbackend.cache_files import device_stem, write_atomically
 from vkbackend.config import cache_dir
 from vkbackend.tinygrad.compiler import bf16_spirv
 from vkbackend.tinygrad.renderer import tensor_cores
@@ -74,7 +74,6 @@ def store(info: DeviceInfo, caps: DeviceCaps, probed: Probed) -> None:
     if probed.family not in FAMILIES or not probed.settled:
         return
     path = _path(info)
-    tmp = None
     try:
         kept = {
             "probe": _probe_digest(),
@@ -88,22 +87,13 @@ def store(info: DeviceInfo, caps: DeviceCaps, probed: Probed) -> None:
             log.debug("vkbackend: the tensor-core layout is not kept: %s has no private key of this user", path.parent)
             return
         kept["mac"] = _mac(key, path, kept)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(kept))
-        os.replace(tmp, path)
-        tmp = None
+        write_atomically(path, json.dumps(kept).encode())
     except Exception as error:  # noqa: BLE001 - keeping the answer is never a reason for the device not to open
         log.warning("vkbackend: could not keep the tensor-core layout in %s: %r", path, error)
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
 
 
 def _path(info: DeviceInfo) -> Path:
-    return cache_dir() / (
-        f"tc-layout-{info.pipeline_cache_uuid}-{info.vendor_id:04x}-{info.device_id:04x}-{info.driver_version:08x}.json"
-    )
+    return cache_dir() / f"tc-layout-{device_stem(info)}.json"
 
 
 def _read(path: Path) -> str:
