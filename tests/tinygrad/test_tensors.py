@@ -522,6 +522,32 @@ def test_pointer_bitcast_view():
     assert np.frombuffer(obuf.as_memoryview(), dtype=np.uint64)[0] == val
 
 
+@pytest.mark.parametrize(
+    "dt,value",
+    [(dtypes.uint32, 0), (dtypes.float32, 3), (dtypes.bool, 1), (dtypes.int64, -2)],
+    ids=["uint32", "float32", "bool", "int64"],
+)
+def test_an_index_constant_stored_as_a_vector_is_converted_lane_by_lane(dt, value):
+    # tinygrad can leave a constant of its index type (weakint) stored into another type: upcast, the conversion is of
+    # a vector (ivec4 to uvec4; 8 lanes are an array, with no converting constructor)
+    from tinygrad.codegen.opt import Opt, OptOps
+    from tinygrad.device import Buffer
+    from tinygrad.engine.realize import run_linear
+    from tinygrad.uop.ops import KernelInfo, Ops, UOp, buffers
+
+    if not supports(dt):
+        pytest.skip(f"no {dt}")
+    np_dt = {dtypes.uint32: np.uint32, dtypes.float32: np.float32, dtypes.bool: np.bool_, dtypes.int64: np.int64}[dt]
+    r = UOp.range(384, 0)
+    store = UOp.param(0, dt, (384,)).index(r).store(UOp.const(value, dtypes.weakint)).end(r)
+    for opts in [(Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 32)), (Opt(OptOps.UPCAST, 0, 8),)]:
+        out = Buffer("VK", 384, dt, initial_value=np.full(384, 7 if dt != dtypes.bool else 0, np_dt).tobytes())
+        buf = UOp.new_buffer(out.device, out.size, out.dtype)
+        buffers[buf] = out
+        run_linear(UOp(Ops.LINEAR, src=(UOp.sink(store, arg=KernelInfo(opts_to_apply=opts)).call(buf),)))
+        np.testing.assert_array_equal(np.frombuffer(out.as_memoryview(), dtype=np_dt), np.full(384, value, np_dt))
+
+
 # ----- vector loads and stores --------------------------------------------------------------------------------------
 
 

@@ -176,6 +176,20 @@ def _render_alu(ctx: "VKRenderer", x: UOp) -> str | None:
     return None
 
 
+def _render_cast(ctx: "VKRenderer", x: UOp) -> str | None:
+    """A conversion, with C's semantics (``glsl_types.cast``); a vector's lane by lane."""
+    n, src, val = x.max_numel(), x.src[0].dtype, ctx[x.src[0]]
+    if n == 1:
+        return cast(x.dtype, src, val, ctx.caps.sext64)
+    if x.addrspace is AddrSpace.REG:
+        return None
+    ty = ctx.render_type(x)
+    if n <= 4 and cast(x.dtype, src, "v", ctx.caps.sext64) == f"{TYPE_MAP[x.dtype]}(v)":
+        return f"{ty}({val})"  # a GLSL vector's constructor converts each lane as the scalar's does
+    # arrays (more than 4 lanes) have no converting constructor, and C's exceptions (bool, float to uint) are per lane
+    return f"{ty}({','.join(cast(x.dtype, src, f'({val})[{i}]', ctx.caps.sext64) for i in range(n))})"
+
+
 def _render_const(ctx: "VKRenderer", c: UOp, x: UOp) -> str:
     dt, val = x.dtype, c.arg
     if dt == dtypes.bool:
@@ -206,14 +220,7 @@ vk_string_rewrite = (
                 lambda ctx, x: "/* pointer bitcast */" if x.addrspace in (AddrSpace.GLOBAL, AddrSpace.LOCAL) else None,
             ),
             (UPat(Ops.BITCAST, name="x"), lambda ctx, x: bitcast(x.dtype, x.src[0].dtype, ctx[x.src[0]])),
-            (
-                UPat(Ops.CAST, name="x"),
-                lambda ctx, x: (
-                    cast(x.dtype, x.src[0].dtype, ctx[x.src[0]], ctx.caps.sext64)
-                    if x.max_numel() == 1 or x.addrspace is not AddrSpace.REG
-                    else None
-                ),
-            ),
+            (UPat(Ops.CAST, name="x"), _render_cast),
             # index / load / store
             (
                 UPat(Ops.INDEX, src=(UPat.var("buf"), UPat.var("idx"))),
