@@ -69,6 +69,7 @@ BENCH_FILES = [
     "vkbackend/bench/vulkan_ref.c",
     "scripts/round-trip-floor.c",
     "scripts/interrupt-probe.c",
+    "scripts/coopmat2-gemm.c",
     "scripts/gpu-bench.sh",
     "scripts/cuda-interop-check.py",
     "scripts/fetch-vulkan-headers.sh",
