@@ -8,10 +8,12 @@ work group and stages what it needs. The figure to set beside tinygrad's own ker
     python3 scripts/coopmat2-gemm.py --glslang /path/to/glslangValidator            # 4096, the default tiles
     python3 scripts/coopmat2-gemm.py --size 8192 --tiles 256:128:256:32 128:128:128:32
 
-It compiles the kernel (glslang 15 or newer: GL_NV_cooperative_matrix2), builds scripts/coopmat2-gemm.c (Vulkan
-headers 1.3.296 or newer: $VULKAN_SDK/include, else the system's) and runs it: the driver's workgroup-scope limits and
-flexible dimensions, then per variant and tile (work-group size:BM:BN:BK) a check of 512 entries against a
-double-precision reference and TFLOP/s, median [min-max] of 7 submissions of 10 products.
+It compiles the kernel with a glslang that knows GL_NV_cooperative_matrix2 and, for the bfloat16 variants,
+GL_EXT_bfloat16 (16.6 was used), builds scripts/coopmat2-gemm.c against Vulkan headers that define
+VK_NV_cooperative_matrix2 and VK_KHR_shader_bfloat16 ($VULKAN_SDK/include, else the system's; 1.4.363 was used) and
+runs it: the driver's workgroup-scope limits and flexible dimensions, then per variant and tile (work-group
+size:BM:BN:BK) a check of 512 entries against a double-precision reference and TFLOP/s, median [min-max] of 7
+submissions of 10 products. It exits 1 when a check fails or a kernel cannot run.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from vkbackend.bench import vulkan_ref  # noqa: E402
+from vkbackend.bench.cases import Skip  # noqa: E402
 
 KERNEL = """#version 450
 // C[M,N] = A[M,K] @ B[K,N], all row-major; one workgroup-scope tile (BM x BN) per workgroup.
@@ -104,35 +107,50 @@ TILES = ["256:128:128:32", "256:128:128:64", "256:128:256:32", "256:256:128:32",
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--glslang", default="glslangValidator", help="glslang 15 or newer (default: on PATH)")
+    parser.add_argument("--glslang", default="glslangValidator", help="glslangValidator (default: on PATH)")
     parser.add_argument("--size", type=int, default=4096, help="M = N = K (default 4096)")
     parser.add_argument("--tiles", nargs="+", default=TILES, help="WG:BM:BN:BK each (default: %(default)s)")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     args = parser.parse_args()
     for tile in args.tiles:
-        if not re.fullmatch(r"\d+:\d+:\d+:\d+", tile):
-            parser.error(f"a tile is WG:BM:BN:BK, not {tile!r}")
-    include = vulkan_ref.vulkan_include()
-    if "VK_NV_cooperative_matrix2" not in (include / "vulkan" / "vulkan_core.h").read_text(errors="replace"):
-        sys.exit(f"{include}/vulkan/vulkan_core.h predates VK_NV_cooperative_matrix2: set VULKAN_SDK to newer headers")
+        if not re.fullmatch(r"[1-9]\d*:[1-9]\d*:[1-9]\d*:[1-9]\d*", tile):
+            parser.error(f"a tile is WG:BM:BN:BK, each above 0, not {tile!r}")
+    if args.size < 1:
+        parser.error(f"--size must be above 0, not {args.size}")
+    try:
+        include, compiler = vulkan_ref.vulkan_include(), vulkan_ref.c_compiler()
+    except Skip as e:
+        sys.exit(f"coopmat2-gemm: {e}")
+    header = (include / "vulkan" / "vulkan_core.h").read_text(errors="replace")
+    for name in ("VK_NV_cooperative_matrix2", "VK_KHR_shader_bfloat16"):
+        if name not in header:
+            sys.exit(f"{include}/vulkan/vulkan_core.h predates {name}: set VULKAN_SDK to newer Vulkan headers")
     with tempfile.TemporaryDirectory(prefix="coopmat2-gemm-") as tmp:
         folder = Path(tmp)
         (folder / "gemm.comp").write_text(KERNEL)
         program = folder / "coopmat2-gemm"
-        build = [*vulkan_ref.c_compiler(), "-O2", "-std=c11", "-Wall", f"-I{include}"]
-        subprocess.run(
+        build = [*compiler, "-O2", "-std=c11", "-Wall", f"-I{include}"]
+        built = subprocess.run(
             [*build, str(ROOT / "scripts" / "coopmat2-gemm.c"), "-o", str(program), "-l:libvulkan.so.1", "-lm"],
-            check=True,
+            check=False,
         )
+        if built.returncode != 0:
+            sys.exit(f"coopmat2-gemm: {compiler[0]} could not build scripts/coopmat2-gemm.c (above)")
         runs = []
         for name in args.variants:
             defines, flags = VARIANTS[name]
             spv = folder / f"{name}.spv"
             command = [args.glslang, "--target-env", "vulkan1.3", "-V", *(f"-D{d}" for d in defines), "-o", str(spv)]
-            proc = subprocess.run([*command, str(folder / "gemm.comp")], capture_output=True, text=True, check=False)
+            try:
+                proc = subprocess.run(
+                    [*command, str(folder / "gemm.comp")], capture_output=True, text=True, check=False
+                )
+            except OSError as e:
+                sys.exit(f"coopmat2-gemm: cannot run {args.glslang} ({e}): give a glslangValidator with --glslang")
             if proc.returncode != 0:
                 sys.exit(
-                    f"{args.glslang} (glslang 15 or newer needed) did not compile {name}:\n{proc.stdout}{proc.stderr}"
+                    f"{args.glslang} did not compile {name} (it needs GL_NV_cooperative_matrix2 and, for bfloat16, "
+                    f"GL_EXT_bfloat16):\n{proc.stdout}{proc.stderr}"
                 )
             runs += [f"{spv}:{tile}" + (f":{flags}" if flags else "") for tile in args.tiles]
         return subprocess.run([str(program), str(args.size), *runs], check=False).returncode

@@ -160,6 +160,44 @@ def test_a_widening_of_int32_to_64_bits_is_arithmetic_where_the_arch_says_so():
 
 
 @pytest.mark.parametrize(
+    "src,dst,lanes,sext64,expected",
+    [
+        (dtypes.int32, dtypes.uint32, 4, False, "uvec4(v)"),  # GLSL's constructor converts each lane as C does
+        (dtypes.int32, dtypes.int64, 4, False, "i64vec4(v)"),
+        (dtypes.int32, dtypes.uint32, 8, False, "uint[8](uint((v)[0]),"),  # an array: no converting constructor
+        (dtypes.float32, dtypes.uint32, 4, False, "uvec4(((v)[0]<0.0f?uint(int((v)[0])):uint((v)[0])),"),
+        (dtypes.int32, dtypes.bool, 4, False, "bvec4(((v)[0]!=int(0)),"),
+        (dtypes.bool, dtypes.int8, 2, False, "i8vec2(int8_t((v)[0]?1:0),"),
+        (dtypes.int32, dtypes.int64, 4, True, "i64vec4(((int64_t(uint((v)[0]))^0x80000000l)-0x80000000l),"),
+    ],
+)
+def test_a_vector_conversion_converts_every_lane_as_a_scalar_one(src, dst, lanes, sext64, expected):
+    """A CAST of a vector: the vector type's constructor where it converts as ``glsl_types.cast`` does, else lane by
+    lane; each result compiles as the type the renderer declares for it."""
+    import dataclasses
+
+    from tinygrad.uop.ops import Ops, UOp
+
+    from vkbackend.glsl import compile_glsl
+    from vkbackend.tinygrad.renderer.renderer import _render_cast
+
+    ren = VKRenderer(Target("VK", arch=make_arch(dataclasses.replace(FULL, sext64=sext64))))
+    value = UOp(Ops.STACK, src, src=tuple(UOp.const(j % 2, src) for j in range(lanes)))
+    cast = UOp(Ops.CAST, dst, src=(value,))
+    ren.r = {value: "v"}
+    expr = _render_cast(ren, cast)
+    assert expr is not None and expr.startswith(expected), expr
+    lane = "o[0] != 0u" if src == dtypes.bool else f"{ren.render_type(value.src[0])}(o[0])"
+    src_type, dst_type = ren.render_type(value), ren.render_type(cast)
+    compile_glsl(
+        "#version 450\n#extension GL_EXT_shader_explicit_arithmetic_types : require\n"
+        "layout(local_size_x = 1) in;\nlayout(std430, binding = 0) buffer B { uint o[]; };\n"
+        f"void main() {{ {src_type} v = {src_type}({', '.join([lane] * lanes)});\n"
+        f"  {dst_type} r = {expr};\n  o[1] = uint(r[{lanes - 1}]); }}\n"
+    )
+
+
+@pytest.mark.parametrize(
     "dt",
     [
         dtypes.int8,

@@ -527,9 +527,10 @@ def test_pointer_bitcast_view():
     [(dtypes.uint32, 0), (dtypes.float32, 3), (dtypes.bool, 1), (dtypes.int64, -2)],
     ids=["uint32", "float32", "bool", "int64"],
 )
-def test_an_index_constant_stored_as_a_vector_is_converted_lane_by_lane(dt, value):
-    # tinygrad can leave a constant of its index type (weakint) stored into another type: upcast, the conversion is of
-    # a vector (ivec4 to uvec4; 8 lanes are an array, with no converting constructor)
+def test_an_index_constant_stored_upcast_is_converted_as_a_vector(dt, value):
+    # tinygrad can leave a constant of its index type (weakint) stored into another type: upcast by 4, the conversion
+    # is a vector's (ivec4 to uvec4 or vec4; tinygrad folds the bool and int64 ones itself, and stores 8 lanes as two
+    # vectors of 4). Every lane kind of conversion: test_renderer.py
     from tinygrad.codegen.opt import Opt, OptOps
     from tinygrad.device import Buffer
     from tinygrad.engine.realize import run_linear

@@ -182,7 +182,7 @@ def _render_cast(ctx: "VKRenderer", x: UOp) -> str | None:
     if n == 1:
         return cast(x.dtype, src, val, ctx.caps.sext64)
     if x.addrspace is AddrSpace.REG:
-        return None
+        return None  # a register array converted whole: tinygrad's own rule
     ty = ctx.render_type(x)
     if n <= 4 and cast(x.dtype, src, "v", ctx.caps.sext64) == f"{TYPE_MAP[x.dtype]}(v)":
         return f"{ty}({val})"  # a GLSL vector's constructor converts each lane as the scalar's does
