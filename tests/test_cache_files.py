@@ -1,10 +1,11 @@
-"""vkbackend.cache_files: how the cache folder's files are named and written."""
+"""vkbackend.cache_files: how the cache folder's files are named, read and written."""
 
+import os
 from types import SimpleNamespace
 
 import pytest
 
-from vkbackend.cache_files import device_stem, write_atomically
+from vkbackend.cache_files import device_stem, read_regular, write_atomically
 
 
 def test_a_devices_files_are_named_by_device_and_driver():
@@ -24,3 +25,18 @@ def test_a_file_is_replaced_whole_and_a_link_is_not_written_through(tmp_path):
         write_atomically(target, "text, not bytes")  # type: ignore[arg-type]
     assert target.read_bytes() == b"newer"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "kept.bin"]  # no temporary file left
+
+
+def test_only_a_regular_file_is_read_and_never_through_a_link(tmp_path):
+    kept = tmp_path / "kept.json"
+    kept.write_bytes(b"0123456789")
+    data, st = read_regular(kept, 4)
+    assert data == b"0123" and st.st_size == 10
+    (tmp_path / "link").symlink_to(kept)
+    with pytest.raises(OSError):
+        read_regular(tmp_path / "link", 4)
+    os.mkfifo(tmp_path / "fifo")  # opened without waiting for a writer, then refused
+    with pytest.raises(ValueError):
+        read_regular(tmp_path / "fifo", 4)
+    with pytest.raises(FileNotFoundError):
+        read_regular(tmp_path / "missing", 4)

@@ -13,9 +13,10 @@ import errno
 import hashlib
 import hmac
 import os
-import stat
 import tempfile
 from pathlib import Path
+
+from .cache_files import read_regular
 
 __all__ = ["KEY_NAME", "read_or_create", "sign"]
 
@@ -29,19 +30,18 @@ def read_or_create(directory: Path) -> bytes | None:
     path = directory / KEY_NAME
     for _ in range(3):  # a short key removed, made again, read back
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            key, st = read_regular(path, 33)
         except FileNotFoundError:
             _create(path)  # or another process did meanwhile: theirs is read next
             continue
+        except ValueError:  # not a regular file
+            return None
         except OSError as error:
             if error.errno in (errno.EACCES, errno.EPERM, errno.ELOOP):  # another user's, or a link
                 return None
             raise
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
-                return None
-            key = f.read(33)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            return None
         if len(key) == 32:
             return key
         path.unlink(missing_ok=True)  # this user's, but cut short (a full disk): made again

@@ -21,13 +21,11 @@ import hashlib
 import hmac
 import json
 import logging
-import os
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vkbackend import cache_key
-from vkbackend.cache_files import device_stem, write_atomically
+from vkbackend.cache_files import device_stem, read_regular, write_atomically
 from vkbackend.config import cache_dir
 from vkbackend.tinygrad.compiler import bf16_spirv
 from vkbackend.tinygrad.renderer import tensor_cores
@@ -98,12 +96,10 @@ def _path(info: DeviceInfo) -> Path:
 
 def _read(path: Path) -> str:
     """The file's text, if it is a regular file (not followed through a link) of at most MAX_BYTES."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
-            raise ValueError("not a regular file of a kept answer's size")
-        return f.read(MAX_BYTES).decode()
+    data, st = read_regular(path, MAX_BYTES)
+    if st.st_size > MAX_BYTES:
+        raise ValueError("larger than a kept answer")
+    return data.decode()
 
 
 def _mac(key: bytes, path: Path, kept: dict) -> str:
