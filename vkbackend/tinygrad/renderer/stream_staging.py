@@ -32,12 +32,13 @@ import math
 from dataclasses import dataclass
 
 from tinygrad.dtype import dtypes
-from tinygrad.uop.ops import AddrSpace, AxisType, GroupOp, Ops, ParamArg, UOp
+from tinygrad.uop.ops import AddrSpace, AxisType, Ops, ParamArg, UOp
 
 from vkbackend.tinygrad.renderer.glsl_types import storage_dtype
 from vkbackend.tinygrad.renderer.index_values import Unknown, evaluate
 from vkbackend.tinygrad.renderer.loops import enclosing_ranges, range_name
 from vkbackend.tinygrad.renderer.memory_access import base_buffer, global_param_access
+from vkbackend.tinygrad.renderer.uop_lists import Placement, live, rebuilt, scoped, substitute
 
 __all__ = ["LINE_BYTES", "SHARED_BUDGET", "StreamStaging", "plan_staging", "stage_streams"]
 
@@ -224,7 +225,7 @@ def stage_streams(uops: list[UOp], plan: StreamStaging) -> tuple[list[UOp], str]
         for i in range(tile):
             run, step = _lane_and_step(lidx, i, group, tile)
             at = _alu(Ops.ADD, first_iteration, step)
-            index = _substitute(mop.src[1], {lidx: run, loop: at})
+            index = substitute(mop.src[1], {lidx: run, loop: at})
             value = load.replace(src=(access(mop, mop.src[0], index),))
             offset = _alu(Ops.ADD, row_of(s, run), _alu(Ops.MUL, step, _int(width)) if width > 1 else step)
             stores.append(UOp(Ops.STORE, dtypes.void, (access(mop, stage, offset), value)))
@@ -246,87 +247,18 @@ def stage_streams(uops: list[UOp], plan: StreamStaging) -> tuple[list[UOp], str]
             body.append(swap[u])
             continue
         # an AFTER orders on the loop itself: it now orders on the tile's loop
-        src = tuple(inner if (s is loop and u.op is Ops.AFTER) else swap.get(s, s) for s in u.src)
-        new = u.replace(src=src) if src != u.src else u
-        swap[u] = new
-        body.append(new)
+        body.append(rebuilt(u, {**swap, loop: inner} if u.op is Ops.AFTER else swap))
+        swap[u] = body[-1]
     end = uops[body_end]
     inner_end = UOp(Ops.END, dtypes.void, (swap.get(end.src[0], end.src[0]), inner))
     outer_end = UOp(Ops.END, dtypes.void, (inner_end, outer))
     swap[end] = outer_end
 
-    out: list[UOp] = []
-    placed: set[UOp] = set()
-
-    def place(u: UOp) -> None:
-        for v in u.toposort():
-            if v not in placed:
-                placed.add(v)
-                out.append(v)
-
-    for u in uops[:start]:
-        place(u)
-    place(stage)
-    place(outer)
-    for u in tile_ops:
-        place(u)
-    place(inner)
-    for u in body:
-        place(u)
-    place(inner_end)
-    place(outer_end)
+    out = Placement()
+    for u in (*uops[:start], stage, outer, *tile_ops, inner, *body, inner_end, outer_end):
+        out.place(u)
     swap[loop] = outer  # after the loop, what orders on it orders on the tiles' loop
     for u in uops[body_end + 1 :]:
-        src = tuple(swap.get(s, s) for s in u.src)
-        new = u.replace(src=src) if src != u.src else u
-        swap[u] = new
-        place(new)
-    out = _live(out)
-    return (out, range_name(inner)) if _scoped(out) else None
-
-
-def _substitute(u: UOp, swap: dict[UOp, UOp]) -> UOp:
-    """``u`` rebuilt with the uops in ``swap`` replaced (tinygrad's ``substitute`` rewrites linearised uops badly)."""
-    if u in swap:
-        return swap[u]
-    src = tuple(_substitute(s, swap) for s in u.src)
-    swap[u] = new = u.replace(src=src) if src != u.src else u
-    return new
-
-
-_ORDERING = (Ops.END, Ops.ENDIF, Ops.SINK, Ops.GROUP, Ops.NOOP, Ops.BARRIER)
-
-
-def _scoped(uops: list[UOp]) -> bool:
-    """Whether every uop of ``uops`` reads only values placed in a loop or IF still open around it, or in none (what
-    only orders, the sources of END, SINK, GROUP, BARRIER and all but the first of AFTER, is not read; constants
-    belong to no scope)."""
-    scope: dict[UOp, tuple[UOp, ...]] = {}
-    open_: tuple[UOp, ...] = ()
-    for u in uops:
-        if u.op in (Ops.END, Ops.ENDIF):
-            open_ = open_[:-1]
-        read = () if u.op in _ORDERING else u.src[:1] if u.op is Ops.AFTER else u.src
-        for s in read:
-            where = scope.get(s, ())
-            if open_[: len(where)] != where:
-                return False
-        # constants are written where they are read, never declared
-        scope[u] = () if u.op is Ops.CONST or (u.op is Ops.CAST and u.src[0].op is Ops.CONST) else open_
-        if u.op in (Ops.RANGE, Ops.IF):
-            open_ = (*open_, u)
-    return True
-
-
-_VALUES = {*GroupOp.ALU, Ops.CAST, Ops.BITCAST, Ops.INDEX, Ops.SHRINK, Ops.LOAD, Ops.STACK, Ops.AFTER, Ops.CONST}
-
-
-def _live(uops: list[UOp]) -> list[UOp]:
-    """``uops`` without the values nothing reads any more (the staged loads' old indices)."""
-    used: set[UOp] = set()
-    keep = []
-    for u in reversed(uops):
-        if u in used or u.op not in _VALUES:
-            used.update(u.src)
-            keep.append(u)
-    return keep[::-1]
+        out.place(rebuilt(u, swap))
+    staged = live(out.uops)
+    return (staged, range_name(inner)) if scoped(staged) else None
