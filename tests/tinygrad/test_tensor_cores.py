@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import pickle
+import re
 import subprocess
 import tempfile
 from types import SimpleNamespace
@@ -615,6 +616,19 @@ def test_an_nv_bfloat16_tensor_core_kernel_hands_its_bits_to_bfloat16_matrices(g
     assert uses["bitcasts to bfloat16"] == 2, uses  # one per matrix: the loops' bodies
     assert uses["bfloat16 components of ma, mb"] == 2, uses
     assert uses["float16 component pointers"] == 0, uses
+
+
+def test_a_bfloat16_tensor_core_kernel_reads_and_writes_memory_as_the_float16_one_does(glslang13):
+    """tinygrad's coalescing leaves bfloat16 accesses one at a time; the renderer groups them (narrow_vectors.py), so
+    the bfloat16 kernel moves its operands in the vectors the float16 one does (a size no other test renders: tinygrad
+    keeps the programs it made in this process)."""
+    libs = {
+        din: _render_matmul(_tc_arch(TCShape(16, 16, 16, din, "f32"), layout="nv"), 128, 64, 128, din, "f32")
+        for din in ("f16", "bf16")
+    }
+    accesses = {din: sorted(re.findall(r"VK_[VSI]\d_\d\(", lib.source)) for din, lib in libs.items()}
+    assert libs["bf16"].meta["name"] == libs["f16"].meta["name"]  # the same optimisations
+    assert accesses["bf16"] == accesses["f16"] and "VK_V1_2(" in accesses["bf16"], accesses
 
 
 def test_a_kernel_takes_float16_or_bfloat16_tensor_cores_not_both():

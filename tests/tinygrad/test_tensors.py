@@ -570,6 +570,24 @@ def test_vector_access_on_views(dt):
         np.testing.assert_equal(whole[lo + 128 :], a[lo + 128 :])
 
 
+@pytest.mark.parametrize("dt", [dtypes.bfloat16, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16], ids=str)
+def test_narrow_vector_access_on_views(dt):
+    # bfloat16, 8- and 16-bit elements are read and written as vectors where the index is a multiple of the lanes
+    # (renderer/narrow_vectors.py), one at a time elsewhere; views start at every offset, and tails are left over
+    if not supports(dt):
+        pytest.skip(f"no {dt}")
+    a = (np.arange(301) % 41).astype(np.float32)  # exact in all of these types, and so are a * 2 + 1 and a * 3
+    for lo, n in ((0, 128), (1, 128), (2, 128), (3, 131), (6, 257)):
+        v = Tensor(a).cast(dt).realize()[lo : lo + n].contiguous().realize()  # a view: the store below goes into it
+        np.testing.assert_equal((v * 2 + 1).cast(dtypes.float32).numpy(), a[lo : lo + n] * 2 + 1)
+        v.assign(v * 3).realize()  # a store into the view
+        np.testing.assert_equal(v.cast(dtypes.float32).numpy(), a[lo : lo + n] * 3)
+    whole = Tensor(a).cast(dt).realize()
+    view = whole[5:105]
+    view.assign(view + 1).realize()  # into a view at an odd offset: its neighbours untouched
+    np.testing.assert_equal(whole.cast(dtypes.float32).numpy(), np.concatenate([a[:5], a[5:105] + 1, a[105:]]))
+
+
 def _run_with_opts(out: Tensor, opts: tuple) -> np.ndarray:
     """Realize ``out`` with tinygrad's optimizations of its last kernel replaced by ``opts``."""
     from dataclasses import replace

@@ -60,6 +60,7 @@ from vkbackend.tinygrad.renderer.memory_access import (
     render_load,
     render_store,
 )
+from vkbackend.tinygrad.renderer.narrow_vectors import group_narrow_accesses
 from vkbackend.tinygrad.renderer.stream_staging import plan_staging, stage_streams
 from vkbackend.tinygrad.renderer.tensor_cores import render_wmma, tensor_cores, wmma_prelude, wmma_target
 from vkbackend.tinygrad.renderer.unroll import unroll_for_loads
@@ -323,6 +324,7 @@ class VKRenderer(CStyleLanguage):
 
     # ----- the kernel ---------------------------------------------------------------------------------------------
     def render(self, uops: list[UOp]) -> str:
+        uops = group_narrow_accesses(uops)  # bfloat16, 8- and 16-bit accesses in vectors, as tinygrad groups the rest
         tile_loop, tile = None, 1
         # loads whose lanes walk runs of their own, through shared memory (None: left as they are)
         if self.caps.stage_lanes and (plan := plan_staging(uops, self.caps.stage_lanes, self.shared_max)) is not None:
