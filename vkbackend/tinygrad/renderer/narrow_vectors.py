@@ -15,7 +15,7 @@ float16 one reads ``f16vec2`` pairs, and a bfloat16 elementwise kernel moves 2 b
 - all in one block (the same loops and IFs open around them), with no store or barrier between a group's first and
   last load, and no other access to memory, barrier or reader of the stores between a group's first and last store.
   The vector load takes the place of the group's first load and the vector store the place of its last store, so no
-  access moves past another access to memory.
+  load moves past a store or barrier, and no store past any other access to memory.
 
 Every lane reads or writes the element it did, with the value it did: the kernel computes what it computed.
 """
@@ -59,8 +59,9 @@ class _Group:
 
 
 def known_factor(u: UOp, cache: dict[UOp, int] | None = None) -> int:
-    """The largest power of two (at most 2**16) that the integer ``u`` is a multiple of whatever its variables hold:
-    from constants, sums, products and left shifts by constants; 1 for anything else."""
+    """A power of two (at most 2**16) that the integer ``u`` is a multiple of whatever its variables hold: the largest
+    that its constants, sums, products and left shifts by constants prove (a lower bound: ``(4x + 2) + 2`` gives 2);
+    1 for anything else."""
     cache = {} if cache is None else cache
     if u in cache:
         return cache[u]
