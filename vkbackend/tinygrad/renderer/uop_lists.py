@@ -26,15 +26,29 @@ class Placement:
         self._placed: set[UOp] = set()
 
     def place(self, u: UOp) -> None:
-        for v in u.toposort(gate=lambda v: v not in self._placed):
-            self._placed.add(v)
+        placed = self._placed
+        if u in placed:
+            return
+        for s in u.src:
+            if s not in placed:
+                break
+        else:  # the common case, every source in place: no walk
+            placed.add(u)
+            self.uops.append(u)
+            return
+        for v in u.toposort(gate=lambda v: v not in placed):
+            placed.add(v)
             self.uops.append(v)
 
 
 def rebuilt(u: UOp, swap: dict[UOp, UOp]) -> UOp:
-    """``u`` with its sources replaced as ``swap`` says (itself where none is), recorded in ``swap``."""
-    src = tuple(swap.get(s, s) for s in u.src)
-    swap[u] = new = u.replace(src=src) if src != u.src else u
+    """``u`` with its sources replaced as ``swap`` says, recorded in ``swap``; ``u`` itself where none is replaced."""
+    for s in u.src:
+        if s in swap:
+            break
+    else:
+        return u
+    swap[u] = new = u.replace(src=tuple(swap.get(s, s) for s in u.src))
     return new
 
 
