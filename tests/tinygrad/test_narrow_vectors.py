@@ -47,6 +47,16 @@ def test_narrow_elements_are_read_and_written_as_vectors_where_their_index_is_al
     assert sorted(_accesses(body)) == sorted(expected), body
 
 
+def test_tinygrads_switch_for_its_coalescing_turns_this_grouping_off_too(monkeypatch):
+    """DMC=1 leaves every access single: tinygrad's (codegen/late/coalesce.py) and these."""
+    from vkbackend.tinygrad.renderer import renderer
+
+    monkeypatch.setattr(renderer, "getenv", lambda key, default=0: 1 if key == "DMC" else default)
+    (lib,) = kernels(DEV, lambda d: (Tensor.empty(8192, dtype=dtypes.int16, device=d) * 3).realize())
+    body = lib.source.split("void main() {", 1)[1]
+    assert _accesses(body) and all(a.startswith("I") for a in _accesses(body)), body
+
+
 def _list(sink: UOp, order: list[UOp]) -> list[UOp]:
     """The linearised uops of ``sink``: every value first, then the accesses in ``order``, then GROUP and SINK."""
     topo = list(sink.toposort())

@@ -32,7 +32,7 @@ import struct
 
 from tinygrad.codegen.decomp.transcendental import xexp2, xlog2, xsin
 from tinygrad.dtype import AddrSpace, DType, dtypes, float_to_bf16
-from tinygrad.helpers import Target, strip_parens
+from tinygrad.helpers import Target, getenv, strip_parens
 from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite, create_non_native_float_pats, pm_manual_bf16_cast
 from tinygrad.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 
@@ -324,7 +324,8 @@ class VKRenderer(CStyleLanguage):
 
     # ----- the kernel ---------------------------------------------------------------------------------------------
     def render(self, uops: list[UOp]) -> str:
-        uops = group_narrow_accesses(uops)  # bfloat16, 8- and 16-bit accesses in vectors, as tinygrad groups the rest
+        if not getenv("DMC"):  # bfloat16, 8- and 16-bit accesses in vectors, unless tinygrad's coalescing is off too
+            uops = group_narrow_accesses(uops)
         tile_loop, tile = None, 1
         # loads whose lanes walk runs of their own, through shared memory (None: left as they are)
         if self.caps.stage_lanes and (plan := plan_staging(uops, self.caps.stage_lanes, self.shared_max)) is not None:
