@@ -81,7 +81,7 @@ def _skipped(proc, impl: str, case) -> bool:
     said = f"{impl} {case.workload}: skipped, "
     if said not in proc.stderr:
         return False
-    assert impl == "CPU" and case.name == "matmul_bf16", proc.stderr[-3000:]
+    assert impl == "CPU" and case.name in BFLOAT16_CHECKSUMS, proc.stderr[-3000:]
     return True
 
 
@@ -104,8 +104,8 @@ def test_checksums_agree_across_implementations(quick_run):
     for case in CASES:
         sums = {r["impl"]: r["checksum"] for r in records if r["case"] == case.name and r["value"] is not None}
         peer = devices(records)[1]
-        if peer not in sums and _skipped(proc, peer, case):  # numpy's product of the same bfloat16 inputs instead
-            sums[peer] = _bfloat16_matmul_checksum(TgSizes.quick())
+        if peer not in sums and _skipped(proc, peer, case):  # numpy's result of the same bfloat16 inputs instead
+            sums[peer] = BFLOAT16_CHECKSUMS[case.name](TgSizes.quick())
         assert set(devices(records)) <= set(sums), (case.name, sums)
         assert all(math.isfinite(v) and v > 0 for v in sums.values()), (case.name, sums)
         reference = sums[devices(records)[1]]
@@ -124,6 +124,16 @@ def _bfloat16_matmul_checksum(sizes: TgSizes) -> float:
     rounded to bfloat16 (tinygrad's result type)."""
     a, b = (_bfloat16(x) for x in seeded_inputs("matmul_bf16", sizes).values())
     return checksum(_bfloat16((a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)))
+
+
+def _bfloat16_add_checksum(sizes: TgSizes) -> float:
+    """add_bf16's checksum in numpy: the seeded inputs rounded to bfloat16, added in float32 (exactly: both are
+    bfloat16 in [0, 1)), the sum rounded to bfloat16."""
+    a, b = (_bfloat16(x) for x in seeded_inputs("add_bf16", sizes).values())
+    return checksum(_bfloat16(a + b))
+
+
+BFLOAT16_CHECKSUMS = {"matmul_bf16": _bfloat16_matmul_checksum, "add_bf16": _bfloat16_add_checksum}
 
 
 def test_mlp_kernels_timed_on_both_devices(quick_run):

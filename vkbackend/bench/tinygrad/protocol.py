@@ -70,7 +70,8 @@ def seeded_inputs(workload: str, s: TgSizes) -> dict[str, np.ndarray]:
         # bfloat16 (which numpy lacks) is made from float32 on the device (Workloads.bfloat16)
         dtype = np.float16 if workload == "matmul_f16" else np.float32
         return {k: rng_for(f"matmul.{k}").random((s.matmul_n, s.matmul_n), np.float32).astype(dtype) for k in "ab"}
-    if workload in ("add", "sum"):
+    if workload in ("add", "add_bf16", "sum"):
+        # bfloat16 (which numpy lacks) is made from float32 on the device (Workloads.bfloat16)
         return {k: rng_for(f"elementwise.{k}").random(s.elems, np.float32) for k in "ab"}
     if workload == "gpt2":
         return {"tokens": rng_for("gpt2.tokens").integers(0, s.gpt2_vocab, s.gpt2_tokens).astype(np.int32)}
@@ -87,6 +88,7 @@ def work_per_run(case: str, s: TgSizes) -> float:
         "matmul_f16": 2 * s.matmul_n**3 / 1e12,
         "matmul_bf16": 2 * s.matmul_n**3 / 1e12,
         "add": 3 * 4 * s.elems / 1e9,
+        "add_bf16": 3 * 2 * s.elems / 1e9,
         "sum": 4 * s.elems / 1e9,
         "gpt2_decode": s.gpt2_tokens,
         "resnet50": s.resnet_batch,
@@ -215,6 +217,10 @@ class Workloads:
 
     def _add(self) -> list[TgRecord]:
         return self._op("add", lambda a, b: a + b, *seeded_inputs("add", self.s).values())
+
+    def _add_bf16(self) -> list[TgRecord]:
+        arrays = seeded_inputs("add_bf16", self.s).values()
+        return self._op("add_bf16", lambda a, b: a + b, *arrays, bfloat16=True)
 
     def _sum(self) -> list[TgRecord]:
         return self._op("sum", lambda a: a.sum(), seeded_inputs("sum", self.s)["a"])

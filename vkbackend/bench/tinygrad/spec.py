@@ -38,6 +38,14 @@ CASES: tuple[TgCase, ...] = (
         "matmul_bf16", "TFLOP/s", True, "bfloat16 N x N matmul, float32 accumulation (TinyJit)", "matmul_bf16", 1e-2
     ),
     TgCase("add", "GB/s", True, "c = a + b on float32, counting 3 arrays (TinyJit)", "add", 1e-6),
+    TgCase(
+        "add_bf16",
+        "GB/s",
+        True,
+        "c = a + b on bfloat16 (float32 inputs rounded on the device), counting 3 arrays (TinyJit)",
+        "add_bf16",
+        1e-6,
+    ),
     TgCase("sum", "GB/s", True, "a.sum() on float32, counting 1 array (TinyJit)", "sum", 1e-4),
     TgCase(
         "gpt2_decode",
@@ -62,7 +70,7 @@ class TgSizes:
     runs: int  # timed runs per case (min / median / p90 / max over them)
     check_steps: int  # training steps before timing; the checksum is their summed loss
     pipelined_steps: int  # mlp_step_pipelined: steps between two synchronisations
-    repeat: int  # matmul / add / sum: jitted calls per timed run
+    repeat: int  # matmul / add / add_bf16 / sum: jitted calls per timed run
     kernel_reps: int  # mlp_kernel: timed passes over the step's kernels (the median is kept)
     mlp_widths: tuple[int, ...]
     mlp_batch: int
@@ -72,7 +80,7 @@ class TgSizes:
     tf_dim: int
     tf_heads: int
     matmul_n: int
-    elems: int  # add / sum: float32 elements per array
+    elems: int  # add / add_bf16 / sum: elements per array
     gpt2_layers: int
     gpt2_dim: int
     gpt2_heads: int
