@@ -612,6 +612,33 @@ def _run_with_opts(out: Tensor, opts: tuple) -> np.ndarray:
     return np.frombuffer(bufs[0].as_memoryview(), _to_np_dtype(bufs[0].dtype)).copy()
 
 
+@pytest.mark.parametrize("dt", [dtypes.bfloat16, dtypes.int8, dtypes.int16], ids=str)
+def test_narrow_matmuls_under_optimisations(dt):
+    # matmuls reading bfloat16, 8- and 16-bit inputs upcast, unrolled, with local dimensions and with partial sums in
+    # shared memory behind barriers, B also transposed: their grouped loads (renderer/narrow_vectors.py) read the
+    # elements the single ones did
+    from tinygrad.codegen.opt import Opt, OptOps
+
+    if not supports(dt):
+        pytest.skip(f"no {dt}")
+    a, b = (np.arange(16 * 32) % 5).reshape(16, 32), (np.arange(32 * 16) % 3).reshape(32, 16)
+    out_dt = dtypes.float32 if dt == dtypes.bfloat16 else dtypes.int32
+
+    def on_device(x):  # bfloat16 rounded from float32 on the device: these small integers are exact in every type
+        return Tensor(x.astype(np.float32)).cast(dt).realize()
+
+    all_opts = [
+        (Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 4)),
+        (Opt(OptOps.GROUP, 0, 8), Opt(OptOps.UPCAST, 1, 4)),
+        (Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UNROLL, 0, 4)),
+    ]
+    for opts in all_opts:
+        got = _run_with_opts(on_device(a).matmul(on_device(b), dtype=out_dt), opts)
+        np.testing.assert_equal(got, (a @ b).ravel(), err_msg=str(opts))
+    got = _run_with_opts(on_device(a).matmul(on_device(b.T.copy()).T, dtype=out_dt), all_opts[0])
+    np.testing.assert_equal(got, (a @ b).ravel())
+
+
 def test_shared_memory_vectors():
     from tinygrad.codegen.opt import Opt, OptOps
 
