@@ -347,6 +347,26 @@ def test_jit_replays_as_one_graph():
     assert len(_graph_runners()) > graphs_before
 
 
+def test_jit_graph_binds_only_the_buffers_a_kernel_still_reads():
+    # a comparison tinygrad folds only while it makes the kernel (the minimum of x % 2 is never below -3): the call
+    # still passes x, the kernel no longer reads it; the graph binds what each program takes, and the inputs of the
+    # other kernel where they are
+    graphs_before = len(_graph_runners())
+
+    @TinyJit
+    def f(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        folded, other = ((x % 2).min(axis=1) < -3).contiguous(), (y * 3 + x).contiguous()
+        Tensor.realize(folded, other)
+        return folded, other
+
+    for i in range(4):
+        x, y = (np.arange(12, dtype=np.int32).reshape(3, 4) * (i + 1), np.full((3, 4), i, np.int32))
+        folded, other = f(Tensor(x), Tensor(y))
+        np.testing.assert_equal(folded.numpy(), np.zeros(3, bool))
+        np.testing.assert_equal(other.numpy(), y * 3 + x)
+    assert len(_graph_runners()) > graphs_before
+
+
 def test_jit_replay_writes_new_variables_and_grids_in_place(monkeypatch):
     """A replay writes the variables into every kernel whose grid stays (GraphVariables.set), writes the kernels whose
     variable and grid changed over their records (LaunchGraph.set_scalars) and repacks those whose inputs changed:

@@ -35,13 +35,13 @@ class VKGraph(GraphRunner):
         self.grids: list[tuple[tuple[int, ...] | None, tuple[int, int, int] | None]] = []
         self.bound: list[tuple[list[int], list[int]]] = []
         zeros = {v: 0 for v in self.vars}
-        for (_, ast, bufs, device_vars), runtime in zip(self.calls, self.runtimes):
+        for j, ((_, ast, bufs, device_vars), runtime) in enumerate(zip(self.calls, self.runtimes)):
             if ast.op is not Ops.PROGRAM or runtime is None:
                 raise GraphException(f"VK graph: {ast.op} is not a kernel")
             self.bufs.append(list(bufs))
             self.vals.append([device_vars.get(v.expr, 0) for v in ast.arg.vars])
             self.grids.append(runtime.grid(*ast.arg.launch_dims(zeros)))
-            self.bound.append(runtime.bound([b._buf for b in bufs]))
+            self.bound.append(runtime.bound(self._kernel_buffers(j, bufs)))
         self.graph = self.dev.vk.graph([self._launch(j, self.bound[j]) for j in range(len(self.calls))])
         self.replaced = [j for j, r in enumerate(self.uop_replace) if r]  # kernels whose buffers are inputs
         # Kernels whose only change is their variables take them from self.variables (their self.vals go stale: they
@@ -74,6 +74,12 @@ class VKGraph(GraphRunner):
                 slots[v].append((j, i))
         return slots
 
+    def _kernel_buffers(self, j: int, bufs: list[Buffer]) -> list:
+        """The buffers kernel ``j``'s program binds, of its call's arguments ``bufs``: those its code reads or writes
+        (the program's globals, in slot order). A call keeps every argument it was scheduled with, and the kernel may
+        have lost some since, to constant folding (as tinygrad's own launch outside a graph selects them)."""
+        return [bufs[i]._buf for i in self.calls[j][1].arg.globals]
+
     def _launch(self, j: int, bound: tuple[list[int], list[int]]):
         """Kernel ``j``'s launch on ``bound``'s buffer ids and view offsets (None while its grid is empty)."""
         grid, local = self.grids[j]
@@ -104,7 +110,7 @@ class VKGraph(GraphRunner):
             bufs = list(self.bufs[j])
             for pos, iidx in self.uop_replace[j]:
                 bufs[pos] = cast(Buffer, input_uops[iidx].buffer).ensure_allocated()
-            bound = self.runtimes[j].bound([b._buf for b in bufs])
+            bound = self.runtimes[j].bound(self._kernel_buffers(j, bufs))
             if bound != self.bound[j]:
                 rebound[j] = bound
                 whole.add(j)
