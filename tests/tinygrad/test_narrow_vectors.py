@@ -13,12 +13,9 @@ from tinygrad import Tensor, dtypes
 from tinygrad.uop.ops import Ops, UOp
 
 from vkbackend.tinygrad.renderer.narrow_vectors import NARROW, group_narrow_accesses, known_factor
+from vkbackend.tinygrad.renderer.uop_lists import index_const
 
 DEV = render_device("VKNARROW", FULL)
-
-
-def _int(v: int) -> UOp:
-    return UOp(Ops.CAST, dtypes.int, (UOp(Ops.CONST, dtypes.weakint, arg=v),))
 
 
 def _accesses(source: str) -> list[str]:
@@ -66,8 +63,8 @@ def _list(sink: UOp, order: list[UOp]) -> list[UOp]:
 def _two_by_two(dt=dtypes.bfloat16):
     """Loads of elements 0 and 1 of one argument, stored crosswise to elements 0 and 1 of another."""
     a, out = UOp.param(0, dt, (8,)), UOp.param(1, dt, (8,))
-    l0, l1 = a.index(_int(0)).load(), a.index(_int(1)).load()
-    s0, s1 = out.index(_int(0)).store(l1), out.index(_int(1)).store(l0)
+    l0, l1 = a.index(index_const(0)).load(), a.index(index_const(1)).load()
+    s0, s1 = out.index(index_const(0)).store(l1), out.index(index_const(1)).store(l0)
     return UOp.sink(UOp(Ops.GROUP, dtypes.void, (s0, s1))), (l0, l1, s0, s1)
 
 
@@ -76,10 +73,13 @@ def test_runs_of_loads_and_stores_become_vector_accesses_with_the_same_elements(
     uops = group_narrow_accesses(_list(sink, [l0, l1, s0, s1]))
     (load,) = [u for u in uops if u.op is Ops.LOAD]
     (store,) = [u for u in uops if u.op is Ops.STORE]
-    assert load.src[0].op is Ops.SHRINK and load.shape == (2,) and load.src[0].src[1] is _int(0)
-    assert store.src[0].op is Ops.SHRINK and store.src[0].src[1] is _int(0)
+    assert load.src[0].op is Ops.SHRINK and load.shape == (2,) and load.src[0].src[1] is index_const(0)
+    assert store.src[0].op is Ops.SHRINK and store.src[0].src[1] is index_const(0)
     values = store.src[1]  # lane 0 is the load's lane 1, and lane 1 its lane 0
-    assert values.op is Ops.STACK and [(v.src[0], v.src[1]) for v in values.src] == [(load, _int(1)), (load, _int(0))]
+    assert values.op is Ops.STACK and [(v.src[0], v.src[1]) for v in values.src] == [
+        (load, index_const(1)),
+        (load, index_const(0)),
+    ]
     assert uops.index(load) < uops.index(store)
 
 
@@ -108,8 +108,8 @@ def test_types_tinygrad_groups_itself_and_bool_are_left_alone():
 def test_gated_loads_are_left_alone():
     a, out = UOp.param(0, dtypes.int16, (8,)), UOp.param(1, dtypes.int16, (8,))
     gate = UOp.variable("g", 0, 1).ne(0)
-    l0, l1 = (UOp(Ops.LOAD, dtypes.int16, (a.index(_int(i)), UOp.const(0, dtypes.int16), gate)) for i in (0, 1))
-    s0, s1 = out.index(_int(2)).store(l0), out.index(_int(5)).store(l1)  # not a run: stored one at a time
+    l0, l1 = (UOp(Ops.LOAD, dtypes.int16, (a.index(index_const(i)), UOp.const(0, dtypes.int16), gate)) for i in (0, 1))
+    s0, s1 = out.index(index_const(2)).store(l0), out.index(index_const(5)).store(l1)  # not a run: stored one at a time
     sink = UOp.sink(UOp(Ops.GROUP, dtypes.void, (s0, s1)))
     uops = _list(sink, [l0, l1, s0, s1])
     assert group_narrow_accesses(uops) is uops
@@ -117,9 +117,13 @@ def test_gated_loads_are_left_alone():
 
 def test_the_known_factor_of_an_index_is_proven_never_guessed():
     x = UOp.variable("x", 0, 1000, dtypes.int)
-    assert known_factor(_int(12)) == 4 and known_factor(_int(0)) == 1 << 16 and known_factor(_int(-6)) == 2
-    assert known_factor(x) == 1 and known_factor(UOp(Ops.SHL, dtypes.int, (x, _int(3)))) == 8
-    assert known_factor(UOp(Ops.ADD, dtypes.int, (UOp(Ops.SHL, dtypes.int, (x, _int(3))), _int(4)))) == 4
-    assert known_factor(UOp(Ops.MUL, dtypes.int, (x, _int(6)))) == 2
+    assert (
+        known_factor(index_const(12)) == 4
+        and known_factor(index_const(0)) == 1 << 16
+        and known_factor(index_const(-6)) == 2
+    )
+    assert known_factor(x) == 1 and known_factor(UOp(Ops.SHL, dtypes.int, (x, index_const(3)))) == 8
+    assert known_factor(UOp(Ops.ADD, dtypes.int, (UOp(Ops.SHL, dtypes.int, (x, index_const(3))), index_const(4)))) == 4
+    assert known_factor(UOp(Ops.MUL, dtypes.int, (x, index_const(6)))) == 2
     assert known_factor(UOp(Ops.SHL, dtypes.int, (x, UOp.variable("s", 0, 4, dtypes.int)))) == 1  # a shift by what?
-    assert known_factor(UOp(Ops.SHR, dtypes.int, (_int(64), _int(1)))) == 1  # not followed
+    assert known_factor(UOp(Ops.SHR, dtypes.int, (index_const(64), index_const(1)))) == 1  # not followed

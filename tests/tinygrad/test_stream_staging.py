@@ -27,11 +27,11 @@ from vkbackend.tinygrad.renderer.index_values import evaluate
 from vkbackend.tinygrad.renderer.stream_staging import (
     SHARED_BUDGET,
     _alu,
-    _int,
     _lane_and_step,
     plan_staging,
     stage_streams,
 )
+from vkbackend.tinygrad.renderer.uop_lists import index_const
 from vkbackend.tinygrad.runtime.device_caps import stages_streams
 
 STAGED = render_device("VKSTAGED", dataclasses.replace(BASE, stage_lanes=32))
@@ -159,7 +159,7 @@ def test_a_value_the_staging_would_declare_in_the_loop_and_the_kernel_reads_afte
     def run(lidx0, r, table):
         return lidx0 * 4096 + r
 
-    uops = _loop_kernel(run, after=lambda lidx0: _alu(Ops.AND, lidx0, _int(31)))
+    uops = _loop_kernel(run, after=lambda lidx0: _alu(Ops.AND, lidx0, index_const(31)))
     plan = plan_staging(uops, 32, 32768)
     assert plan is not None and stage_streams(uops, plan) is None
     staged = stage_streams(_loop_kernel(run), plan_staging(_loop_kernel(run), 32, 32768))

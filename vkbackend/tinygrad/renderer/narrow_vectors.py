@@ -29,7 +29,7 @@ from tinygrad.dtype import dtypes
 from tinygrad.uop.ops import Ops, UOp
 
 from vkbackend.tinygrad.renderer.memory_access import global_param_access
-from vkbackend.tinygrad.renderer.uop_lists import Placement, live, rebuilt, scoped, substitute
+from vkbackend.tinygrad.renderer.uop_lists import Placement, index_const, live, rebuilt, scoped, substitute
 
 __all__ = ["NARROW", "group_narrow_accesses", "known_factor"]
 
@@ -42,7 +42,6 @@ _FACTOR_CAP = 1 << 16  # enough for any width, and small enough to survive 32-bi
 class _Access:
     u: UOp  # the LOAD or STORE
     pos: int  # its place in the list
-    offset: int  # the constant c of its index root + c
 
 
 @dataclass(frozen=True)
@@ -112,20 +111,19 @@ def _candidates(uops: list[UOp]) -> dict[tuple, dict[int, list[_Access]]]:
             mop = u.src[0]
             if mop.op is Ops.INDEX and len(mop.src) == 2 and len(u.src) == (1 if u.op is Ops.LOAD else 2):
                 root, offset = _root_and_offset(mop.src[1])
-                out[(u.op, mop.src[0], root, block)][offset].append(_Access(u, pos, offset))
+                out[(u.op, mop.src[0], root, block)][offset].append(_Access(u, pos))
         if u.op in (Ops.RANGE, Ops.IF):
             block = (*block, u)
     return out
 
 
-def _uninterrupted(uops: list[UOp], group: tuple[_Access, ...]) -> bool:
+def _uninterrupted(uops: list[UOp], group: _Group) -> bool:
     """Whether nothing between the group's first and last access keeps them from being made at once (see the module's
     docstring)."""
-    members = {a.u for a in group}
-    first, last = min(a.pos for a in group), max(a.pos for a in group)
-    stores = group[0].u.op is Ops.STORE
+    members = {a.u for a in group.accesses}
+    stores = group.accesses[0].u.op is Ops.STORE
     blocking = (Ops.STORE, Ops.BARRIER, Ops.LOAD) if stores else (Ops.STORE, Ops.BARRIER)
-    for u in uops[first + 1 : last]:
+    for u in uops[group.first + 1 : group.last]:
         if u in members:
             continue
         if u.op in blocking or (stores and any(s in members for s in u.src)):
@@ -148,9 +146,9 @@ def _groups(uops: list[UOp]) -> list[_Group]:
                 start = run[0]
                 aligned = min(root_factor, _FACTOR_CAP if start == 0 else start & -start) >= n
                 if len(run) == n and run[-1] - start == n - 1 and aligned:
-                    group = tuple(by_offset[c][0] for c in run)
+                    group = _Group(tuple(by_offset[c][0] for c in run))
                     if _uninterrupted(uops, group):
-                        out.append(_Group(group))
+                        out.append(group)
                         i += n
                         break
             else:
@@ -186,18 +184,14 @@ def _vector_access(g: _Group, swap: dict[UOp, UOp]) -> UOp:
     first = g.accesses[0].u
     mop = first.src[0]
     n = len(g.accesses)
-    shrink = UOp(Ops.SHRINK, mop.dtype, (substitute(mop.src[0], swap), substitute(mop.src[1], swap), _int(n)))
+    shrink = UOp(Ops.SHRINK, mop.dtype, (substitute(mop.src[0], swap), substitute(mop.src[1], swap), index_const(n)))
     if first.op is Ops.LOAD:
         vector = UOp(Ops.LOAD, first.dtype, (shrink,))
         for lane, a in enumerate(g.accesses):
-            swap[a.u] = UOp(Ops.INDEX, first.dtype, (vector, _int(lane)))
+            swap[a.u] = UOp(Ops.INDEX, first.dtype, (vector, index_const(lane)))
         return vector
     values = tuple(swap.get(a.u.src[1], a.u.src[1]) for a in g.accesses)
     vector = UOp(Ops.STORE, dtypes.void, (shrink, UOp(Ops.STACK, values[0].dtype, values)))
     for a in g.accesses:
         swap[a.u] = vector
     return vector
-
-
-def _int(v: int) -> UOp:
-    return UOp(Ops.CAST, dtypes.int, (UOp(Ops.CONST, dtypes.weakint, arg=v),))

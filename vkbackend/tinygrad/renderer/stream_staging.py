@@ -38,7 +38,7 @@ from vkbackend.tinygrad.renderer.glsl_types import storage_dtype
 from vkbackend.tinygrad.renderer.index_values import Unknown, evaluate
 from vkbackend.tinygrad.renderer.loops import enclosing_ranges, range_name
 from vkbackend.tinygrad.renderer.memory_access import base_buffer, global_param_access
-from vkbackend.tinygrad.renderer.uop_lists import Placement, live, rebuilt, scoped, substitute
+from vkbackend.tinygrad.renderer.uop_lists import Placement, index_const, live, rebuilt, scoped, substitute
 
 __all__ = ["LINE_BYTES", "SHARED_BUDGET", "StreamStaging", "plan_staging", "stage_streams"]
 
@@ -166,10 +166,6 @@ def plan_staging(uops: list[UOp], lanes: int, shared_max: int) -> StreamStaging 
     return best
 
 
-def _int(v: int) -> UOp:
-    return UOp(Ops.CAST, dtypes.int, (UOp(Ops.CONST, dtypes.weakint, arg=v),))
-
-
 def _alu(op: Ops, a: UOp, b: UOp) -> UOp:
     return UOp(op, dtypes.int, (a, b))
 
@@ -179,12 +175,12 @@ def _lane_and_step(lidx: UOp, i: int, group: int, tile: int) -> tuple[UOp, UOp]:
     reads: element ``k = i * group + lidx`` of the tile, ``k // tile`` and ``k % tile`` (both powers of two)."""
     if tile <= group:
         per = group // tile  # runs one round of loads covers
-        run = _alu(Ops.SHR, lidx, _int(int(math.log2(tile))))
-        run = _alu(Ops.ADD, run, _int(i * per)) if i else run
-        return run, _alu(Ops.AND, lidx, _int(tile - 1))
+        run = _alu(Ops.SHR, lidx, index_const(int(math.log2(tile))))
+        run = _alu(Ops.ADD, run, index_const(i * per)) if i else run
+        return run, _alu(Ops.AND, lidx, index_const(tile - 1))
     rounds = tile // group  # rounds of loads one run takes
-    step = _alu(Ops.ADD, lidx, _int((i % rounds) * group)) if i % rounds else lidx
-    return _int(i // rounds), step
+    step = _alu(Ops.ADD, lidx, index_const((i % rounds) * group)) if i % rounds else lidx
+    return index_const(i // rounds), step
 
 
 def stage_streams(uops: list[UOp], plan: StreamStaging) -> tuple[list[UOp], str] | None:
@@ -202,20 +198,23 @@ def stage_streams(uops: list[UOp], plan: StreamStaging) -> tuple[list[UOp], str]
     stage = UOp(
         Ops.BUFFER,
         dtype,
-        (_int(plan.shared_elements()),),
+        (index_const(plan.shared_elements()),),
         arg=ParamArg(max(slots, default=-1) + 1, dtype, addrspace=AddrSpace.LOCAL),
     )
     outer = UOp(
-        Ops.RANGE, dtypes.int, (_int(int(loop.src[0].vmax) // tile), *loop.src[1:]), (max(ids) + 1, AxisType.REDUCE)
+        Ops.RANGE,
+        dtypes.int,
+        (index_const(int(loop.src[0].vmax) // tile), *loop.src[1:]),
+        (max(ids) + 1, AxisType.REDUCE),
     )
-    inner = UOp(Ops.RANGE, dtypes.int, (_int(tile), outer), (max(ids) + 2, AxisType.REDUCE))
-    first_iteration = _alu(Ops.MUL, outer, _int(tile))
+    inner = UOp(Ops.RANGE, dtypes.int, (index_const(tile), outer), (max(ids) + 2, AxisType.REDUCE))
+    first_iteration = _alu(Ops.MUL, outer, index_const(tile))
 
     def access(mop: UOp, buf: UOp, index: UOp) -> UOp:
         return mop.replace(src=(buf, index, *mop.src[2:]))
 
     def row_of(s: int, run: UOp) -> UOp:
-        return _alu(Ops.MUL, _alu(Ops.ADD, run, _int(s * group)) if s else run, _int(row))
+        return _alu(Ops.MUL, _alu(Ops.ADD, run, index_const(s * group)) if s else run, index_const(row))
 
     # the tile: each invocation loads ``tile`` vectors of each stream, neighbouring invocations neighbouring vectors
     tile_ops: list[UOp] = [UOp(Ops.BARRIER, dtypes.void, (outer,))]
@@ -227,7 +226,7 @@ def stage_streams(uops: list[UOp], plan: StreamStaging) -> tuple[list[UOp], str]
             at = _alu(Ops.ADD, first_iteration, step)
             index = substitute(mop.src[1], {lidx: run, loop: at})
             value = load.replace(src=(access(mop, mop.src[0], index),))
-            offset = _alu(Ops.ADD, row_of(s, run), _alu(Ops.MUL, step, _int(width)) if width > 1 else step)
+            offset = _alu(Ops.ADD, row_of(s, run), _alu(Ops.MUL, step, index_const(width)) if width > 1 else step)
             stores.append(UOp(Ops.STORE, dtypes.void, (access(mop, stage, offset), value)))
     tile_ops += stores
     barrier = UOp(Ops.BARRIER, dtypes.void, tuple(stores))
@@ -239,7 +238,7 @@ def stage_streams(uops: list[UOp], plan: StreamStaging) -> tuple[list[UOp], str]
     swap: dict[UOp, UOp] = {loop: at}
     for s, load in enumerate(plan.loads):
         mop = load.src[0]
-        offset = _alu(Ops.ADD, row_of(s, lidx), _alu(Ops.MUL, inner, _int(width)) if width > 1 else inner)
+        offset = _alu(Ops.ADD, row_of(s, lidx), _alu(Ops.MUL, inner, index_const(width)) if width > 1 else inner)
         swap[load] = load.replace(src=(access(mop, ready, offset),))
     body = []
     for u in uops[start + 1 : body_end]:

@@ -8,13 +8,19 @@ was in. :class:`Placement` appends uops that way, :func:`live` drops the values 
 
 from __future__ import annotations
 
+from tinygrad.dtype import dtypes
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
-__all__ = ["Placement", "live", "rebuilt", "scoped", "substitute"]
+__all__ = ["Placement", "index_const", "live", "rebuilt", "scoped", "substitute"]
 
 # what only orders: the sources of these are not read as values
 _ORDERING = (Ops.END, Ops.ENDIF, Ops.SINK, Ops.GROUP, Ops.NOOP, Ops.BARRIER)
 _VALUES = {*GroupOp.ALU, Ops.CAST, Ops.BITCAST, Ops.INDEX, Ops.SHRINK, Ops.LOAD, Ops.STACK, Ops.AFTER, Ops.CONST}
+
+
+def index_const(v: int) -> UOp:
+    """The index constant ``v`` as tinygrad writes one in linearised uops: CAST(int, CONST weakint)."""
+    return UOp(Ops.CAST, dtypes.int, (UOp(Ops.CONST, dtypes.weakint, arg=v),))
 
 
 class Placement:
