@@ -631,6 +631,26 @@ def test_a_bfloat16_tensor_core_kernel_reads_and_writes_memory_as_the_float16_on
     assert accesses["bf16"] == accesses["f16"] and "VK_V1_2(" in accesses["bf16"], accesses
 
 
+def test_a_bfloat16_tensor_core_kernel_is_about_as_long_as_the_float16_one(glslang13):
+    """BEAM drops a candidate whose program has BEAM_UOPS_MAX (3,000) uops or more. The renderer converts the float32
+    accumulators to bfloat16 in one uop each (glsl_types.F2BF), as to float16, so a bfloat16 product's kernel under
+    the same optimisations is about as long as the float16 one's and BEAM can reach the same tiles (tinygrad's
+    conversion spelled out takes about 16 uops a value: twice the float16 kernel's length)."""
+    from tinygrad.codegen import to_program
+
+    arch = _tc_arch(TCShape(16, 16, 16, "f16", "f32"), TCShape(16, 16, 16, "bf16", "f32"), layout="nv")
+    lengths, opts = {}, {}
+    for din in ("f16", "bf16"):
+        with Context(DEV=f"{RENDER_DEV}::{arch}"):
+            out = Tensor.empty(256, 256, dtype=DTYPES[din]) @ Tensor.empty(256, 256, dtype=DTYPES[din])
+            ast = out.schedule_linear().src[-1].src[0]
+        program = to_program(ast, VKRenderer(Target(RENDER_DEV, arch=arch)))
+        opts[din] = program.src[0].arg.applied_opts
+        lengths[din] = len(program.src[1].src)  # what BEAM counts
+    assert opts["f16"] == opts["bf16"] and opts["f16"][0].op.name == "TC", opts  # the same tile, on tensor cores
+    assert lengths["bf16"] <= 1.2 * lengths["f16"], lengths
+
+
 def test_a_kernel_takes_float16_or_bfloat16_tensor_cores_not_both():
     """The SPIR-V retyping makes every float16 A and B matrix type bfloat16, so one kernel cannot hold both kinds."""
     shape = TCShape(16, 16, 16, "f16", "f32")

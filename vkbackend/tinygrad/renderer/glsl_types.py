@@ -20,6 +20,8 @@ __all__ = [
     "int_literal",
     "float_literal",
     "cast",
+    "F2BF",
+    "F2BF_DEFINITION",
     "zero",
     "bitcast",
     "as_uint",
@@ -38,7 +40,7 @@ TYPE_MAP: dict[DType, str] = {
     dtypes.float16: "float16_t",
     dtypes.float32: "float",
     dtypes.float64: "double",
-    dtypes.bfloat16: "uint16_t",  # bfloat16 lives as its bits; tinygrad's manual bf16 casts and float ALU do the rest
+    dtypes.bfloat16: "uint16_t",  # bfloat16 lives as its bits, converted by F2BF and computed in float32
 }
 
 # how a value of each float type is reinterpreted as / built from an integer of the same width
@@ -125,6 +127,16 @@ def float_literal(val: float, dt: DType) -> str:
     return s if dt == dtypes.float32 else f"float16_t({s})"
 
 
+# float32 to bfloat16 as tinygrad's own cast rounds (cstyle.cast_float_to_bf16: to nearest even, a NaN kept a NaN; its
+# exponent test written plainly, the same bits for every float32), in one call: spelled out, a conversion is about 16
+# of tinygrad's uops, and BEAM drops a candidate of BEAM_UOPS_MAX (3,000) uops or more
+F2BF = "vk_f2bf"
+F2BF_DEFINITION = (
+    f"uint16_t {F2BF}(float f) {{ uint x = floatBitsToUint(f); return uint16_t(((x&0x7f800000u)!=0x7f800000u ? "
+    "x+((x>>16)&1u)+0x7fffu : ((x&0xffffu)!=0u ? x|0x10000u : x))>>16); }"
+)
+
+
 def cast(dst: DType, src: DType, val: str, sext64: bool = False) -> str:
     """A value conversion ``(dst)val`` with C semantics where GLSL's differs. ``sext64`` (DeviceCaps.sext64): a 32-bit
     signed integer becomes a 64-bit one by arithmetic on its zero extension, which no compiler takes for a
@@ -132,6 +144,11 @@ def cast(dst: DType, src: DType, val: str, sext64: bool = False) -> str:
     zero)."""
     if dst == src:
         return val
+    if dtypes.bfloat16 in (src, dst):
+        # tinygrad routes every other bfloat16 conversion through float32 (create_non_native_float_pats)
+        if dtypes.float32 not in (src, dst):
+            raise ValueError(f"no conversion from {src} to {dst} in GLSL: bfloat16 converts to and from float32 only")
+        return f"{F2BF}({val})" if dst == dtypes.bfloat16 else f"uintBitsToFloat(uint({val})<<16)"
     if sext64 and src == dtypes.int32 and dst in (dtypes.int64, dtypes.uint64):
         wide = f"((int64_t(uint({val}))^0x80000000l)-0x80000000l)"
         return wide if dst == dtypes.int64 else f"uint64_t({wide})"

@@ -33,13 +33,15 @@ import struct
 from tinygrad.codegen.decomp.transcendental import xexp2, xlog2, xsin
 from tinygrad.dtype import AddrSpace, DType, dtypes, float_to_bf16
 from tinygrad.helpers import Target, getenv, strip_parens
-from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite, create_non_native_float_pats, pm_manual_bf16_cast
+from tinygrad.renderer.cstyle import CStyleLanguage, base_rewrite, create_non_native_float_pats
 from tinygrad.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 
 from vkbackend.tinygrad.compiler.compiler import VKCompiler
 from vkbackend.tinygrad.compiler.kernel_format import with_meta
 from vkbackend.tinygrad.renderer.caps import parse_arch
 from vkbackend.tinygrad.renderer.glsl_types import (
+    F2BF,
+    F2BF_DEFINITION,
     TYPE_MAP,
     bitcast,
     cast,
@@ -99,8 +101,8 @@ vk_extra_matcher = (
             (UPat((Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT), dtypes.float16, name="x"), _float_via_f32),
         ]
     )
+    # bfloat16 arithmetic in float32; the conversions are glsl_types.cast's
     + create_non_native_float_pats((dtypes.bfloat16,))
-    + pm_manual_bf16_cast
 )
 
 
@@ -539,6 +541,8 @@ class VKRenderer(CStyleLanguage):
         lines += wmma_definitions
         if any("vk_exp2m(" in ln for ln in body):
             lines.append("float vk_exp2m(float a, float b) { precise float t = a*b; return exp2(t); }")
+        if any(f"{F2BF}(" in ln for ln in body):
+            lines.append(F2BF_DEFINITION)
 
         meta = {
             "name": function_name,
