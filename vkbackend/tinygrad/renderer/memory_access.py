@@ -199,8 +199,14 @@ def _declared_width(buf: UOp, widths: set[int]) -> int:
 
 
 def _lanes(mop: UOp) -> int:
-    """The lanes an access through ``mop`` (an INDEX or a SHRINK) moves."""
-    return mop.max_numel() if mop.op is Ops.SHRINK else 1
+    """The lanes an access through ``mop`` (an INDEX or a SHRINK) moves. A SHRINK's constant length is read as it is:
+    its shape would check the range against the buffer's, simplifying the whole index expression (milliseconds for a
+    SHRINK the renderer built, whose shape tinygrad has not computed and kept)."""
+    if mop.op is not Ops.SHRINK:
+        return 1
+    size = mop.src[2]
+    size = size.src[0] if size.op is Ops.CAST else size
+    return size.arg if size.op is Ops.CONST else mop.max_numel()
 
 
 def global_load_lanes(u: UOp) -> int:
@@ -287,7 +293,7 @@ def global_vector_macros(arg: GlobalArg, dt: DType, dw: int, w: int, store: bool
 
 def _render_vector_load(ctx: RenderContext, mop: UOp) -> str:
     """LOAD(SHRINK(buffer, idx, n)): ``n`` lanes from element ``idx`` on."""
-    buf, w, i = base_buffer(mop.src[0]), mop.max_numel(), _index_str(ctx, mop.src[1])
+    buf, w, i = base_buffer(mop.src[0]), _lanes(mop), _index_str(ctx, mop.src[1])
     if _is_global_param(buf):
         ctx.memory.vector_macros.add((buf, w, False))
         return f"VK_V{buf.arg.slot}_{w}({_global_index(ctx, buf, mop.src[1])})"
@@ -300,7 +306,7 @@ def _render_vector_load(ctx: RenderContext, mop: UOp) -> str:
 
 def _render_vector_store(ctx: RenderContext, mop: UOp, var: UOp) -> str:
     """STORE(SHRINK(buffer, idx, n), value): ``n`` lanes from element ``idx`` on."""
-    buf, w, i = base_buffer(mop.src[0]), mop.max_numel(), _index_str(ctx, mop.src[1])
+    buf, w, i = base_buffer(mop.src[0]), _lanes(mop), _index_str(ctx, mop.src[1])
     if _is_global_param(buf):
         ctx.memory.vector_macros.add((buf, w, True))
         return f"VK_S{buf.arg.slot}_{w}({_global_index(ctx, buf, mop.src[1])}, {ctx[var]});"
