@@ -11,6 +11,8 @@ import pytest
 from tinygrad import Device, Tensor, TinyJit, Variable, dtypes, nn
 from tinygrad.helpers import Context
 
+from vkbackend.tinygrad.kernel_opts import run_with_opts
+
 RNG = np.random.default_rng(0)
 
 
@@ -638,30 +640,6 @@ def test_narrow_vector_access_on_views(dt):
     np.testing.assert_equal(whole.cast(dtypes.float32).numpy(), np.concatenate([a[:5], a[5:105] + 1, a[105:]]))
 
 
-def _run_with_opts(out: Tensor, opts: tuple) -> np.ndarray:
-    """Realize ``out`` with tinygrad's optimizations of its last kernel replaced by ``opts``."""
-    from dataclasses import replace
-
-    from tinygrad.device import Buffer
-    from tinygrad.dtype import _to_np_dtype
-    from tinygrad.engine.realize import run_linear
-    from tinygrad.uop.ops import Ops, UOp, buffers
-
-    linear, var_vals = Tensor.linear_with_vars(out)
-    run_linear(UOp(Ops.LINEAR, src=linear.src[:-1]), var_vals)
-    last = linear.src[-1]
-    ast = last.src[0]
-    bufs = [s.buffer for s in last.src[1:] if not s.is_bound_var]
-    bufs = [Buffer(b.device, b.size, b.dtype).allocate() if i < len(ast.src) else b for i, b in enumerate(bufs)]
-    buf_uops = [UOp.new_buffer(b.device, b.size, b.dtype) for b in bufs]
-    for u, b in zip(buf_uops, bufs):
-        b.ensure_allocated()
-        buffers[u] = b
-    ast = ast.replace(arg=replace(ast.arg, opts_to_apply=tuple(opts)))
-    run_linear(UOp(Ops.LINEAR, src=(ast.call(*buf_uops),)))
-    return np.frombuffer(bufs[0].as_memoryview(), _to_np_dtype(bufs[0].dtype)).copy()
-
-
 @pytest.mark.parametrize("dt", [dtypes.bfloat16, dtypes.int8, dtypes.int16], ids=str)
 def test_narrow_matmuls_under_optimisations(dt):
     # matmuls reading bfloat16, 8- and 16-bit inputs upcast, unrolled, with local dimensions and with partial sums in
@@ -683,9 +661,9 @@ def test_narrow_matmuls_under_optimisations(dt):
         (Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UNROLL, 0, 4)),
     ]
     for opts in all_opts:
-        got = _run_with_opts(on_device(a).matmul(on_device(b), dtype=out_dt), opts)
+        got = run_with_opts(on_device(a).matmul(on_device(b), dtype=out_dt), opts)
         np.testing.assert_equal(got, (a @ b).ravel(), err_msg=str(opts))
-    got = _run_with_opts(on_device(a).matmul(on_device(b.T.copy()).T, dtype=out_dt), all_opts[0])
+    got = run_with_opts(on_device(a).matmul(on_device(b.T.copy()).T, dtype=out_dt), all_opts[0])
     np.testing.assert_equal(got, (a @ b).ravel())
 
 
@@ -694,7 +672,7 @@ def test_shared_memory_vectors():
 
     x, y = rand(1, 128), rand(128, 128)
     opts = (Opt(OptOps.GROUP, 0, 8), Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.UPCAST, 0, 4))  # vec4 partial sums in shared
-    got = _run_with_opts((Tensor(x) @ Tensor(y)).relu(), opts)
+    got = run_with_opts((Tensor(x) @ Tensor(y)).relu(), opts)
     np.testing.assert_allclose(got, np.maximum(x @ y, 0).ravel(), rtol=1e-5, atol=1e-5)
 
 
@@ -706,8 +684,19 @@ def test_half8_vectors(monkeypatch):
         pytest.skip("no float16")
     monkeypatch.setattr(coalesce, "getenv", lambda k, d=0: 1 if k == "ALLOW_HALF8" else d)  # 8 halves at a time
     a = rand(1024).astype(np.float16)
-    got = _run_with_opts(Tensor(a) * 2 + 1, (Opt(OptOps.UPCAST, 0, 8),))
+    got = run_with_opts(Tensor(a) * 2 + 1, (Opt(OptOps.UPCAST, 0, 8),))
     np.testing.assert_equal(got, a * 2 + 1)
+
+
+def test_a_kernel_run_with_opts_gives_a_bfloat16_output_as_float32():
+    from tinygrad.codegen.opt import Opt, OptOps
+
+    if not supports(dtypes.bfloat16):
+        pytest.skip("no bfloat16")
+    a = np.arange(-64, 64, dtype=np.float32) * 0.5  # exact in bfloat16, and so is a * 3
+    got = run_with_opts(Tensor(a).cast(dtypes.bfloat16) * 3, (Opt(OptOps.UPCAST, 0, 4),))
+    assert got.dtype == np.float32
+    np.testing.assert_equal(got, a * 3)
 
 
 # ----- kernels on global ids ----------------------------------------------------------------------------------------
