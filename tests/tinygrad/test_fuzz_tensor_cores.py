@@ -22,11 +22,13 @@ def fuzz():
 
 
 def test_emulated_seeds_agree_with_numpy(vk_device, glslang, fuzz, capsys):
-    """Seeds 0-5 on emulated tensor cores: float16 and bfloat16 inputs, both register layouts, float32, float16 and
-    bfloat16 results (bfloat16 ones through vk_f2bf), upcasts, local dimensions and B transposed among them."""
-    assert fuzz.main(["--seeds", "0:6", "--emulate", "-v"]) == 0, capsys.readouterr().out
+    """Seeds 0-7 on emulated tensor cores: float16 and bfloat16 inputs, both register layouts, float32, float16 and
+    bfloat16 results (bfloat16 ones through vk_f2bf), the float16-accumulating core, B transposed, local dimensions
+    and upcasts among them."""
+    assert fuzz.main(["--seeds", "0:8", "--emulate", "-v"]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
-    assert "same 5" in out and "-> __bf16" in out and " nv " in out and " chunk " in out, out
+    assert "same 8" in out and "-> __bf16" in out and "m16.16.16.f16.f16" in out and " B^T " in out, out
+    assert " nv " in out and " chunk " in out and "UPCAST" in out and "LOCAL" in out, out
 
 
 def test_a_wrong_product_is_reported(vk_device, glslang, fuzz, capsys, monkeypatch):

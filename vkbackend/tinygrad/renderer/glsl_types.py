@@ -129,11 +129,13 @@ def float_literal(val: float, dt: DType) -> str:
 
 # float32 to bfloat16 as tinygrad's own cast rounds (cstyle.cast_float_to_bf16: to nearest even, a NaN kept a NaN; its
 # exponent test written plainly, the same bits for every float32), in one call: spelled out, a conversion is about 16
-# of tinygrad's uops, and BEAM drops a candidate of BEAM_UOPS_MAX (3,000) uops or more
+# of tinygrad's uops, and BEAM drops a candidate of BEAM_UOPS_MAX (3,000) uops or more. mix() with a bool selects
+# (OpSelect) where glslang would branch on ?:
 F2BF = "vk_f2bf"
 F2BF_DEFINITION = (
-    f"uint16_t {F2BF}(float f) {{ uint x = floatBitsToUint(f); return uint16_t(((x&0x7f800000u)!=0x7f800000u ? "
-    "x+((x>>16)&1u)+0x7fffu : ((x&0xffffu)!=0u ? x|0x10000u : x))>>16); }"
+    f"uint16_t {F2BF}(float f) {{ uint x = floatBitsToUint(f); "
+    "uint nan = mix(x, x|0x10000u, (x&0xffffu)!=0u); "
+    "return uint16_t(mix(nan, x+((x>>16)&1u)+0x7fffu, (x&0x7f800000u)!=0x7f800000u)>>16); }"
 )
 
 
