@@ -343,7 +343,9 @@ def _with_opts(out: Tensor, opts: tuple) -> str:
     from tinygrad import Device
     from tinygrad.codegen import to_program
 
-    ast = out.schedule_linear().src[-1].src[0]
+    from vkbackend.tinygrad.kernel_opts import last_kernel
+
+    ast = last_kernel(out)
     return to_program(ast.replace(arg=replace(ast.arg, opts_to_apply=opts)), renderer=Device[DEV].renderer).src[2].arg
 
 

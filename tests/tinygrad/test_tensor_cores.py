@@ -638,12 +638,13 @@ def test_a_bfloat16_tensor_core_kernel_is_about_as_long_as_the_float16_one(glsla
     conversion spelled out takes about 16 uops a value: twice the float16 kernel's length)."""
     from tinygrad.codegen import to_program
 
+    from vkbackend.tinygrad.kernel_opts import last_kernel
+
     arch = _tc_arch(TCShape(16, 16, 16, "f16", "f32"), TCShape(16, 16, 16, "bf16", "f32"), layout="nv")
     lengths, opts = {}, {}
     for din in ("f16", "bf16"):
         with Context(DEV=f"{RENDER_DEV}::{arch}"):
-            out = Tensor.empty(256, 256, dtype=DTYPES[din]) @ Tensor.empty(256, 256, dtype=DTYPES[din])
-            ast = out.schedule_linear().src[-1].src[0]
+            ast = last_kernel(Tensor.empty(256, 256, dtype=DTYPES[din]) @ Tensor.empty(256, 256, dtype=DTYPES[din]))
         program = to_program(ast, VKRenderer(Target(RENDER_DEV, arch=arch)))
         opts[din] = program.src[0].arg.applied_opts
         lengths[din] = len(program.src[1].src)  # what BEAM counts
