@@ -23,6 +23,7 @@ from vkbackend.tinygrad.renderer.glsl_types import (
     value_type,
     vec_type,
 )
+from vkbackend.tinygrad.renderer.uop_lists import constant_value
 
 __all__ = [
     "GlobalArg",
@@ -204,9 +205,8 @@ def _lanes(mop: UOp) -> int:
     SHRINK the renderer built, whose shape tinygrad has not computed and kept)."""
     if mop.op is not Ops.SHRINK:
         return 1
-    size = mop.src[2]
-    size = size.src[0] if size.op is Ops.CAST else size
-    return size.arg if size.op is Ops.CONST else mop.max_numel()
+    size = constant_value(mop.src[2])
+    return size if size is not None else mop.max_numel()
 
 
 def global_load_lanes(u: UOp) -> int:

@@ -29,7 +29,15 @@ from tinygrad.dtype import dtypes
 from tinygrad.uop.ops import Ops, UOp
 
 from vkbackend.tinygrad.renderer.memory_access import global_param_access
-from vkbackend.tinygrad.renderer.uop_lists import Placement, index_const, live, rebuilt, scoped, substitute
+from vkbackend.tinygrad.renderer.uop_lists import (
+    Placement,
+    constant_value,
+    index_const,
+    live,
+    rebuilt,
+    scoped,
+    substitute,
+)
 
 __all__ = ["NARROW", "group_narrow_accesses", "known_factor"]
 
@@ -65,7 +73,7 @@ def known_factor(u: UOp, cache: dict[UOp, int] | None = None) -> int:
     if u in cache:
         return cache[u]
     factor = 1
-    if (value := _constant(u)) is not None:
+    if (value := constant_value(u)) is not None:
         factor = _FACTOR_CAP if value == 0 else min(value & -value, _FACTOR_CAP)
     elif u.op is Ops.CAST and dtypes.is_int(u.dtype) and dtypes.is_int(u.src[0].dtype):
         factor = min(known_factor(u.src[0], cache), 1 << (8 * u.dtype.itemsize - 1))
@@ -73,26 +81,19 @@ def known_factor(u: UOp, cache: dict[UOp, int] | None = None) -> int:
         factor = min(known_factor(u.src[0], cache), known_factor(u.src[1], cache))
     elif u.op is Ops.MUL:
         factor = min(known_factor(u.src[0], cache) * known_factor(u.src[1], cache), _FACTOR_CAP)
-    elif u.op is Ops.SHL and (shift := _constant(u.src[1])) is not None and 0 <= shift < 32:
+    elif u.op is Ops.SHL and (shift := constant_value(u.src[1])) is not None and 0 <= shift < 32:
         factor = min(known_factor(u.src[0], cache) << shift, _FACTOR_CAP)
     cache[u] = factor
     return factor
 
 
-def _constant(u: UOp) -> int | None:
-    """The value of an integer constant (tinygrad writes one CAST(CONST)), else None."""
-    while u.op is Ops.CAST and dtypes.is_int(u.dtype):
-        u = u.src[0]
-    return u.arg if u.op is Ops.CONST and type(u.arg) is int else None
-
-
 def _root_and_offset(idx: UOp) -> tuple[UOp | None, int]:
     """``idx`` as ``root + c`` (root None: a constant index)."""
-    if (value := _constant(idx)) is not None:
+    if (value := constant_value(idx)) is not None:
         return None, value
     if idx.op is Ops.ADD:
         for root, c in (idx.src, idx.src[::-1]):
-            if (value := _constant(c)) is not None:
+            if (value := constant_value(c)) is not None:
                 return root, value
     return idx, 0
 

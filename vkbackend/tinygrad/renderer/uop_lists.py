@@ -23,6 +23,13 @@ def index_const(v: int) -> UOp:
     return UOp(Ops.CAST, dtypes.int, (UOp(Ops.CONST, dtypes.weakint, arg=v),))
 
 
+def constant_value(u: UOp) -> int | None:
+    """The value of an integer constant written as :func:`index_const` writes one (or a bare CONST), else None."""
+    while u.op is Ops.CAST and dtypes.is_int(u.dtype):
+        u = u.src[0]
+    return u.arg if u.op is Ops.CONST and type(u.arg) is int else None
+
+
 class Placement:
     """A new uop list, written in order: :meth:`place` appends a uop after whichever of its sources (and theirs) are
     not in the list yet."""
