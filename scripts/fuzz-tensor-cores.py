@@ -42,6 +42,7 @@ from tinygrad.codegen.opt.search import get_kernel_actions  # noqa: E402
 from tinygrad.helpers import Context, Target  # noqa: E402
 
 import vkbackend.tinygrad  # noqa: E402, F401 - the VK device, for a checkout that was never installed
+from vkbackend.tinygrad import bfloat16_bits  # noqa: E402
 from vkbackend.tinygrad.kernel_opts import last_kernel, run_with_opts  # noqa: E402
 from vkbackend.tinygrad.renderer.caps import TCShape, make_arch, parse_arch  # noqa: E402
 from vkbackend.tinygrad.renderer.renderer import VKRenderer  # noqa: E402
@@ -74,19 +75,12 @@ def arches(emulate: bool) -> list[tuple[TCShape, str]]:
     ]
 
 
-def bfloat16_bits(x: np.ndarray) -> np.ndarray:
-    """float32 values rounded to bfloat16 as tinygrad rounds them (to nearest even), as their 16-bit patterns."""
-    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + ((u >> 16) & 1) + 0x7FFF) >> 16).astype(np.uint16)  # finite inputs only
-
-
 def on_device(x: np.ndarray, dtype) -> tuple[Tensor, np.ndarray]:
     """``x`` rounded to ``dtype`` in numpy (not by the device's conversions, which the reference would share), on the
     device, and the rounded values as float64."""
     if dtype == dtypes.bfloat16:
-        bits = bfloat16_bits(x)
-        exact = (bits.astype(np.uint32) << 16).view(np.float32)
-        return Tensor(bits).bitcast(dtypes.bfloat16).realize(), exact.astype(np.float64)
+        bits = bfloat16_bits.from_float32(x)
+        return Tensor(bits).bitcast(dtypes.bfloat16).realize(), bfloat16_bits.to_float32(bits).astype(np.float64)
     rounded = x.astype(np.float16)
     return Tensor(rounded).realize(), rounded.astype(np.float64)
 

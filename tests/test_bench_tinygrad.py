@@ -24,6 +24,7 @@ from vkbackend.bench.report import plot, table
 from vkbackend.bench.tinygrad import runner
 from vkbackend.bench.tinygrad.protocol import checksum, seeded_inputs
 from vkbackend.bench.tinygrad.spec import CASE_BY_NAME, CASES, IMPLS, KERNEL_CASE, WORKLOADS, TgRecord, TgSizes, close
+from vkbackend.tinygrad import bfloat16_bits
 
 
 def devices(records: list[dict]) -> tuple[str, str]:
@@ -114,9 +115,7 @@ def test_checksums_agree_across_implementations(quick_run):
 
 def _bfloat16(x: np.ndarray) -> np.ndarray:
     """float32 values rounded to bfloat16 (to nearest, ties to even), as float32."""
-    bits = x.astype(np.float32).view(np.uint32)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.astype(np.uint32).view(np.float32)
+    return bfloat16_bits.to_float32(bfloat16_bits.from_float32(x))
 
 
 def _bfloat16_matmul_checksum(sizes: TgSizes) -> float:

@@ -11,6 +11,7 @@ import pytest
 from tinygrad import Device, Tensor, TinyJit, Variable, dtypes, nn
 from tinygrad.helpers import Context
 
+from vkbackend.tinygrad import bfloat16_bits
 from vkbackend.tinygrad.kernel_opts import run_with_opts
 
 RNG = np.random.default_rng(0)
@@ -246,14 +247,6 @@ def test_cast(src, dst):
     np.testing.assert_equal(Tensor(a).cast(dst).numpy(), a.astype(dst.fmt))
 
 
-def _bfloat16_bits(x: np.ndarray) -> np.ndarray:
-    """tinygrad's own float32 -> bfloat16 rounding (cstyle.cast_float_to_bf16), in numpy: the bits it gives."""
-    x = x.view(np.uint32).astype(np.uint64)
-    finite = (-x.astype(np.uint32) & 0x7F800000) != 0  # tinygrad's test of the exponent, as it writes it
-    rounded = np.where(finite, x + ((x >> 16) & 1) + 0x7FFF, np.where((x & 0xFFFF) != 0, x | 0x10000, x))
-    return ((rounded >> 16) & 0xFFFF).astype(np.uint16)
-
-
 def test_bfloat16_conversions_round_as_tinygrads_own():
     # float32 to bfloat16 rounds to nearest even and keeps a NaN a NaN; bfloat16 to float32 is exact: every bfloat16
     # pattern, and float32 patterns at every exponent with ties, their neighbours, NaN payloads in either half
@@ -264,7 +257,7 @@ def test_bfloat16_conversions_round_as_tinygrads_own():
     bits = (exponents[:, None] | low[None, :]).ravel()
     bits = np.concatenate([bits, bits | 0x80000000, RNG.integers(0, 1 << 32, 4096, dtype=np.uint32)])
     got = Tensor(bits.view(np.float32)).cast(dtypes.bfloat16).bitcast(dtypes.uint16).numpy()
-    np.testing.assert_equal(got, _bfloat16_bits(bits.view(np.float32)))
+    np.testing.assert_equal(got, bfloat16_bits.from_float32(bits.view(np.float32)))
     patterns = np.arange(1 << 16, dtype=np.uint32)
     back = Tensor(patterns.astype(np.uint16)).bitcast(dtypes.bfloat16).cast(dtypes.float32).bitcast(dtypes.uint32)
     np.testing.assert_equal(back.numpy(), patterns << 16)

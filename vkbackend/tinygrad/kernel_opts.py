@@ -18,6 +18,8 @@ from tinygrad.dtype import _to_np_dtype, dtypes
 from tinygrad.engine.realize import run_linear
 from tinygrad.uop.ops import Ops, UOp, buffers
 
+from vkbackend.tinygrad import bfloat16_bits
+
 __all__ = ["last_kernel", "run_with_opts"]
 
 
@@ -46,6 +48,6 @@ def run_with_opts(out: Tensor, opts: Sequence[Opt]) -> np.ndarray:
     ast = ast.replace(arg=replace(ast.arg, opts_to_apply=tuple(opts)))
     run_linear(UOp(Ops.LINEAR, src=(ast.call(*buf_uops),)))
     out_buf = bufs[0]
-    if out_buf.dtype == dtypes.bfloat16:  # numpy has no bfloat16: its bits are a float32's upper half
-        return (np.frombuffer(out_buf.as_memoryview(), np.uint16).astype(np.uint32) << 16).view(np.float32)
+    if out_buf.dtype == dtypes.bfloat16:  # numpy has no bfloat16
+        return bfloat16_bits.to_float32(np.frombuffer(out_buf.as_memoryview(), np.uint16))
     return np.frombuffer(out_buf.as_memoryview(), _to_np_dtype(out_buf.dtype)).copy()
