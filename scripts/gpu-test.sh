@@ -7,6 +7,8 @@
 # 1. `pytest -m "not packaging" tests`, with `-n $JOBS` (default 8) where pytest-xdist is installed.
 # 2. Given a clone of tinygrad's repository: its `test/backend` with DEV=VK and our skip plugin, run from a copy of
 #    its tests at $TINYGRAD_COMMIT (default a9069c177a, the v0.14.0 release; docs/tinygrad.md says why a copy).
+#    Those tests need tinygrad's CPU device, which compiles C with $CC (default clang) for a bare target; gcc cannot,
+#    so the script checks that compiler, and the checkout, before running anything.
 #
 # A validation layer of one's own (a newer SDK's) is used by setting VK_ADD_LAYER_PATH to its directory of layer
 # manifests. $PYTHON picks the interpreter (default python3). The exit status is non-zero when a run failed.
@@ -14,9 +16,24 @@ set -euo pipefail
 usage="usage: [JOBS=8] [OUT=DIR] [VK_ADD_LAYER_PATH=DIR] bash scripts/gpu-test.sh [TINYGRAD_CHECKOUT]"
 [ $# -le 1 ] || { echo "$usage" >&2; exit 2; }
 case ${1:-} in -h|--help) echo "$usage"; exit 0 ;; esac
-cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
-out=$(mkdir -p "${OUT:-gpu-test-results}" && cd "${OUT:-gpu-test-results}" && pwd)
+if [ $# -eq 1 ]; then
+  cc=${CC:-clang}
+  if ! echo 'int f(void) { return 0; }' | "$cc" -c -x c -ffreestanding -nostdlib --target="$(uname -m)-none-unknown-elf" \
+      - -o /dev/null 2>/dev/null; then
+    echo "gpu-test.sh: tinygrad's CPU device compiles C with \$CC (here '$cc') for a bare target (--target=...), which" \
+      "'$cc' cannot do; install clang and run with CC=clang" >&2
+    exit 2
+  fi
+  git -C "$1" rev-parse --verify -q "${TINYGRAD_COMMIT:-a9069c177a}^{commit}" >/dev/null || {
+    echo "gpu-test.sh: $1 is not a clone of tinygrad's repository with commit ${TINYGRAD_COMMIT:-a9069c177a}" >&2
+    exit 2
+  }
+  tinygrad_checkout=$(cd "$1" && pwd)
+fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=$(mkdir -p "${OUT:-$root/gpu-test-results}" && cd "${OUT:-$root/gpu-test-results}" && pwd)
+cd "$root"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 jobs=()
 if "$python" -c "import xdist" 2>/dev/null; then jobs=(-n "${JOBS:-8}"); fi
@@ -38,7 +55,7 @@ status=0
 tinygrad="not run"
 if [ $# -eq 1 ]; then
   copy=$(mktemp -d)
-  git -C "$1" archive "${TINYGRAD_COMMIT:-a9069c177a}" test extra examples conftest.py pyproject.toml | tar -x -C "$copy"
+  git -C "$tinygrad_checkout" archive "${TINYGRAD_COMMIT:-a9069c177a}" test extra examples conftest.py pyproject.toml | tar -x -C "$copy"
   (cd "$copy" && DEV=VK "$python" -m pytest "${jobs[@]}" -q -p vkbackend.tinygrad.testing_skips -p no:cacheprovider \
     --junitxml="$out/tinygrad.xml" test/backend) 2>&1 | tee "$out/tinygrad.log" || status=1
   rm -rf "$copy"

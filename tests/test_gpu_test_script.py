@@ -1,0 +1,41 @@
+"""scripts/gpu-test.sh refuses, before running anything, what would make tinygrad's tests fail by the hundred: a C
+compiler that cannot build for tinygrad's bare CPU target, and a folder that is not tinygrad's repository."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "gpu-test.sh"
+
+
+def _run(tmp_path: Path, checkout: Path, cc: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, CC=cc, OUT=str(tmp_path / "out"))
+    return subprocess.run(
+        ["bash", str(SCRIPT), str(checkout)], env=env, capture_output=True, text=True, check=False, timeout=60
+    )
+
+
+def test_a_compiler_without_bare_targets_is_refused_before_anything_runs(tmp_path):
+    # Stands for gcc, which rejects --target: the compiler tinygrad's CPU device would call fails.
+    fake = tmp_path / "cc"
+    fake.write_text("#!/bin/sh\necho 'unrecognized command-line option' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    result = _run(tmp_path, tmp_path, str(fake))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "CC=clang" in result.stderr and str(fake) in result.stderr
+    assert not (tmp_path / "out").exists(), "the suite started before the check"
+
+
+def test_a_folder_that_is_not_tinygrads_repository_is_refused(tmp_path):
+    clang = shutil.which("clang")
+    if clang is None:
+        pytest.skip("no clang on PATH to pass the compiler's check")
+    result = _run(tmp_path, tmp_path, clang)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "is not a clone of tinygrad's repository" in result.stderr
+    assert not (tmp_path / "out").exists(), "the suite started before the check"
