@@ -17,15 +17,21 @@ usage="usage: [JOBS=8] [OUT=DIR] [VK_ADD_LAYER_PATH=DIR] bash scripts/gpu-test.s
 [ $# -le 1 ] || { echo "$usage" >&2; exit 2; }
 case ${1:-} in -h|--help) echo "$usage"; exit 0 ;; esac
 python=${PYTHON:-python3}
+unset CDPATH  # so that $(cd DIR && pwd) prints DIR alone
 if [ $# -eq 1 ]; then
-  cc=${CC:-clang}
+  cc=${CC-clang}  # as tinygrad reads it: CC set but empty is no compiler
+  if ! command -v "$cc" >/dev/null; then
+    echo "gpu-test.sh: tinygrad's CPU device compiles C with \$CC (default clang), and '$cc' is not a program here;" \
+      "install clang and leave CC unset or set CC=clang" >&2
+    exit 2
+  fi
   if ! echo 'int f(void) { return 0; }' | "$cc" -c -x c -ffreestanding -nostdlib --target="$(uname -m)-none-unknown-elf" \
       - -o /dev/null 2>/dev/null; then
     echo "gpu-test.sh: tinygrad's CPU device compiles C with \$CC (here '$cc') for a bare target (--target=...), which" \
-      "'$cc' cannot do; install clang and run with CC=clang" >&2
+      "'$cc' cannot do; install clang and set CC=clang" >&2
     exit 2
   fi
-  git -C "$1" rev-parse --verify -q "${TINYGRAD_COMMIT:-a9069c177a}^{commit}" >/dev/null || {
+  git -C "$1" rev-parse --verify -q "${TINYGRAD_COMMIT:-a9069c177a}^{commit}" >/dev/null 2>&1 || {
     echo "gpu-test.sh: $1 is not a clone of tinygrad's repository with commit ${TINYGRAD_COMMIT:-a9069c177a}" >&2
     exit 2
   }

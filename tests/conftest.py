@@ -4,6 +4,8 @@ it prints fails the test. Tests that need a device skip with a reason when no Vu
 from __future__ import annotations
 
 import os
+import platform
+import subprocess
 import tempfile
 
 import pytest
@@ -72,6 +74,20 @@ def device():
     if dev is None:
         pytest.skip(reason)
     return dev
+
+
+@pytest.fixture(scope="session")
+def tinygrad_cpu_device():
+    """Skips where tinygrad's CPU device, which tinygrad's tensors lean on for some helpers, cannot compile: it runs
+    $CC (default clang) for a bare target, which gcc, say, refuses."""
+    cc = os.environ.get("CC", "clang")  # as tinygrad reads it: CC set but empty is no compiler
+    command = [cc, "-c", "-x", "c", "-ffreestanding", "-nostdlib", f"--target={platform.machine()}-none-unknown-elf"]
+    try:
+        subprocess.run([*command, "-", "-o", os.devnull], input=b"int f(void) { return 0; }", capture_output=True,
+                       check=True, timeout=60)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip(f"tinygrad's CPU device compiles with $CC ({cc!r}) for a bare target, which it cannot: install "
+                    "clang (apt-get install clang) and leave CC unset or set CC=clang")  # fmt: skip
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import importlib.metadata
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -47,12 +46,10 @@ needs_tinygrad = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def quick_run(device, tmp_path_factory):
+def quick_run(device, tinygrad_cpu_device, tmp_path_factory):
     """One ``--tinygrad --quick`` run in a fresh process (inheriting the suite's validation settings)."""
     if _tinygrad_version() != "0.14.0":
         pytest.skip("needs tinygrad 0.14.0 (pip install 'vkbackend[tinygrad]')")
-    if shutil.which("clang") is None:
-        pytest.skip("tinygrad's CPU device needs clang (apt-get install clang)")
     return run_bench(["--tinygrad", "--quick"], tmp_path_factory.mktemp("bench-tinygrad") / "bench.json", timeout_s=900)
 
 

@@ -21,13 +21,23 @@ def _run(tmp_path: Path, checkout: Path, cc: str) -> subprocess.CompletedProcess
 
 
 def test_a_compiler_without_bare_targets_is_refused_before_anything_runs(tmp_path):
-    # Stands for gcc, which rejects --target: the compiler tinygrad's CPU device would call fails.
+    # Stands for gcc: it compiles, but rejects clang's --target, which tinygrad's CPU device passes.
     fake = tmp_path / "cc"
-    fake.write_text("#!/bin/sh\necho 'unrecognized command-line option' >&2\nexit 1\n")
+    fake.write_text(
+        '#!/bin/sh\nfor a in "$@"; do case $a in --target=*) echo "unrecognized option $a" >&2; exit 1 ;; esac; done\n'
+        "cat > /dev/null\nexit 0\n"
+    )
     fake.chmod(0o755)
     result = _run(tmp_path, tmp_path, str(fake))
     assert result.returncode == 2, result.stdout + result.stderr
     assert "CC=clang" in result.stderr and str(fake) in result.stderr
+    assert not (tmp_path / "out").exists(), "the suite started before the check"
+
+
+def test_a_compiler_that_is_not_there_is_refused(tmp_path):
+    result = _run(tmp_path, tmp_path, str(tmp_path / "no-such-cc"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "is not a program here" in result.stderr
     assert not (tmp_path / "out").exists(), "the suite started before the check"
 
 

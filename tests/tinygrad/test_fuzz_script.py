@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import random
-import shutil
 import sys
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import numpy as np
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fuzz-tinygrad.py"
-needs_clang = pytest.mark.skipif(shutil.which("clang") is None, reason="tinygrad's CPU device needs clang")
+needs_cpu_device = pytest.mark.usefixtures("tinygrad_cpu_device")
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +44,14 @@ def test_floats_within_the_tolerance_of_the_largest_magnitude(fuzz):
     assert fuzz.compare(np.array([1000.0, 1.0, np.nan, -np.inf, -np.inf], np.float32), want) is not None  # sign
 
 
-@needs_clang
+@needs_cpu_device
 def test_a_program_is_the_same_on_every_run(fuzz):
     first, second = fuzz.make_program(7, "CPU"), fuzz.make_program(7, "CPU")
     assert first.describe() == second.describe() and first.steps
     assert all((a == b).all() for a, b in zip(first.leaves, second.leaves))
 
 
-@needs_clang
+@needs_cpu_device
 def test_seeds_agree_with_the_cpu_device(vk_device, fuzz, capsys):
     """60 programs on lavapipe against tinygrad's CPU device, a difference printed with its program. Among them
     (seeds 170, 180, 189, 222) elementwise kernels over a prime number of elements past 65,535, lavapipe's limit of
@@ -61,7 +60,7 @@ def test_seeds_agree_with_the_cpu_device(vk_device, fuzz, capsys):
     assert "same 60" in capsys.readouterr().out
 
 
-@needs_clang
+@needs_cpu_device
 def test_the_second_opinion_agrees_only_with_the_right_result(fuzz):
     """Where VK and CPU differ, tinygrad's PYTHON device is asked: it agrees with a right result only."""
     program = fuzz.make_program(1, "CPU")
@@ -73,7 +72,7 @@ def test_the_second_opinion_agrees_only_with_the_right_result(fuzz):
     assert not fuzz.second_opinion(program, right, "NO_SUCH_DEVICE")
 
 
-@needs_clang
+@needs_cpu_device
 def test_a_fault_of_tinygrads_jit_is_counted_apart(fuzz):
     """tinygrad's JIT keeps a view of an input (a bitcast of it) from the call it captured, on CPU as on VK: the
     replays read the captured call's data. The fuzzer counts that apart from a difference of VK's."""
@@ -86,7 +85,7 @@ def test_a_fault_of_tinygrads_jit_is_counted_apart(fuzz):
     assert outcome == "the JIT alone differs", message
 
 
-@needs_clang
+@needs_cpu_device
 def test_jitted_seeds_agree_with_the_cpu_device(vk_device, fuzz, capsys):
     """20 programs under TinyJit (16 with kernels to capture: VK's graph, captured and replayed with new inputs)
     against CPU without it."""

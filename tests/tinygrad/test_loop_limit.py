@@ -8,7 +8,6 @@ on whatever device runs them."""
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import types
 
 import numpy as np
@@ -105,7 +104,7 @@ def test_symbolic_sum_past_the_limit(on_vk):
 
 
 # masked_select's result size is computed on tinygrad's CPU device, which compiles with clang
-@pytest.mark.skipif(shutil.which("clang") is None, reason="tinygrad's CPU device needs clang (apt-get install clang)")
+@pytest.mark.usefixtures("tinygrad_cpu_device")
 def test_masked_select_nested_loops(on_vk):
     # tinygrad's test_masked_select: a prefix sum of 320 elements in 20*320*320 nested loop iterations per invocation
     x = RNG.uniform(-2, 2, (32, 10)).astype(np.float32)

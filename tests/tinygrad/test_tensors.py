@@ -19,9 +19,7 @@ RNG = np.random.default_rng(0)
 
 # Some of tinygrad's work runs on its CPU device even under DEV=VK, and that device compiles with clang (a machine
 # whose cc is gcc cannot serve it).
-needs_clang = pytest.mark.skipif(
-    shutil.which("clang") is None, reason="tinygrad's CPU device needs clang (apt-get install clang)"
-)
+needs_cpu_device = pytest.mark.usefixtures("tinygrad_cpu_device")
 
 
 @pytest.fixture(autouse=True)
@@ -308,7 +306,7 @@ def test_write_into_view():
     np.testing.assert_equal(t.numpy(), ref)
 
 
-@needs_clang
+@needs_cpu_device
 def test_to_and_from_cpu():
     a = rand(1000)
     t = Tensor(a, device="CPU").to("VK")
@@ -330,7 +328,7 @@ def test_between_two_vk_devices(vk_devices_count):
 # ----- tinygrad features --------------------------------------------------------------------------------------------
 
 
-@needs_clang  # tinygrad binds the variable through a kernel of its CPU device
+@needs_cpu_device  # tinygrad binds the variable through a kernel of its CPU device
 def test_symbolic_variable():
     i = Variable("i", 1, 10)
     t = Tensor.arange(10).float().contiguous().realize()
@@ -518,7 +516,7 @@ def _graph_runners() -> list:
     return [o for o in gc.get_objects() if isinstance(o, VKGraph)]
 
 
-@needs_clang  # tinygrad seeds its random numbers with a kernel of its CPU device
+@needs_cpu_device  # tinygrad seeds its random numbers with a kernel of its CPU device
 def test_rand_and_arange():
     r = Tensor.rand(10000).numpy()
     assert 0 <= r.min() and r.max() < 1 and abs(r.mean() - 0.5) < 0.02
