@@ -8,7 +8,7 @@
 # 2. Given a clone of tinygrad's repository: its `test/backend` with DEV=VK and our skip plugin, run from a copy of
 #    its tests at $TINYGRAD_COMMIT (default a9069c177a, the v0.14.0 release; docs/tinygrad.md says why a copy).
 #    Those tests need tinygrad's CPU device, which compiles C with $CC (default clang) for a bare target; gcc cannot,
-#    so the script checks that compiler, and the checkout, before running anything.
+#    so the script checks that compiler (tests/conftest.py's check) and the checkout before running anything.
 #
 # A validation layer of one's own (a newer SDK's) is used by setting VK_ADD_LAYER_PATH to its directory of layer
 # manifests. $PYTHON picks the interpreter (default python3). The exit status is non-zero when a run failed.
@@ -18,26 +18,17 @@ usage="usage: [JOBS=8] [OUT=DIR] [VK_ADD_LAYER_PATH=DIR] bash scripts/gpu-test.s
 case ${1:-} in -h|--help) echo "$usage"; exit 0 ;; esac
 python=${PYTHON:-python3}
 unset CDPATH  # so that $(cd DIR && pwd) prints DIR alone
+root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -eq 1 ]; then
-  cc=${CC-clang}  # as tinygrad reads it: CC set but empty is no compiler
-  if ! command -v "$cc" >/dev/null; then
-    echo "gpu-test.sh: tinygrad's CPU device compiles C with \$CC (default clang), and '$cc' is not a program here;" \
-      "install clang and leave CC unset or set CC=clang" >&2
-    exit 2
-  fi
-  if ! echo 'int f(void) { return 0; }' | "$cc" -c -x c -ffreestanding -nostdlib --target="$(uname -m)-none-unknown-elf" \
-      - -o /dev/null 2>/dev/null; then
-    echo "gpu-test.sh: tinygrad's CPU device compiles C with \$CC (here '$cc') for a bare target (--target=...), which" \
-      "'$cc' cannot do; install clang and set CC=clang" >&2
-    exit 2
-  fi
+  problem=$(PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$python" -c 'import sys; sys.path.insert(0, sys.argv[1])
+from conftest import tinygrad_cpu_compiler_problem as p; print(p() or "")' "$root/tests")
+  [ -z "$problem" ] || { echo "gpu-test.sh: $problem" >&2; exit 2; }
   git -C "$1" rev-parse --verify -q "${TINYGRAD_COMMIT:-a9069c177a}^{commit}" >/dev/null 2>&1 || {
     echo "gpu-test.sh: $1 is not a clone of tinygrad's repository with commit ${TINYGRAD_COMMIT:-a9069c177a}" >&2
     exit 2
   }
   tinygrad_checkout=$(cd "$1" && pwd)
 fi
-root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${OUT:-$root/gpu-test-results}" && cd "${OUT:-$root/gpu-test-results}" && pwd)
 cd "$root"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"

@@ -76,18 +76,29 @@ def device():
     return dev
 
 
-@pytest.fixture(scope="session")
-def tinygrad_cpu_device():
-    """Skips where tinygrad's CPU device, which tinygrad's tensors lean on for some helpers, cannot compile: it runs
-    $CC (default clang) for a bare target, which gcc, say, refuses."""
-    cc = os.environ.get("CC", "clang")  # as tinygrad reads it: CC set but empty is no compiler
+def tinygrad_cpu_compiler_problem() -> str | None:
+    """Why tinygrad's CPU device cannot compile here, or None where it can: it runs $CC (default clang; set but empty
+    is no compiler, as tinygrad reads it) for a bare target, which gcc, say, refuses. scripts/gpu-test.sh asks too."""
+    cc = os.environ.get("CC", "clang")
     command = [cc, "-c", "-x", "c", "-ffreestanding", "-nostdlib", f"--target={platform.machine()}-none-unknown-elf"]
     try:
         subprocess.run([*command, "-", "-o", os.devnull], input=b"int f(void) { return 0; }", capture_output=True,
                        check=True, timeout=60)  # fmt: skip
+    except (FileNotFoundError, PermissionError):
+        return (f"tinygrad's CPU device compiles C with $CC (default clang), and {cc!r} is not a program here; "
+                "install clang and leave CC unset or set CC=clang")  # fmt: skip
     except (OSError, subprocess.SubprocessError):
-        pytest.skip(f"tinygrad's CPU device compiles with $CC ({cc!r}) for a bare target, which it cannot: install "
-                    "clang (apt-get install clang) and leave CC unset or set CC=clang")  # fmt: skip
+        return (f"tinygrad's CPU device compiles C with $CC (here {cc!r}) for a bare target (--target=...), which "
+                f"{cc!r} cannot do; install clang and set CC=clang")  # fmt: skip
+    return None
+
+
+@pytest.fixture(scope="session")
+def tinygrad_cpu_device():
+    """Skips where tinygrad's CPU device, which tinygrad's tensors lean on for some helpers, cannot compile."""
+    problem = tinygrad_cpu_compiler_problem()
+    if problem:
+        pytest.skip(problem)
 
 
 @pytest.fixture
